@@ -1,0 +1,173 @@
+// Package journal owns the record of business operations and of every attempt to
+// carry them out in 1C (ARCHITECTURE.md rules 1–3 and 8). It declares the types and
+// the Store interface; internal/store/postgres (and later sqlite) implement it.
+package journal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Status of an operation.
+type Status string
+
+const (
+	StatusPending Status = "pending"
+	StatusDone    Status = "done"
+	StatusFailed  Status = "failed"
+)
+
+// Outcome of one attempt. An attempt with an empty outcome is still open: either in
+// flight, or its process died; the next claim of the operation marks it interrupted.
+type Outcome string
+
+const (
+	OutcomeDone        Outcome = "done"
+	OutcomeRetry       Outcome = "retry"
+	OutcomeFailed      Outcome = "failed"
+	OutcomeInterrupted Outcome = "interrupted"
+)
+
+// Sentinel errors the stores map their driver errors to.
+var (
+	ErrNotFound   = errors.New("journal: operation not found")
+	ErrNothingDue = errors.New("journal: no operation is due")
+	ErrNotPending = errors.New("journal: operation is not pending")
+	ErrBusy       = errors.New("journal: operation is locked by another worker")
+)
+
+// Operation is one business operation under its key.
+type Operation struct {
+	Key           string          `json:"key"`
+	Kind          string          `json:"kind"`
+	Source        string          `json:"source"`
+	ExternalID    string          `json:"external_id"`
+	Status        Status          `json:"status"`
+	Payload       json.RawMessage `json:"payload"`
+	PayloadSHA256 string          `json:"payload_sha256"`
+	Result        *Result         `json:"result"`
+	Attempts      int             `json:"attempts"`
+	LastError     string          `json:"last_error"`
+	NextAttemptAt time.Time       `json:"next_attempt_at"`
+	CreatedAt     time.Time       `json:"created_at"`
+	UpdatedAt     time.Time       `json:"updated_at"`
+}
+
+// Result is what 1C answered when the operation succeeded.
+type Result struct {
+	Ref    string `json:"ref"`
+	Number string `json:"number"`
+	Date   string `json:"date,omitempty"`
+	// Found is true when 1C already held the order (a lost reply, a 409, or a
+	// duplicate created outside ordersync) and nothing was created by this attempt.
+	Found    bool     `json:"found,omitempty"`
+	Note     string   `json:"note,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Attempt is one try at an operation.
+type Attempt struct {
+	Attempt    int        `json:"attempt"`
+	Worker     string     `json:"worker"`
+	Outcome    Outcome    `json:"outcome"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+	Error      string     `json:"error"`
+	Ref        string     `json:"ref,omitempty"`
+	// Exchanges digests what was sent to and received from 1C during the attempt.
+	Exchanges json.RawMessage `json:"exchanges,omitempty"`
+}
+
+// Conflict records a registration under an existing key with a different payload.
+// The saved operation is never overwritten.
+type Conflict struct {
+	At            time.Time       `json:"at"`
+	PayloadSHA256 string          `json:"payload_sha256"`
+	Payload       json.RawMessage `json:"payload"`
+}
+
+// Detail is an operation with its attempts and conflicts, for `journal show`.
+type Detail struct {
+	Operation
+	History   []Attempt  `json:"attempts_history"`
+	Conflicts []Conflict `json:"conflicts"`
+}
+
+// NewOperation is what a connector, the CLI or the inbox registers.
+type NewOperation struct {
+	Key        string
+	Kind       string
+	Source     string
+	ExternalID string
+	Payload    json.RawMessage // canonical bytes; their SHA-256 decides duplicate vs conflict
+}
+
+// RegisterOutcome says what registration did.
+type RegisterOutcome string
+
+const (
+	Registered RegisterOutcome = "registered" // a new operation was written
+	Duplicate  RegisterOutcome = "duplicate"  // same key, same payload: the saved one
+	Conflicted RegisterOutcome = "conflict"   // same key, other payload: recorded, nothing overwritten
+)
+
+// Registration is the answer to Register: the outcome and the saved operation.
+type Registration struct {
+	Outcome   RegisterOutcome
+	Operation Operation
+}
+
+// Filter selects operations for `journal list`.
+type Filter struct {
+	Status Status
+	Source string
+	Since  time.Time // updated at or after
+	Limit  int       // 0: the store's default (100)
+}
+
+// Finish is how an attempt ended, written together with the operation's new state.
+type Finish struct {
+	Status        Status          // done, pending (retry later) or failed
+	Result        *Result         // when done
+	Error         string          // when pending or failed
+	NextAttemptAt time.Time       // when pending
+	Ref           string          // 1C ref touched by the attempt, if any
+	Exchanges     json.RawMessage // digests of the 1C calls
+}
+
+// Claim is one operation claimed by one worker. In PostgreSQL it holds the row lock
+// (SELECT … FOR UPDATE) in an open transaction until Finish or Release; that
+// transaction does nothing else while 1C is called (ARCHITECTURE.md rule 9).
+type Claim interface {
+	Operation() Operation
+	// Attempt is the number of this attempt; its row was committed before Claim returned.
+	Attempt() int
+	// Finish writes the operation's state and closes the attempt row, then commits
+	// and releases the lock. It may be called once.
+	Finish(ctx context.Context, f Finish) error
+	// Release gives the claim up without a verdict (rolls back); the attempt row stays
+	// open and the next claim marks it interrupted. Safe after Finish.
+	Release(ctx context.Context) error
+}
+
+// Store is the journal's persistence.
+type Store interface {
+	// Register inserts the operation unless its key exists (INSERT … ON CONFLICT (key)
+	// DO NOTHING); an existing key with another payload is recorded as a conflict.
+	Register(ctx context.Context, op NewOperation) (Registration, error)
+	Get(ctx context.Context, key string) (Operation, error)
+	Show(ctx context.Context, key string) (Detail, error)
+	List(ctx context.Context, f Filter) ([]Operation, error)
+
+	// ClaimDue claims the pending operation that is due first, skipping locked rows.
+	// ErrNothingDue when none is.
+	ClaimDue(ctx context.Context, worker string) (Claim, error)
+	// ClaimKey claims one operation by key, waiting for its lock (the resync path).
+	// ErrNotPending (with the operation) when it is done or failed; ErrNotFound.
+	ClaimKey(ctx context.Context, key, worker string) (Claim, error)
+	// Requeue makes a failed or pending operation due now. A done one is left alone
+	// and ErrNotPending is returned.
+	Requeue(ctx context.Context, key string) (Operation, error)
+}

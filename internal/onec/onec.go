@@ -1,0 +1,237 @@
+// Package onec declares what ordersync needs from a 1C:Enterprise base: the contract
+// v1 types (ARCHITECTURE.md §4.1), the Client interface, and the classification of
+// failures that the engine's retry policy is built on. internal/onec/httpservice
+// implements the client over the base's HTTP service.
+package onec
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/shopspring/decimal"
+)
+
+// Order is an order as 1C reports it (Order1C of contract v1).
+type Order struct {
+	Ref        string `json:"ref"`
+	Number     string `json:"number"`
+	Date       string `json:"date"`
+	ExternalID string `json:"external_id"`
+	Posted     bool   `json:"posted"`
+	Deleted    bool   `json:"deleted"`
+}
+
+// Customer of CreateOrder.
+type Customer struct {
+	Name  string `json:"name"`
+	Phone string `json:"phone"`
+	Email string `json:"email"`
+}
+
+// Line of CreateOrder. Decimals marshal as exact JSON numbers.
+type Line struct {
+	SKU      string          `json:"sku"`
+	Name     string          `json:"name"`
+	Quantity decimal.Decimal `json:"quantity"`
+	Price    decimal.Decimal `json:"price"`
+	Amount   decimal.Decimal `json:"amount"`
+}
+
+// CreateOrder is the body of POST /orders. Date is 1C's zone-less local time,
+// YYYY-MM-DDTHH:MM:SS in onec.timezone.
+type CreateOrder struct {
+	ExternalID string          `json:"external_id"`
+	Source     string          `json:"source"`
+	Number     string          `json:"number"`
+	Date       string          `json:"date"`
+	Customer   Customer        `json:"customer"`
+	Warehouse  string          `json:"warehouse"`
+	Currency   string          `json:"currency"`
+	Lines      []Line          `json:"lines"`
+	Total      decimal.Decimal `json:"total"`
+	Comment    string          `json:"comment"`
+}
+
+// Created is the answer to a create. Existing is true when 1C answered 409: the
+// order was already there, nothing new was created, and the fields describe it.
+type Created struct {
+	Ref      string `json:"ref"`
+	Number   string `json:"number"`
+	Date     string `json:"date"`
+	Existing bool   `json:"-"`
+}
+
+// Cancelled is the answer to POST /orders/cancel.
+type Cancelled struct {
+	Ref    string `json:"ref"`
+	Status string `json:"status"`
+}
+
+// StockItem is one line of a stock snapshot.
+type StockItem struct {
+	SKU      string          `json:"sku"`
+	Quantity decimal.Decimal `json:"quantity"`
+	Price    decimal.Decimal `json:"price"`
+}
+
+// Stock is GET /stock.
+type Stock struct {
+	Warehouse string      `json:"warehouse"`
+	TakenAt   string      `json:"taken_at"`
+	Items     []StockItem `json:"items"`
+}
+
+// Info is GET /ping.
+type Info struct {
+	Service string `json:"service"`
+	Version string `json:"version"`
+}
+
+// Client talks to one 1C base. Implementations bound their own concurrency by
+// onec.max_concurrency, retry idempotent GETs inside the call, and never retry a POST.
+type Client interface {
+	Ping(ctx context.Context) (Info, error)
+	// FindOrders returns every order whose external-ID attribute equals externalID,
+	// an empty slice when there is none.
+	FindOrders(ctx context.Context, externalID string) ([]Order, error)
+	CreateOrder(ctx context.Context, req CreateOrder) (Created, error)
+	CancelOrder(ctx context.Context, externalID, reason string) (Cancelled, error)
+	Stock(ctx context.Context, warehouse string) (Stock, error)
+}
+
+// Class is how a failure must be treated.
+type Class int
+
+const (
+	// Transient: nothing happened in 1C; retrying is safe.
+	Transient Class = iota + 1
+	// Unknown: a POST was sent and no answer came (timeout, dropped connection, 5xx):
+	// the order may exist. The next attempt must find before it creates.
+	Unknown
+	// Permanent: 1C refused the request for a reason retrying will not change.
+	Permanent
+	// Auth: credentials or the publication are wrong; an operator must act.
+	Auth
+)
+
+func (c Class) String() string {
+	switch c {
+	case Transient:
+		return "transient"
+	case Unknown:
+		return "unknown outcome"
+	case Permanent:
+		return "permanent"
+	case Auth:
+		return "authentication"
+	default:
+		return fmt.Sprintf("class(%d)", int(c))
+	}
+}
+
+// Error is a classified failure of one 1C call.
+type Error struct {
+	Class  Class
+	Op     string // "ping", "find", "create", "cancel", "stock"
+	Status int    // HTTP status, 0 when no answer came
+	// Code, Message and Field come from 1C's {"error":{…}} body when it sent one.
+	Code    string
+	Message string
+	Field   string
+	Err     error // the underlying cause, if any
+}
+
+func (e *Error) Error() string {
+	s := "1c " + e.Op + ": " + e.Class.String()
+	if e.Status != 0 {
+		s += fmt.Sprintf(" (HTTP %d)", e.Status)
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+		if e.Field != "" {
+			s += " [field " + e.Field + "]"
+		}
+		if e.Code != "" {
+			s += " [code " + e.Code + "]"
+		}
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ClassOf classifies any error from a Client. Errors that are not *Error (a
+// cancelled context, say) are Transient: nothing proves 1C acted on them.
+func ClassOf(err error) Class {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Class
+	}
+	return Transient
+}
+
+// Exchange digests one HTTP exchange with 1C for the attempt journal: enough for an
+// accountant to prove what was sent and answered without storing personal data twice.
+type Exchange struct {
+	Method         string `json:"method"`
+	Path           string `json:"path"`
+	Status         int    `json:"status"` // 0: no answer
+	RequestSHA256  string `json:"request_sha256,omitempty"`
+	ResponseSHA256 string `json:"response_sha256,omitempty"`
+	Error          string `json:"error,omitempty"`
+}
+
+// Recorder collects the exchanges of one attempt. Safe for concurrent use.
+type Recorder struct {
+	mu        sync.Mutex
+	exchanges []Exchange
+}
+
+// Add appends one exchange.
+func (r *Recorder) Add(x Exchange) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.exchanges = append(r.exchanges, x)
+	r.mu.Unlock()
+}
+
+// Exchanges returns a copy of what was recorded.
+func (r *Recorder) Exchanges() []Exchange {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Exchange(nil), r.exchanges...)
+}
+
+type recorderKey struct{}
+
+// WithRecorder returns a context whose 1C calls are recorded into r.
+func WithRecorder(ctx context.Context, r *Recorder) context.Context {
+	return context.WithValue(ctx, recorderKey{}, r)
+}
+
+// RecorderFrom returns the recorder in ctx, or nil (Add on nil is a no-op).
+func RecorderFrom(ctx context.Context) *Recorder {
+	r, _ := ctx.Value(recorderKey{}).(*Recorder)
+	return r
+}
+
+// Digest is the hex SHA-256 of a body, empty for an empty body.
+func Digest(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}

@@ -1,0 +1,293 @@
+// Package order owns the canonical order (ARCHITECTURE.md §4.2), its validation and
+// the keys that name business operations. It does no I/O and depends on nothing else
+// in the project.
+//
+// Money and quantities are shopspring decimals end to end. The package switches the
+// decimal library to marshal JSON numbers without quotes, so every JSON this project
+// writes carries numbers the way the contracts show them; parsing accepts both forms.
+package order
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/shopspring/decimal"
+)
+
+func init() {
+	// Exact numbers on the wire: 1500.5 stays the JSON number 1500.5, never a float.
+	decimal.MarshalJSONWithoutQuotes = true
+}
+
+// Customer is who bought the order. Every field is optional.
+type Customer struct {
+	Name  string `json:"name"`
+	Phone string `json:"phone"`
+	Email string `json:"email"`
+}
+
+// Line is one position of an order.
+type Line struct {
+	SKU      string          `json:"sku"`
+	Name     string          `json:"name"`
+	Quantity decimal.Decimal `json:"quantity"`
+	Price    decimal.Decimal `json:"price"`
+}
+
+// Amount is quantity × price, exact.
+func (l Line) Amount() decimal.Decimal { return l.Quantity.Mul(l.Price) }
+
+// Order is the canonical order every source is mapped to.
+type Order struct {
+	Source     string           `json:"source"`
+	ExternalID string           `json:"external_id"`
+	Number     string           `json:"number"`
+	CreatedAt  time.Time        `json:"created_at"`
+	Customer   Customer         `json:"customer"`
+	Warehouse  string           `json:"warehouse"`
+	Currency   string           `json:"currency"`
+	Lines      []Line           `json:"lines"`
+	Total      *decimal.Decimal `json:"total,omitempty"`
+	Comment    string           `json:"comment"`
+}
+
+// Operation kinds recorded in the journal.
+const (
+	KindCreate = "order.create"
+	KindCancel = "order.cancel"
+)
+
+var sourceRe = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
+
+// Key names a business operation: <source>:<entity>:<id>:<action>, for example
+// kaspi:order:512344101:create. It is built from business data only.
+func Key(source, entity, id, action string) string {
+	return source + ":" + entity + ":" + id + ":" + action
+}
+
+// CreateKey is the journal key of creating this order.
+func (o Order) CreateKey() string { return Key(o.Source, "order", o.ExternalID, "create") }
+
+// CancelKey is the journal key of cancelling this order.
+func (o Order) CancelKey() string { return Key(o.Source, "order", o.ExternalID, "cancel") }
+
+// OneCExternalID is the value stored in 1C's external-ID attribute: <source>:<external_id>.
+func (o Order) OneCExternalID() string { return OneCExternalID(o.Source, o.ExternalID) }
+
+// OneCExternalID joins a source and its external id the way 1C stores them.
+func OneCExternalID(source, externalID string) string { return source + ":" + externalID }
+
+// LinesTotal is the exact sum of the lines' amounts.
+func (o Order) LinesTotal() decimal.Decimal {
+	sum := decimal.Zero
+	for _, l := range o.Lines {
+		sum = sum.Add(l.Amount())
+	}
+	return sum
+}
+
+// EffectiveNumber is the number shown in 1C: Number, or the external id when empty.
+func (o Order) EffectiveNumber() string {
+	if o.Number != "" {
+		return o.Number
+	}
+	return o.ExternalID
+}
+
+// FieldError says which field of an order is wrong and why.
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+func (e FieldError) Error() string { return e.Field + ": " + e.Message }
+
+// ValidationError lists every problem found in one order.
+type ValidationError struct {
+	Problems []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.Error()
+	}
+	return "invalid order: " + strings.Join(parts, "; ")
+}
+
+// Validate checks the rules of ARCHITECTURE.md §4.2 and returns a *ValidationError
+// naming every offending field, or nil.
+func (o Order) Validate() error {
+	var ps []FieldError
+	add := func(field, format string, args ...any) {
+		ps = append(ps, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case o.Source == "":
+		add("source", "is required")
+	case !sourceRe.MatchString(o.Source):
+		add("source", "must match [a-z0-9_-]{1,32}, got %q", o.Source)
+	}
+	if msg := checkPrintable(o.ExternalID, 64); msg != "" {
+		add("external_id", "%s", msg)
+	}
+	if o.Number != "" {
+		if msg := checkPrintable(o.Number, 64); msg != "" {
+			add("number", "%s", msg)
+		}
+	}
+	if o.CreatedAt.IsZero() {
+		add("created_at", "is required (RFC 3339 with a zone offset, e.g. 2026-09-16T10:00:00+05:00)")
+	}
+	switch {
+	case o.Currency == "":
+		add("currency", "is required (ISO 4217, e.g. KZT)")
+	case !ValidCurrency(o.Currency):
+		add("currency", "%q is not an ISO 4217 currency code", o.Currency)
+	}
+	if len(o.Lines) == 0 {
+		add("lines", "at least one line is required")
+	}
+	for i, l := range o.Lines {
+		f := fmt.Sprintf("lines[%d]", i)
+		if strings.TrimSpace(l.SKU) == "" {
+			add(f+".sku", "is required")
+		}
+		if !l.Quantity.IsPositive() {
+			add(f+".quantity", "must be greater than 0, got %s", l.Quantity)
+		}
+		if l.Price.IsNegative() {
+			add(f+".price", "must not be negative, got %s", l.Price)
+		}
+	}
+	if o.Total != nil && len(o.Lines) > 0 {
+		if sum := o.LinesTotal(); !o.Total.Equal(sum) {
+			add("total", "%s does not equal the sum of the lines %s", o.Total, sum)
+		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	return &ValidationError{Problems: ps}
+}
+
+func checkPrintable(s string, max int) string {
+	if s == "" {
+		return "is required"
+	}
+	if !utf8.ValidString(s) {
+		return "is not valid UTF-8"
+	}
+	if n := utf8.RuneCountInString(s); n > max {
+		return fmt.Sprintf("is %d characters long, at most %d allowed", n, max)
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return fmt.Sprintf("contains the non-printable character %U", r)
+		}
+	}
+	return ""
+}
+
+// Parse decodes one canonical order from JSON, refusing unknown fields and trailing
+// data, and validates it. Errors are *ValidationError naming the field.
+func Parse(data []byte) (Order, error) {
+	var o Order
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&o); err != nil {
+		return Order{}, decodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Order{}, &ValidationError{Problems: []FieldError{{Field: "(document)", Message: "unexpected data after the order object"}}}
+	}
+	if err := o.Validate(); err != nil {
+		return Order{}, err
+	}
+	return o, nil
+}
+
+func decodeError(err error) error {
+	var (
+		syn *json.SyntaxError
+		typ *json.UnmarshalTypeError
+		tim *time.ParseError
+	)
+	fe := FieldError{Field: "(document)", Message: err.Error()}
+	switch {
+	case errors.As(err, &syn):
+		fe.Message = fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, syn)
+	case errors.As(err, &typ):
+		fe.Field = typ.Field
+		fe.Message = fmt.Sprintf("must be a JSON %s, got %s", jsonKind(typ.Type.Kind().String()), typ.Value)
+	case errors.As(err, &tim):
+		fe.Field = "created_at"
+		fe.Message = fmt.Sprintf("%q is not an RFC 3339 time with a zone offset", tim.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		fe.Field = strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		fe.Message = "is not a field of the canonical order"
+	case errors.Is(err, io.EOF):
+		fe.Message = "empty document"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		fe.Message = "truncated JSON"
+	case strings.Contains(err.Error(), "decimal"):
+		fe.Message = "a number is malformed: " + err.Error()
+	}
+	return &ValidationError{Problems: []FieldError{fe}}
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "string"
+	case "slice", "array":
+		return "array"
+	case "struct", "map":
+		return "object"
+	default:
+		return goKind
+	}
+}
+
+// Canonical returns the order's canonical JSON: field order fixed by the struct,
+// decimals normalised (1500.00 and 1500 encode alike), times in UTC. Two deliveries of
+// the same business data give the same bytes, so their SHA-256 compares them.
+func (o Order) Canonical() []byte {
+	c := o
+	c.CreatedAt = o.CreatedAt.UTC()
+	c.Lines = make([]Line, len(o.Lines))
+	for i, l := range o.Lines {
+		c.Lines[i] = Line{SKU: l.SKU, Name: l.Name, Quantity: norm(l.Quantity), Price: norm(l.Price)}
+	}
+	if o.Total != nil {
+		t := norm(*o.Total)
+		c.Total = &t
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic("order: canonical encoding: " + err.Error()) // every field is encodable
+	}
+	return b
+}
+
+func norm(d decimal.Decimal) decimal.Decimal {
+	s := d.String() // trims trailing zeros
+	n, _ := decimal.NewFromString(s)
+	return n
+}
+
+// SHA256Hex is the hex SHA-256 of b.
+func SHA256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
