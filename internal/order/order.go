@@ -206,6 +206,9 @@ func Parse(data []byte) (Order, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&o); err != nil {
+		if field, msg := findBadNumber(data); field != "" {
+			return Order{}, &ValidationError{Problems: []FieldError{{Field: field, Message: msg}}}
+		}
 		return Order{}, decodeError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
@@ -244,6 +247,38 @@ func decodeError(err error) error {
 		fe.Message = "a number is malformed: " + err.Error()
 	}
 	return &ValidationError{Problems: []FieldError{fe}}
+}
+
+// findBadNumber locates a number field whose value is not a decimal. The decimal
+// library's own error does not say which field it was decoding.
+func findBadNumber(data []byte) (field, msg string) {
+	var doc struct {
+		Lines []map[string]json.RawMessage `json:"lines"`
+		Total json.RawMessage              `json:"total"`
+	}
+	if json.Unmarshal(data, &doc) != nil {
+		return "", ""
+	}
+	check := func(name string, raw json.RawMessage) bool {
+		if len(raw) == 0 || string(raw) == "null" {
+			return false
+		}
+		var d decimal.Decimal
+		if err := d.UnmarshalJSON(raw); err != nil {
+			field, msg = name, fmt.Sprintf("must be a decimal number, got %s", raw)
+			return true
+		}
+		return false
+	}
+	for i, l := range doc.Lines {
+		for _, k := range []string{"quantity", "price"} {
+			if check(fmt.Sprintf("lines[%d].%s", i, k), l[k]) {
+				return field, msg
+			}
+		}
+	}
+	check("total", doc.Total)
+	return field, msg
 }
 
 func jsonKind(goKind string) string {

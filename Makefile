@@ -1,0 +1,32 @@
+# ordersync — build, test, lint, run.
+GO       ?= go
+BIN      ?= bin/ordersync
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X main.version=$(VERSION)
+CONFIG   ?= configs/demo.yaml
+
+.PHONY: build test test-short lint bench run demo clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ordersync
+
+# The tests need PostgreSQL: scripts/with-postgres uses TEST_DATABASE_URL or the local
+# server, or starts a throwaway cluster with initdb when the binaries are installed.
+test:
+	scripts/with-postgres $(GO) test -race -count=1 -timeout 20m ./...
+
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+bench:
+	scripts/with-postgres $(GO) test -run '^$$' -bench . -benchmem -count 6 ./internal/engine/
+
+run: build
+	$(BIN) run --config $(CONFIG)
+
+demo:
+	$(GO) run ./cmd/ordersync demo
+
+clean:
+	rm -rf bin

@@ -1,0 +1,240 @@
+// Package config owns ordersync's configuration (ARCHITECTURE.md §4.3): the Config
+// struct, its defaults, loading from a YAML file and ORDERSYNC_ environment
+// variables, secrets given as files (x_file), strict decoding, validation, and the
+// effective configuration with secrets masked that `ordersync config check` prints.
+//
+// Adding a section is adding a field to Config (with a koanf tag), its defaults in
+// defaults() and its checks in validate(); keys, environment variables, the _file
+// form of secrets and the effective output follow from the struct. Secrets carry the
+// struct tag `secret:"true"` (masked whole) or `secret:"url"` (a URL whose password
+// is masked).
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	// The 1C base's time zone must load on a minimal host without /usr/share/zoneinfo.
+	_ "time/tzdata"
+)
+
+// DefaultPath is the configuration file read when no --config is given, if it exists.
+const DefaultPath = "/etc/ordersync/ordersync.yaml"
+
+// Config is the whole configuration. Load returns it merged, decoded and validated.
+type Config struct {
+	Database Database `koanf:"database"`
+	OneC     OneC     `koanf:"onec"`
+	Worker   Worker   `koanf:"worker"`
+	Log      Log      `koanf:"log"`
+
+	source string // the file loaded, "" when none
+}
+
+// Database is the journal's database.
+type Database struct {
+	// URL is postgres://user:password@host:port/db?… Empty means not configured;
+	// commands that need a database say so (Load does not require it).
+	URL string `koanf:"url" secret:"url"`
+	// MaxConns bounds the connection pool. 0 (or absent) means 2*onec.max_concurrency+4,
+	// which Load fills in: every in-flight 1C call holds a row lock on one connection
+	// and writes its attempt row on another.
+	MaxConns int `koanf:"max_conns"`
+}
+
+// OneC is the 1C:Enterprise HTTP service (contract v1).
+type OneC struct {
+	BaseURL        string        `koanf:"base_url"` // required by `run`; absolute http(s) URL when set
+	Username       string        `koanf:"username"`
+	Password       string        `koanf:"password" secret:"true"`
+	Timeout        time.Duration `koanf:"timeout"`
+	MaxConcurrency int           `koanf:"max_concurrency"`
+	SessionReuse   bool          `koanf:"session_reuse"`
+	Timezone       string        `koanf:"timezone"` // IANA name; 1C dates carry no zone
+	GetRetries     int           `koanf:"get_retries"`
+}
+
+// Worker is the engine's claim, retry and shutdown policy.
+type Worker struct {
+	MaxAttempts     int           `koanf:"max_attempts"`
+	BackoffMin      time.Duration `koanf:"backoff_min"`
+	BackoffMax      time.Duration `koanf:"backoff_max"`
+	PollInterval    time.Duration `koanf:"poll_interval"` // how often idle workers look for due operations
+	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+}
+
+// Log is the program's log output.
+type Log struct {
+	Level  string `koanf:"level"`  // debug, info, warn or error
+	Format string `koanf:"format"` // json, text, or auto (text when stderr is a terminal)
+}
+
+// defaults is the configuration before any file or environment variable.
+func defaults() Config {
+	return Config{
+		Database: Database{
+			MaxConns: 0, // derived from onec.max_concurrency in derive
+		},
+		OneC: OneC{
+			Timeout:        30 * time.Second,
+			MaxConcurrency: 4,
+			SessionReuse:   true,
+			Timezone:       "Asia/Almaty",
+			GetRetries:     3,
+		},
+		Worker: Worker{
+			MaxAttempts:     10,
+			BackoffMin:      time.Second,
+			BackoffMax:      10 * time.Minute,
+			PollInterval:    time.Second,
+			ShutdownTimeout: 30 * time.Second,
+		},
+		Log: Log{
+			Level:  "info",
+			Format: "auto",
+		},
+	}
+}
+
+// derive fills in defaults that depend on other keys and normalises spelling. It
+// runs after merging and before validation.
+func (c *Config) derive() {
+	if c.Database.MaxConns == 0 {
+		c.Database.MaxConns = 2*c.OneC.MaxConcurrency + 4
+	}
+	c.Log.Level = strings.ToLower(c.Log.Level)
+	c.Log.Format = strings.ToLower(c.Log.Format)
+}
+
+// Source names the configuration file that was loaded, or says that none was.
+func (c *Config) Source() string {
+	if c.source == "" {
+		return "(defaults and environment only)"
+	}
+	return c.source
+}
+
+// Location returns the time zone of the 1C base. Call it on a validated
+// configuration (from Load), once, at wiring time: it panics if onec.timezone does
+// not load, which validation rules out.
+func (c OneC) Location() *time.Location {
+	loc, err := time.LoadLocation(c.Timezone)
+	if err != nil {
+		panic(fmt.Sprintf("config: onec.timezone %q used without validation: %v", c.Timezone, err))
+	}
+	return loc
+}
+
+// validate checks the merged configuration and records every problem.
+func (c *Config) validate(p *problems) {
+	c.Database.validate(p)
+	c.OneC.validate(p)
+	c.Worker.validate(p)
+	c.Log.validate(p)
+}
+
+func (d Database) validate(p *problems) {
+	if d.URL != "" {
+		// Never echo the value: it may carry a password.
+		u, err := url.Parse(d.URL)
+		switch {
+		case err != nil || !strings.Contains(d.URL, "://"):
+			p.add("database.url", "must be a URL such as postgres://user@host:5432/db")
+		case u.Scheme != "postgres" && u.Scheme != "postgresql":
+			p.add("database.url", fmt.Sprintf("must be a postgres:// URL, got scheme %q", u.Scheme))
+		}
+	}
+	if d.MaxConns < 1 {
+		p.add("database.max_conns", fmt.Sprintf("must be at least 1 (0 or absent means 2*onec.max_concurrency+4), got %d", d.MaxConns))
+	}
+}
+
+func (o OneC) validate(p *problems) {
+	if o.BaseURL != "" {
+		u, err := url.Parse(o.BaseURL)
+		switch {
+		case err != nil:
+			p.add("onec.base_url", "must be an absolute http:// or https:// URL, got an unparsable value")
+		case u.User != nil:
+			// Not echoed: the userinfo may hold a password.
+			p.add("onec.base_url", "must not contain a user name or password; use onec.username and onec.password")
+		case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			p.add("onec.base_url", fmt.Sprintf("must be an absolute http:// or https:// URL such as http://1c.local/trade/hs/ordersync/v1, got %q", o.BaseURL))
+		case u.RawQuery != "" || u.Fragment != "":
+			p.add("onec.base_url", fmt.Sprintf("must not have a query or fragment, got %q", o.BaseURL))
+		}
+	}
+	if strings.Contains(o.Username, ":") {
+		p.add("onec.username", "must not contain ':' (HTTP Basic authentication)")
+	}
+	if !utf8.ValidString(o.Username) {
+		p.add("onec.username", "must be valid UTF-8 (1C expects UTF-8 credentials)")
+	}
+	if !utf8.ValidString(o.Password) {
+		p.add("onec.password", "must be valid UTF-8 (1C expects UTF-8 credentials)")
+	}
+	if o.Timeout <= 0 {
+		p.add("onec.timeout", fmt.Sprintf("must be greater than 0, got %s", formatDuration(o.Timeout)))
+	}
+	if o.MaxConcurrency < 1 || o.MaxConcurrency > 256 {
+		p.add("onec.max_concurrency", fmt.Sprintf("must be between 1 and 256, got %d", o.MaxConcurrency))
+	}
+	switch {
+	case o.Timezone == "":
+		p.add("onec.timezone", "must be a time zone name such as Asia/Almaty, got an empty value")
+	default:
+		if _, err := time.LoadLocation(o.Timezone); err != nil {
+			p.add("onec.timezone", fmt.Sprintf("unknown time zone %q", o.Timezone))
+		}
+	}
+	if o.GetRetries < 0 {
+		p.add("onec.get_retries", fmt.Sprintf("must be at least 0, got %d", o.GetRetries))
+	}
+}
+
+func (w Worker) validate(p *problems) {
+	if w.MaxAttempts < 1 {
+		p.add("worker.max_attempts", fmt.Sprintf("must be at least 1, got %d", w.MaxAttempts))
+	}
+	if w.BackoffMin <= 0 {
+		p.add("worker.backoff_min", fmt.Sprintf("must be greater than 0, got %s", formatDuration(w.BackoffMin)))
+	} else if w.BackoffMax < w.BackoffMin {
+		p.add("worker.backoff_max", fmt.Sprintf("must be at least worker.backoff_min (%s), got %s",
+			formatDuration(w.BackoffMin), formatDuration(w.BackoffMax)))
+	}
+	if w.PollInterval <= 0 {
+		p.add("worker.poll_interval", fmt.Sprintf("must be greater than 0, got %s", formatDuration(w.PollInterval)))
+	}
+	if w.ShutdownTimeout <= 0 {
+		p.add("worker.shutdown_timeout", fmt.Sprintf("must be greater than 0, got %s", formatDuration(w.ShutdownTimeout)))
+	}
+}
+
+func (l Log) validate(p *problems) {
+	switch l.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		p.add("log.level", fmt.Sprintf("must be one of debug, info, warn, error, got %q", l.Level))
+	}
+	switch l.Format {
+	case "json", "text", "auto":
+	default:
+		p.add("log.format", fmt.Sprintf("must be one of json, text, auto, got %q", l.Format))
+	}
+}
+
+// formatDuration prints a duration as Go parses it, without the zero tails that
+// time.Duration.String adds: 10m rather than 10m0s, 1h rather than 1h0m0s.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
