@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -37,6 +38,20 @@ var (
 	ErrNotPending = errors.New("journal: operation is not pending")
 	ErrBusy       = errors.New("journal: operation is locked by another worker")
 )
+
+// NotPendingError is how ClaimKey and Requeue answer ErrNotPending: it carries the
+// operation as it stands (done, or failed for ClaimKey), so the caller can say what it
+// found. errors.Is(err, ErrNotPending) holds for it.
+type NotPendingError struct {
+	Operation Operation
+}
+
+func (e *NotPendingError) Error() string {
+	return fmt.Sprintf("journal: operation %s is %s, not pending", e.Operation.Key, e.Operation.Status)
+}
+
+// Is reports whether target is ErrNotPending.
+func (e *NotPendingError) Is(target error) bool { return target == ErrNotPending }
 
 // Operation is one business operation under its key.
 type Operation struct {

@@ -1,0 +1,301 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ordersync/ordersync/internal/journal"
+)
+
+// InterruptedError is written on an attempt left open when the next claim of its
+// operation starts.
+const InterruptedError = "interrupted: the worker stopped before recording an outcome (crash, kill or lost connection)"
+
+// ErrClaimClosed is returned by Finish on a claim already finished or released.
+var ErrClaimClosed = errors.New("postgres: the claim is already finished or released")
+
+// The claims lock with FOR NO KEY UPDATE, not FOR UPDATE: the attempt row is inserted
+// on another connection while the lock is held, and its foreign key check takes FOR KEY
+// SHARE on the operation row, which FOR UPDATE would block until the claim ends — a
+// deadlock between the claim's two connections that the server cannot see. FOR NO KEY
+// UPDATE still excludes every other claim and every UPDATE of the row.
+const claimDueSQL = `SELECT ` + opColumns + ` FROM operations
+WHERE status = 'pending' AND next_attempt_at <= $1
+ORDER BY next_attempt_at, key
+LIMIT 1
+FOR NO KEY UPDATE SKIP LOCKED`
+
+const claimKeySQL = `SELECT ` + opColumns + ` FROM operations WHERE key = $1 FOR NO KEY UPDATE`
+
+// attemptSQL runs on a connection of its own, in autocommit, while the claim holds the
+// row lock: it closes the attempts a stopped worker left open and opens the next one.
+// Numbering by max(attempt)+1 is safe because the row lock admits one claimer.
+const attemptSQL = `
+WITH interrupted AS (
+	UPDATE operation_attempts
+	SET finished_at = $3, outcome = 'interrupted', error = $4
+	WHERE operation_key = $1 AND finished_at IS NULL
+	RETURNING attempt
+), next AS (
+	SELECT coalesce(max(attempt), 0) + 1 AS attempt FROM operation_attempts WHERE operation_key = $1
+), opened AS (
+	INSERT INTO operation_attempts (operation_key, attempt, worker, started_at)
+	SELECT $1, next.attempt, $2, $3 FROM next
+	RETURNING attempt
+)
+SELECT opened.attempt, coalesce((SELECT array_agg(attempt ORDER BY attempt) FROM interrupted), '{}')
+FROM opened`
+
+const finishOperationSQL = `
+UPDATE operations
+SET status = $2, result = $3, last_error = $4, attempts = $5,
+	next_attempt_at = coalesce($6, next_attempt_at), updated_at = $7
+WHERE key = $1`
+
+const finishAttemptSQL = `
+UPDATE operation_attempts
+SET finished_at = $3, outcome = $4, error = $5, onec_ref = $6, exchanges = $7
+WHERE operation_key = $1 AND attempt = $2`
+
+// ClaimDue claims the pending operation that is due first (next_attempt_at, then key),
+// skipping rows other workers hold, and commits its attempt row before returning.
+// journal.ErrNothingDue when no operation is due.
+//
+// The returned claim holds a pooled connection and an open transaction: callers must
+// `defer claim.Release(ctx)` (a no-op after Finish).
+func (j *Journal) ClaimDue(ctx context.Context, worker string) (journal.Claim, error) {
+	return j.claim(ctx, worker, "")
+}
+
+// ClaimKey claims one operation by key whatever its next_attempt_at (the operator's
+// resync), waiting at most ClaimLockTimeout for a worker that holds it
+// (journal.ErrBusy). journal.ErrNotFound for an unknown key; *journal.NotPendingError
+// (journal.ErrNotPending) when it is done or failed, and then no attempt is written.
+// Callers must `defer claim.Release(ctx)`.
+func (j *Journal) ClaimKey(ctx context.Context, key, worker string) (journal.Claim, error) {
+	if key == "" {
+		return nil, errors.New("postgres: claim: key is required")
+	}
+	return j.claim(ctx, worker, key)
+}
+
+// claim is ClaimDue (key == "") or ClaimKey. Round trips: one for BEGIN + settings +
+// SELECT … FOR NO KEY UPDATE (a pipelined batch), one for the attempt row on another
+// connection.
+func (j *Journal) claim(ctx context.Context, worker, key string) (_ journal.Claim, err error) {
+	db := j.db
+	what := "claim due"
+	if key != "" {
+		what = "claim " + key
+	}
+	select {
+	case db.claimSlots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("postgres: %s: waiting for a free claim slot: %w", what, ctx.Err())
+	}
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		<-db.claimSlots
+		return nil, fmt.Errorf("postgres: %s: %w", what, err)
+	}
+	c := &claim{db: db, conn: conn}
+	defer func() {
+		if err != nil {
+			_ = c.end(ctx)
+		}
+	}()
+
+	now := db.nowUTC()
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	b.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, millis(db.cfg.ClaimIdleTimeout))
+	if key == "" {
+		b.Queue(claimDueSQL, now)
+	} else {
+		b.Queue(`SELECT set_config('lock_timeout', $1, true)`, millis(db.cfg.ClaimLockTimeout))
+		b.Queue(claimKeySQL, key)
+	}
+	br := conn.SendBatch(ctx, b)
+	op, err := func() (journal.Operation, error) {
+		for range b.Len() - 1 { // BEGIN and the settings
+			if _, err := br.Exec(); err != nil {
+				return journal.Operation{}, err
+			}
+		}
+		return scanOperation(br.QueryRow())
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) && key == "":
+		return nil, journal.ErrNothingDue
+	case err != nil:
+		return nil, fmt.Errorf("postgres: %s: %w", what, interpretError(err))
+	case op.Status != journal.StatusPending:
+		return nil, &journal.NotPendingError{Operation: op}
+	}
+
+	// The attempt row, committed on another connection before 1C hears of the claim.
+	// Bounded by the claim's idle timeout, which ends the claim transaction anyway
+	// while this statement runs, so that a lock it should never meet fails instead of
+	// hanging.
+	actx, cancel := context.WithTimeout(ctx, db.cfg.ClaimIdleTimeout)
+	defer cancel()
+	var interrupted []int32
+	if err := db.pool.QueryRow(actx, attemptSQL, op.Key, worker, now, InterruptedError).Scan(&c.attempt, &interrupted); err != nil {
+		return nil, fmt.Errorf("postgres: %s: record attempt of %s: %w", what, op.Key, interpretError(err))
+	}
+	if len(interrupted) > 0 {
+		db.log.WarnContext(ctx, "journal: closed attempts left open by a stopped worker as interrupted",
+			"key", op.Key, "interrupted", interrupted, "attempt", c.attempt, "worker", worker)
+	}
+	op.Attempts = c.attempt
+	c.op = op
+	return c, nil
+}
+
+// claim is one claimed operation: a pooled connection in an open transaction that
+// holds the operation's row lock.
+type claim struct {
+	db      *DB
+	conn    *pgxpool.Conn
+	op      journal.Operation
+	attempt int
+
+	mu     sync.Mutex
+	closed bool
+}
+
+var _ journal.Claim = (*claim)(nil)
+
+func (c *claim) Operation() journal.Operation { return c.op }
+func (c *claim) Attempt() int                 { return c.attempt }
+
+// Finish writes the operation's new state and closes the attempt row in the claim's
+// transaction, and commits: one round trip (UPDATE, UPDATE, COMMIT pipelined). On an
+// error the transaction is rolled back and the attempt stays open, to be marked
+// interrupted by the next claim. The claim is closed afterwards either way, except
+// when f itself is invalid.
+func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
+	key := c.op.Key
+	var outcome journal.Outcome
+	switch f.Status {
+	case journal.StatusDone:
+		outcome = journal.OutcomeDone
+	case journal.StatusPending:
+		outcome = journal.OutcomeRetry
+	case journal.StatusFailed:
+		outcome = journal.OutcomeFailed
+	default:
+		return fmt.Errorf("postgres: finish %s: unknown status %q (want done, pending or failed)", key, f.Status)
+	}
+	var exchanges []byte
+	if len(f.Exchanges) > 0 {
+		if !json.Valid(f.Exchanges) {
+			return fmt.Errorf("postgres: finish %s: exchanges are not valid JSON", key)
+		}
+		exchanges = f.Exchanges
+	}
+	var result []byte
+	if f.Status == journal.StatusDone && f.Result != nil {
+		var err error
+		if result, err = json.Marshal(f.Result); err != nil {
+			return fmt.Errorf("postgres: finish %s: result: %w", key, err)
+		}
+	}
+	now := c.db.nowUTC()
+	lastError := f.Error
+	var next *time.Time
+	switch f.Status {
+	case journal.StatusDone:
+		lastError = ""
+	case journal.StatusPending:
+		t := now
+		if !f.NextAttemptAt.IsZero() {
+			t = f.NextAttemptAt.UTC()
+		}
+		next = &t
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("postgres: finish %s: %w", key, ErrClaimClosed)
+	}
+	c.closed = true
+
+	b := &pgx.Batch{}
+	b.Queue(finishOperationSQL, key, string(f.Status), result, lastError, c.attempt, next, now)
+	b.Queue(finishAttemptSQL, key, c.attempt, now, string(outcome), f.Error, f.Ref, exchanges)
+	b.Queue("COMMIT")
+	br := c.conn.SendBatch(ctx, b)
+	var tags [3]pgconn.CommandTag
+	var err error
+	for i := range tags {
+		if tags[i], err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && (tags[0].RowsAffected() != 1 || tags[1].RowsAffected() != 1 || tags[2].String() != "COMMIT") {
+		err = fmt.Errorf("unexpected result: operation rows %d, attempt rows %d, %q",
+			tags[0].RowsAffected(), tags[1].RowsAffected(), tags[2].String())
+	}
+	lost := c.conn.Conn().IsClosed()
+	if eerr := c.end(ctx); err == nil && eerr != nil {
+		err = eerr
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: finish %s attempt %d: %w", key, c.attempt, c.explain(err, lost))
+	}
+	return nil
+}
+
+// Release gives the claim up without a verdict: the transaction is rolled back (even
+// when ctx is cancelled) and the attempt row stays open. Safe after Finish and twice.
+func (c *claim) Release(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	if err := c.end(ctx); err != nil {
+		return fmt.Errorf("postgres: release %s: %w", c.op.Key, err)
+	}
+	return nil
+}
+
+// end rolls back what is left of the transaction and gives the connection and the
+// claim slot back.
+func (c *claim) end(ctx context.Context) error {
+	defer func() { <-c.db.claimSlots }()
+	return endTx(ctx, c.conn)
+}
+
+// explain adds advice when the server ended an idle claim, which it does once the
+// claim has waited longer than ClaimIdleTimeout (and the lock is gone with it).
+func (c *claim) explain(err error, lost bool) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == codeIdleInTransactionTimed {
+		return fmt.Errorf("the server ended the claim's transaction after %s idle "+
+			"(idle_in_transaction_session_timeout: set the claim idle timeout above onec.timeout): %w",
+			c.db.cfg.ClaimIdleTimeout, err)
+	}
+	if lost {
+		return fmt.Errorf("lost the claim's connection before the commit was confirmed "+
+			"(if it did not commit, the next claim marks this attempt interrupted): %w", err)
+	}
+	return interpretError(err)
+}

@@ -1,0 +1,217 @@
+// Package postgres is the PostgreSQL store: it connects (pgxpool), applies the embedded
+// migrations under an advisory lock, refuses a schema that is behind, and implements
+// journal.Store. Runtime SQL lives next to the code that runs it.
+//
+// A claim holds its operation's row lock (SELECT … FOR NO KEY UPDATE) in an open
+// transaction on one pooled connection while the engine talks to 1C; the attempt row
+// is written on another connection so that it is committed before 1C hears of the
+// operation (ARCHITECTURE.md §2 rules 4, 8 and 9).
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ordersync/ordersync/internal/journal"
+)
+
+// Config configures Open.
+type Config struct {
+	// URL is a postgres:// URL. Parameters the driver does not know (search_path,
+	// application_name, …) are sent to the server as runtime parameters; pgxpool's
+	// pool_* parameters are honoured.
+	URL string
+	// MaxConns bounds the pool (default 10, at least 2: a claim holds one connection
+	// while its attempt row is written on another). Open claims are limited to
+	// MaxConns-1 so that attempt rows and other queries always find a connection.
+	MaxConns int32
+	// ClaimIdleTimeout is the idle_in_transaction_session_timeout of claim
+	// transactions: how long a claim may sit idle (waiting for 1C) before the server
+	// ends its session and so releases the row lock. Set it above onec.timeout
+	// (default 2m).
+	ClaimIdleTimeout time.Duration
+	// ClaimLockTimeout is the lock_timeout with which ClaimKey and Requeue wait for a
+	// row another worker holds; past it they answer journal.ErrBusy (default 30s).
+	ClaimLockTimeout time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Logger receives notices such as applied migrations and interrupted attempts
+	// (default: discarded).
+	Logger *slog.Logger
+	// ConfigurePool, when set, may adjust the pool configuration before the pool is
+	// made (tests install a DialFunc that counts round trips).
+	ConfigurePool func(*pgxpool.Config)
+}
+
+// Defaults.
+const (
+	DefaultMaxConns         = 10
+	DefaultClaimIdleTimeout = 2 * time.Minute
+	DefaultClaimLockTimeout = 30 * time.Second
+)
+
+// DB is an open PostgreSQL store.
+type DB struct {
+	pool    *pgxpool.Pool
+	cfg     Config
+	now     func() time.Time
+	log     *slog.Logger
+	target  string // host:port/database, for messages
+	journal *Journal
+
+	// claimSlots bounds the claims open at once to MaxConns-1: each holds a
+	// connection, and writing its attempt row needs another.
+	claimSlots chan struct{}
+}
+
+// Open connects to the database and pings it. Its errors name the server as
+// host:port/database and the user, never the password, so that `ordersync run` can
+// print one clear line.
+func Open(ctx context.Context, cfg Config) (*DB, error) {
+	if strings.TrimSpace(cfg.URL) == "" {
+		return nil, errors.New("postgres: the database URL is empty")
+	}
+	if cfg.MaxConns < 0 || cfg.ClaimIdleTimeout < 0 || cfg.ClaimLockTimeout < 0 {
+		return nil, errors.New("postgres: MaxConns, ClaimIdleTimeout and ClaimLockTimeout must not be negative")
+	}
+	pc, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: cannot parse the database URL %s: %s", redactURL(cfg.URL), parseErrorCause(err))
+	}
+	switch {
+	case cfg.MaxConns > 0:
+		pc.MaxConns = cfg.MaxConns
+	case !strings.Contains(cfg.URL, "pool_max_conns="):
+		pc.MaxConns = DefaultMaxConns
+	}
+	cfg.ClaimIdleTimeout = cmp.Or(cfg.ClaimIdleTimeout, DefaultClaimIdleTimeout)
+	cfg.ClaimLockTimeout = cmp.Or(cfg.ClaimLockTimeout, DefaultClaimLockTimeout)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ConfigurePool != nil {
+		cfg.ConfigurePool(pc)
+	}
+	if pc.MaxConns < 2 {
+		return nil, fmt.Errorf("postgres: the pool needs at least 2 connections (a claim holds one while its attempt is written on another), got %d", pc.MaxConns)
+	}
+	cfg.MaxConns = pc.MaxConns
+
+	target := describeTarget(pc.ConnConfig)
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: cannot connect to %s: %s", target, connectErrorCause(err))
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: cannot connect to %s: %s", target, connectErrorCause(err))
+	}
+	db := &DB{
+		pool:       pool,
+		cfg:        cfg,
+		now:        cfg.Now,
+		log:        cfg.Logger,
+		target:     target,
+		claimSlots: make(chan struct{}, pc.MaxConns-1),
+	}
+	db.journal = &Journal{db: db}
+	return db, nil
+}
+
+// Close closes the pool. It waits for acquired connections (open claims) to be
+// released.
+func (db *DB) Close() { db.pool.Close() }
+
+// Pool is the connection pool, for packages (the outbox) that write in the same
+// transactions as the journal.
+func (db *DB) Pool() *pgxpool.Pool { return db.pool }
+
+// Journal is the journal store.
+func (db *DB) Journal() *Journal { return db.journal }
+
+// String names the server as host:port/database.
+func (db *DB) String() string { return db.target }
+
+// nowUTC is the injected clock at the database's precision.
+func (db *DB) nowUTC() time.Time { return db.now().UTC().Truncate(time.Microsecond) }
+
+func describeTarget(c *pgx.ConnConfig) string {
+	s := net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))) + "/" + c.Database
+	if c.User != "" {
+		s += " as " + c.User
+	}
+	return s
+}
+
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" {
+		return "(not shown)"
+	}
+	return u.Redacted()
+}
+
+// parseErrorCause is the reason pgx gave for refusing a URL, without the URL (pgx
+// redacts the password only on a best-effort basis).
+func parseErrorCause(err error) string {
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		if inner := errors.Unwrap(pe); inner != nil {
+			return inner.Error()
+		}
+		return "malformed"
+	}
+	return err.Error()
+}
+
+// connectErrorCause strips pgconn's "failed to connect to `user=… database=…`:"
+// prefix: the caller names the target itself.
+func connectErrorCause(err error) string {
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		if inner := errors.Unwrap(ce); inner != nil {
+			return inner.Error()
+		}
+	}
+	return err.Error()
+}
+
+// PostgreSQL error codes the store interprets.
+const (
+	codeLockNotAvailable       = "55P03"
+	codeIdleInTransactionTimed = "25P03"
+	codeUniqueViolation        = "23505"
+)
+
+// interpretError maps driver errors to the journal's sentinels; others pass through.
+func interpretError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return journal.ErrNotFound
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case codeLockNotAvailable:
+			return fmt.Errorf("%w (%s)", journal.ErrBusy, pe.Message)
+		}
+	}
+	return err
+}

@@ -1,0 +1,322 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/order"
+)
+
+// Journal is the PostgreSQL journal.Store.
+type Journal struct {
+	db *DB
+}
+
+var _ journal.Store = (*Journal)(nil)
+
+// DefaultListLimit is how many operations List returns when the filter sets no limit.
+const DefaultListLimit = 100
+
+const opColumns = `key, kind, source, external_id, status, payload, payload_sha256, result,
+	attempts, last_error, next_attempt_at, created_at, updated_at`
+
+func scanOperation(row pgx.Row) (journal.Operation, error) {
+	var (
+		op              journal.Operation
+		status          string
+		payload, result []byte
+	)
+	err := row.Scan(&op.Key, &op.Kind, &op.Source, &op.ExternalID, &status, &payload, &op.PayloadSHA256, &result,
+		&op.Attempts, &op.LastError, &op.NextAttemptAt, &op.CreatedAt, &op.UpdatedAt)
+	if err != nil {
+		return journal.Operation{}, err
+	}
+	op.Status = journal.Status(status)
+	op.Payload = json.RawMessage(payload)
+	if result != nil {
+		var r journal.Result
+		if err := json.Unmarshal(result, &r); err != nil {
+			return journal.Operation{}, fmt.Errorf("operation %s: result: %w", op.Key, err)
+		}
+		op.Result = &r
+	}
+	op.NextAttemptAt = op.NextAttemptAt.UTC()
+	op.CreatedAt = op.CreatedAt.UTC()
+	op.UpdatedAt = op.UpdatedAt.UTC()
+	return op, nil
+}
+
+func scanOperations(rows pgx.Rows) ([]journal.Operation, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (journal.Operation, error) { return scanOperation(row) })
+}
+
+func validateNew(op journal.NewOperation) error {
+	switch {
+	case op.Key == "":
+		return errors.New("key is required")
+	case op.Kind == "":
+		return errors.New("kind is required")
+	case len(op.Payload) == 0:
+		return errors.New("payload is required")
+	case !json.Valid(op.Payload):
+		return errors.New("payload is not valid JSON")
+	}
+	return nil
+}
+
+const registerSQL = `
+INSERT INTO operations (key, kind, source, external_id, status, payload, payload_sha256,
+	attempts, last_error, next_attempt_at, created_at, updated_at)
+VALUES ($1, $2, $3, $4, 'pending', $5, $6, 0, '', $7, $7, $7)
+ON CONFLICT (key) DO NOTHING
+RETURNING ` + opColumns
+
+// registerExistingSQL reads the saved operation after ON CONFLICT did nothing and,
+// when the payload differs, records the conflict. It is a separate statement from the
+// INSERT so that its snapshot sees a row a concurrent registration has just committed.
+const registerExistingSQL = `
+WITH saved AS (
+	SELECT ` + opColumns + ` FROM operations WHERE key = $1
+), conflict AS (
+	INSERT INTO operation_conflicts (operation_key, at, payload_sha256, payload)
+	SELECT key, $2, $3, $4 FROM saved WHERE payload_sha256 <> $3
+)
+SELECT ` + opColumns + ` FROM saved`
+
+// Register inserts a new pending operation, due now. An existing key answers
+// Duplicate with the saved operation when the payload's SHA-256 is the same, and
+// otherwise records a conflict and answers Conflicted with the saved, untouched
+// operation. One round trip for a new operation, two for an existing key.
+func (j *Journal) Register(ctx context.Context, op journal.NewOperation) (journal.Registration, error) {
+	if err := validateNew(op); err != nil {
+		return journal.Registration{}, fmt.Errorf("postgres: register %q: %w", op.Key, err)
+	}
+	sum := order.SHA256Hex(op.Payload)
+	now := j.db.nowUTC()
+	saved, err := scanOperation(j.db.pool.QueryRow(ctx, registerSQL,
+		op.Key, op.Kind, op.Source, op.ExternalID, []byte(op.Payload), sum, now))
+	if err == nil {
+		return journal.Registration{Outcome: journal.Registered, Operation: saved}, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return journal.Registration{}, fmt.Errorf("postgres: register %s: %w", op.Key, interpretError(err))
+	}
+	saved, err = scanOperation(j.db.pool.QueryRow(ctx, registerExistingSQL, op.Key, now, sum, []byte(op.Payload)))
+	if err != nil {
+		return journal.Registration{}, fmt.Errorf("postgres: register %s: read the saved operation: %w", op.Key, interpretError(err))
+	}
+	if saved.PayloadSHA256 == sum {
+		return journal.Registration{Outcome: journal.Duplicate, Operation: saved}, nil
+	}
+	j.db.log.WarnContext(ctx, "journal: registration conflicts with the saved operation",
+		"key", op.Key, "saved_sha256", saved.PayloadSHA256, "payload_sha256", sum)
+	return journal.Registration{Outcome: journal.Conflicted, Operation: saved}, nil
+}
+
+// Get returns one operation; journal.ErrNotFound when the key is unknown.
+func (j *Journal) Get(ctx context.Context, key string) (journal.Operation, error) {
+	op, err := scanOperation(j.db.pool.QueryRow(ctx, `SELECT `+opColumns+` FROM operations WHERE key = $1`, key))
+	if err != nil {
+		return journal.Operation{}, fmt.Errorf("postgres: get %s: %w", key, interpretError(err))
+	}
+	return op, nil
+}
+
+// Show returns the operation with its attempts (by number) and conflicts (by time),
+// read in one round trip.
+func (j *Journal) Show(ctx context.Context, key string) (journal.Detail, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT `+opColumns+` FROM operations WHERE key = $1`, key)
+	b.Queue(`SELECT attempt, worker, coalesce(outcome, ''), started_at, finished_at, error, onec_ref, exchanges
+		FROM operation_attempts WHERE operation_key = $1 ORDER BY attempt`, key)
+	b.Queue(`SELECT at, payload_sha256, payload FROM operation_conflicts
+		WHERE operation_key = $1 ORDER BY at, id`, key)
+	br := j.db.pool.SendBatch(ctx, b)
+	d, err := readDetail(br)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return journal.Detail{}, fmt.Errorf("postgres: show %s: %w", key, interpretError(err))
+	}
+	return d, nil
+}
+
+func readDetail(br pgx.BatchResults) (journal.Detail, error) {
+	var d journal.Detail
+	op, err := scanOperation(br.QueryRow())
+	if err != nil {
+		return d, err
+	}
+	d.Operation = op
+	rows, err := br.Query()
+	if err != nil {
+		return d, err
+	}
+	d.History, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (journal.Attempt, error) {
+		var (
+			a         journal.Attempt
+			outcome   string
+			exchanges []byte
+		)
+		err := row.Scan(&a.Attempt, &a.Worker, &outcome, &a.StartedAt, &a.FinishedAt, &a.Error, &a.Ref, &exchanges)
+		a.Outcome = journal.Outcome(outcome)
+		a.StartedAt = a.StartedAt.UTC()
+		if a.FinishedAt != nil {
+			t := a.FinishedAt.UTC()
+			a.FinishedAt = &t
+		}
+		if exchanges != nil {
+			a.Exchanges = json.RawMessage(exchanges)
+		}
+		return a, err
+	})
+	if err != nil {
+		return d, err
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return d, err
+	}
+	d.Conflicts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (journal.Conflict, error) {
+		var (
+			c       journal.Conflict
+			payload []byte
+		)
+		err := row.Scan(&c.At, &c.PayloadSHA256, &payload)
+		c.At = c.At.UTC()
+		c.Payload = json.RawMessage(payload)
+		return c, err
+	})
+	if d.History == nil {
+		d.History = []journal.Attempt{}
+	}
+	if d.Conflicts == nil {
+		d.Conflicts = []journal.Conflict{}
+	}
+	return d, err
+}
+
+// List returns operations newest first (updated_at descending, then key), filtered by
+// status, source and updated_at >= Since, at most Limit (default 100).
+func (j *Journal) List(ctx context.Context, f journal.Filter) ([]journal.Operation, error) {
+	q := `SELECT ` + opColumns + ` FROM operations WHERE true`
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if f.Status != "" {
+		switch f.Status {
+		case journal.StatusPending, journal.StatusDone, journal.StatusFailed:
+		default:
+			return nil, fmt.Errorf("postgres: list: unknown status %q (want pending, done or failed)", f.Status)
+		}
+		q += ` AND status = ` + arg(string(f.Status))
+	}
+	if f.Source != "" {
+		q += ` AND source = ` + arg(f.Source)
+	}
+	if !f.Since.IsZero() {
+		q += ` AND updated_at >= ` + arg(f.Since)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	q += ` ORDER BY updated_at DESC, key LIMIT ` + arg(limit)
+	rows, err := j.db.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list: %w", interpretError(err))
+	}
+	ops, err := scanOperations(rows)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list: %w", interpretError(err))
+	}
+	return ops, nil
+}
+
+// Requeue makes a failed or pending operation pending and due now, waiting at most
+// ClaimLockTimeout for a worker that holds it (journal.ErrBusy past that). A done
+// operation is left alone: *journal.NotPendingError (journal.ErrNotPending).
+func (j *Journal) Requeue(ctx context.Context, key string) (journal.Operation, error) {
+	conn, err := j.db.pool.Acquire(ctx)
+	if err != nil {
+		return journal.Operation{}, fmt.Errorf("postgres: requeue %s: %w", key, err)
+	}
+	defer endTx(ctx, conn)
+	now := j.db.nowUTC()
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	b.Queue(`SELECT set_config('lock_timeout', $1, true)`, millis(j.db.cfg.ClaimLockTimeout))
+	b.Queue(`UPDATE operations SET status = 'pending', next_attempt_at = $2, updated_at = $2
+		WHERE key = $1 AND status IN ('pending', 'failed')
+		RETURNING `+opColumns, key, now)
+	b.Queue(`COMMIT`)
+	br := conn.SendBatch(ctx, b)
+	op, err := func() (journal.Operation, error) {
+		if _, err := br.Exec(); err != nil { // BEGIN
+			return journal.Operation{}, err
+		}
+		if _, err := br.Exec(); err != nil { // set_config
+			return journal.Operation{}, err
+		}
+		op, err := scanOperation(br.QueryRow())
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return journal.Operation{}, err // COMMIT was skipped: endTx rolls back
+		}
+		if _, cerr := br.Exec(); cerr != nil { // COMMIT
+			return journal.Operation{}, cerr
+		}
+		return op, err
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		return op, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return journal.Operation{}, fmt.Errorf("postgres: requeue %s: %w", key, interpretError(err))
+	}
+	// Nothing was updated: unknown, or done.
+	op, err = j.Get(ctx, key)
+	if err != nil {
+		return journal.Operation{}, err
+	}
+	return journal.Operation{}, &journal.NotPendingError{Operation: op}
+}
+
+// endTx rolls back whatever transaction conn is still in (a batch whose COMMIT was
+// skipped after an error) and returns conn to the pool.
+func endTx(ctx context.Context, conn *pgxpool.Conn) error {
+	defer conn.Release() // destroys the connection when it is not idle
+	pc := conn.Conn().PgConn()
+	if pc.IsClosed() || pc.TxStatus() == 'I' {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	_, err := conn.Exec(rctx, "ROLLBACK")
+	if err != nil && pc.IsClosed() {
+		return nil // the server has rolled it back with the session
+	}
+	return err
+}
+
+// millis renders a duration as a PostgreSQL setting in milliseconds (0 disables).
+func millis(d time.Duration) string {
+	ms := d.Milliseconds()
+	if d > 0 && ms == 0 {
+		ms = 1
+	}
+	return strconv.FormatInt(ms, 10)
+}

@@ -1,0 +1,34 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/store/storetest"
+	"github.com/ordersync/ordersync/internal/testdb"
+)
+
+// newDB opens a store on a fresh schema (cfg.URL, or a new one) and migrates it.
+func newDB(t *testing.T, cfg Config) *DB {
+	t.Helper()
+	if cfg.URL == "" {
+		cfg.URL = testdb.URL(t)
+	}
+	db, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if _, err := db.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func TestJournal(t *testing.T) {
+	t.Parallel()
+	storetest.Journal(t, func(t *testing.T) journal.Store {
+		return newDB(t, Config{}).Journal()
+	})
+}
