@@ -1,0 +1,716 @@
+// Package httpservice implements onec.Client over the ordersync HTTP service that a
+// 1C:Enterprise base publishes (contract v1, ARCHITECTURE.md §4.1).
+//
+// It owns what talking to a real 1C publication takes: Basic authentication in
+// UTF-8, a global bound on concurrent requests (1C sessions and licences are
+// scarce), optional reuse of 1C sessions, exact decimals, tolerance of a leading
+// BOM, and the classification of every failure into onec.Error classes. Idempotent
+// GETs are retried inside the call; a POST is sent once and never again.
+//
+// Classification (Transient: safe to retry; Unknown: a POST may have been carried
+// out, find before creating again; Permanent; Auth: an operator must act):
+//
+//	no answer, request not written (dial, timeout)    Transient
+//	no answer after a GET was written                 Transient (retried)
+//	no answer after a POST was written                Unknown
+//	406, 429, 502, 503, 504                           Transient
+//	5xx with a lock-conflict text                     Transient
+//	other 5xx                                         GET: Transient; POST: Unknown
+//	400 on an expired session (no {"error"} body)     Transient; a GET renews the session and goes on
+//	other 3xx and 4xx, 409 except on create           Permanent, with 1C's code, message, field
+//	401, 403, or a 2xx whose body is not JSON         Auth
+//	409 on create with the order                      success: onec.Created{Existing: true}
+//	409 or 2xx on create without the order's ref      Unknown
+package httpservice
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-resty/resty/v2"
+	"github.com/sethvargo/go-retry"
+	"github.com/shopspring/decimal"
+
+	"github.com/ordersync/ordersync/internal/onec"
+)
+
+var _ onec.Client = (*Client)(nil)
+
+// Defaults of Config.
+const (
+	DefaultTimeout        = 30 * time.Second
+	DefaultMaxConcurrency = 4
+	DefaultGetRetries     = 3
+	DefaultRetryBackoff   = 200 * time.Millisecond
+)
+
+// maxRetryWait caps one wait between GET retries.
+const maxRetryWait = 5 * time.Second
+
+// Config configures a Client; the comments name the configuration keys.
+type Config struct {
+	// BaseURL is onec.base_url, e.g. http://1c.local/trade/hs/ordersync/v1.
+	BaseURL string
+	// Username and Password are onec.username and onec.password (Basic, UTF-8). An
+	// empty Username sends no credentials.
+	Username, Password string
+	// Timeout bounds one HTTP exchange (onec.timeout); default 30s. Waiting for a
+	// free slot is bounded by the caller's context only.
+	Timeout time.Duration
+	// MaxConcurrency bounds concurrent requests to the base (onec.max_concurrency);
+	// default 4. With SessionReuse it is also the most sessions kept.
+	MaxConcurrency int
+	// SessionReuse keeps 1C sessions between requests (onec.session_reuse).
+	SessionReuse bool
+	// GetRetries is how many more times an idempotent GET is tried after a transient
+	// failure; 0 means the default 3, a negative value none.
+	GetRetries int
+	// RetryBackoff is the first wait between GET tries, doubled each time, with
+	// jitter; default 200ms.
+	RetryBackoff time.Duration
+	// Logger receives one debug line per exchange; default discards. Neither the
+	// password nor the Authorization header ever reach it.
+	Logger *slog.Logger
+	// Transport replaces the HTTP transport (custom TLS, tests); default resty's.
+	Transport http.RoundTripper
+}
+
+// Client talks to one 1C base over contract v1. It is safe for concurrent use.
+type Client struct {
+	cfg      Config
+	base     string // BaseURL without a trailing slash
+	basePath string // its path, for the attempt journal
+	rc       *resty.Client
+	slots    chan *slot
+	log      *slog.Logger
+}
+
+// slot is one permit to talk to 1C and, with session reuse, the session it holds.
+// Only the goroutine holding the permit touches it.
+type slot struct {
+	cookie string
+}
+
+// New checks cfg and returns a client. Errors name the configuration key at fault.
+func New(cfg Config) (*Client, error) {
+	if strings.TrimSpace(cfg.BaseURL) == "" {
+		return nil, errors.New("onec.base_url is required, e.g. http://1c.local/trade/hs/ordersync/v1")
+	}
+	u, err := url.Parse(cfg.BaseURL)
+	switch {
+	case err != nil:
+		// The parser's error quotes the whole URL, password included: keep its cause only.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("onec.base_url is not a URL: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("onec.base_url %q must start with http:// or https://", cfg.BaseURL)
+	case u.Host == "":
+		return nil, fmt.Errorf("onec.base_url %q has no host", cfg.BaseURL)
+	case u.User != nil:
+		return nil, errors.New("onec.base_url must not carry credentials: set onec.username and onec.password instead")
+	case u.RawQuery != "" || u.Fragment != "":
+		return nil, fmt.Errorf("onec.base_url %q must not have a query or a fragment", cfg.BaseURL)
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("onec.timeout %s must be positive", cfg.Timeout)
+	}
+	if cfg.MaxConcurrency < 0 {
+		return nil, fmt.Errorf("onec.max_concurrency %d must be positive", cfg.MaxConcurrency)
+	}
+	if cfg.RetryBackoff < 0 {
+		return nil, fmt.Errorf("retry backoff %s must be positive", cfg.RetryBackoff)
+	}
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
+	cfg.MaxConcurrency = cmp.Or(cfg.MaxConcurrency, DefaultMaxConcurrency)
+	cfg.RetryBackoff = cmp.Or(cfg.RetryBackoff, DefaultRetryBackoff)
+	switch {
+	case cfg.GetRetries == 0:
+		cfg.GetRetries = DefaultGetRetries
+	case cfg.GetRetries < 0:
+		cfg.GetRetries = 0
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("component", "onec")
+
+	// No cookie jar (sessions are managed per slot), no redirects (a redirect from
+	// a publication means a login page or a wrong URL, and following one would turn
+	// a POST into a GET), no resty retries (a POST must never be resent).
+	hc := &http.Client{
+		Transport: cfg.Transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+	rc := resty.NewWithClient(hc).
+		SetRetryCount(0).
+		SetDisableWarn(true).
+		SetLogger(restyLogger{log}).
+		SetHeader("Accept", "application/json").
+		SetHeader("User-Agent", "ordersync")
+	if cfg.Username != "" {
+		rc.SetBasicAuth(cfg.Username, cfg.Password)
+	}
+
+	c := &Client{
+		cfg:      cfg,
+		base:     strings.TrimRight(u.String(), "/"),
+		basePath: strings.TrimRight(u.EscapedPath(), "/"),
+		rc:       rc,
+		slots:    make(chan *slot, cfg.MaxConcurrency),
+		log:      log,
+	}
+	for range cfg.MaxConcurrency {
+		c.slots <- &slot{}
+	}
+	return c, nil
+}
+
+// Ping checks that the service answers and the credentials are accepted.
+func (c *Client) Ping(ctx context.Context) (onec.Info, error) {
+	k := call{op: "ping", method: http.MethodGet, path: "/ping"}
+	ans, err := c.do(ctx, k)
+	if err != nil {
+		return onec.Info{}, err
+	}
+	var info onec.Info
+	if err := c.decode(k, ans, &info); err != nil {
+		return onec.Info{}, err
+	}
+	return info, nil
+}
+
+// FindOrders returns the orders whose external id is externalID, an empty slice
+// when there is none.
+func (c *Client) FindOrders(ctx context.Context, externalID string) ([]onec.Order, error) {
+	k := call{op: "find", method: http.MethodGet, path: "/orders", query: url.Values{"external_id": {externalID}}}
+	ans, err := c.do(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	var v struct {
+		Orders []onec.Order `json:"orders"`
+	}
+	if err := c.decode(k, ans, &v); err != nil {
+		return nil, err
+	}
+	if v.Orders == nil {
+		v.Orders = []onec.Order{}
+	}
+	return v.Orders, nil
+}
+
+// CreateOrder sends the order once. 409 (already exists) is not an error: it
+// returns the existing order with Existing set.
+func (c *Client) CreateOrder(ctx context.Context, req onec.CreateOrder) (onec.Created, error) {
+	body, err := json.Marshal(toWire(req))
+	if err != nil {
+		return onec.Created{}, &onec.Error{Class: onec.Permanent, Op: "create", Message: "cannot encode the order", Err: err}
+	}
+	k := call{op: "create", method: http.MethodPost, path: "/orders", body: body,
+		accept: func(st int) bool { return st == http.StatusOK || st == http.StatusCreated || st == http.StatusConflict }}
+	ans, err := c.do(ctx, k)
+	if err != nil {
+		return onec.Created{}, err
+	}
+	if ans.status == http.StatusConflict {
+		var v struct {
+			Error *apiError   `json:"error"`
+			Order *onec.Order `json:"order"`
+		}
+		if err := json.Unmarshal(ans.body, &v); err != nil || v.Order == nil || v.Order.Ref == "" {
+			// 1C says the order exists but does not say which: find it next time.
+			e := &onec.Error{Class: onec.Unknown, Op: "create", Status: ans.status,
+				Message: "1C answered 409 (already exists) without the existing order"}
+			fillAPIError(e, ans.body)
+			return onec.Created{}, e
+		}
+		return onec.Created{Ref: v.Order.Ref, Number: v.Order.Number, Date: v.Order.Date, Existing: true}, nil
+	}
+	var created onec.Created
+	if err := json.Unmarshal(ans.body, &created); err != nil || created.Ref == "" {
+		// 1C said it created something; without its ref only a find can tell.
+		return onec.Created{}, &onec.Error{Class: onec.Unknown, Op: "create", Status: ans.status,
+			Message: "1C answered " + fmt.Sprint(ans.status) + " without the ref of the created order: " + snippet(ans.body), Err: err}
+	}
+	return created, nil
+}
+
+// CancelOrder cancels the order with externalID. 404 is a Permanent *onec.Error
+// with Status 404.
+func (c *Client) CancelOrder(ctx context.Context, externalID, reason string) (onec.Cancelled, error) {
+	body, err := json.Marshal(map[string]string{"external_id": externalID, "reason": reason})
+	if err != nil {
+		return onec.Cancelled{}, &onec.Error{Class: onec.Permanent, Op: "cancel", Message: "cannot encode the request", Err: err}
+	}
+	k := call{op: "cancel", method: http.MethodPost, path: "/orders/cancel", body: body}
+	ans, err := c.do(ctx, k)
+	if err != nil {
+		return onec.Cancelled{}, err
+	}
+	var v onec.Cancelled
+	if err := c.decode(k, ans, &v); err != nil {
+		return onec.Cancelled{}, err
+	}
+	return v, nil
+}
+
+// Stock reads the stock of warehouse.
+func (c *Client) Stock(ctx context.Context, warehouse string) (onec.Stock, error) {
+	k := call{op: "stock", method: http.MethodGet, path: "/stock", query: url.Values{"warehouse": {warehouse}}}
+	ans, err := c.do(ctx, k)
+	if err != nil {
+		return onec.Stock{}, err
+	}
+	var v onec.Stock
+	if err := c.decode(k, ans, &v); err != nil {
+		return onec.Stock{}, err
+	}
+	if v.Items == nil {
+		v.Items = []onec.StockItem{}
+	}
+	return v, nil
+}
+
+// Close ends the 1C sessions the client keeps, so they free their licences now
+// rather than when 1C times them out. It waits for requests in flight, within ctx.
+// The client must not be used afterwards.
+func (c *Client) Close(ctx context.Context) error {
+	held := make([]*slot, 0, cap(c.slots))
+	defer func() {
+		for _, s := range held {
+			c.slots <- s
+		}
+	}()
+	for range cap(c.slots) {
+		select {
+		case s := <-c.slots:
+			held = append(held, s)
+		case <-ctx.Done():
+			return fmt.Errorf("1c: close: %w", ctx.Err())
+		}
+	}
+	for _, s := range held {
+		if s.cookie == "" {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+		_, err := c.rc.R().SetContext(rctx).
+			SetCookie(&http.Cookie{Name: sessionCookie, Value: s.cookie}).
+			SetHeader("IBSession", "finish").
+			Get(c.base + "/ping")
+		cancel()
+		c.log.DebugContext(ctx, "1c session finished", "err", err)
+		s.cookie = ""
+	}
+	return nil
+}
+
+const sessionCookie = "ibsession"
+
+// call describes one operation of the contract.
+type call struct {
+	op     string
+	method string
+	path   string // below the base URL
+	query  url.Values
+	body   []byte
+	// accept lists the non-default statuses the operation decodes itself; by
+	// default only 200 is a success.
+	accept func(status int) bool
+}
+
+func (k call) accepts(status int) bool {
+	if k.accept != nil {
+		return k.accept(status)
+	}
+	return status == http.StatusOK
+}
+
+func (k call) idempotent() bool { return k.method == http.MethodGet }
+
+// answer is a status and body accepted by the operation, BOM removed.
+type answer struct {
+	status int
+	body   []byte
+	header http.Header
+}
+
+// do runs k: a GET with retries on transient failures, a POST exactly once.
+func (c *Client) do(ctx context.Context, k call) (answer, error) {
+	if !k.idempotent() {
+		return c.once(ctx, k)
+	}
+	b := retry.WithMaxRetries(uint64(c.cfg.GetRetries),
+		retry.WithCappedDuration(maxRetryWait,
+			retry.WithJitterPercent(20, retry.NewExponential(c.cfg.RetryBackoff))))
+	var (
+		ans  answer
+		last error
+	)
+	err := retry.Do(ctx, b, func(ctx context.Context) error {
+		a, err := c.once(ctx, k)
+		if err == nil {
+			ans = a
+			return nil
+		}
+		last = err
+		if onec.ClassOf(err) == onec.Transient {
+			return retry.RetryableError(err)
+		}
+		return err
+	})
+	if err == nil {
+		return ans, nil
+	}
+	var oe *onec.Error
+	if errors.As(err, &oe) {
+		return answer{}, err
+	}
+	// The context ended before a try or between two.
+	e := &onec.Error{Class: onec.Transient, Op: k.op, Err: err}
+	if errors.As(last, &oe) {
+		e.Status, e.Code, e.Message, e.Field = oe.Status, oe.Code, oe.Message, oe.Field
+		e.Err = fmt.Errorf("%w (last failure: %w)", err, last)
+	}
+	return answer{}, e
+}
+
+// once makes one try of k on one slot, plus, for a GET, one more on a new session
+// when 1C no longer knows the one it was sent on.
+func (c *Client) once(ctx context.Context, k call) (answer, error) {
+	s, err := c.acquire(ctx)
+	if err != nil {
+		return answer{}, &onec.Error{Class: onec.Transient, Op: k.op,
+			Message: fmt.Sprintf("the call ended before one of the onec.max_concurrency (%d) slots for 1C requests was free; nothing was sent", c.cfg.MaxConcurrency), Err: err}
+	}
+	defer func() { c.slots <- s }()
+	for renewed := false; ; renewed = true {
+		ans, sentCookie, err := c.exchange(ctx, k, s)
+		if err != nil {
+			return answer{}, err
+		}
+		if sentCookie && ans.status == http.StatusBadRequest && !isAPIError(ans.body) {
+			// 1C refused the session, not the request: its handler never ran.
+			s.cookie = ""
+			if k.idempotent() && !renewed {
+				c.log.DebugContext(ctx, "1c session expired, starting a new one", "op", k.op)
+				continue
+			}
+			return answer{}, &onec.Error{Class: onec.Transient, Op: k.op, Status: ans.status,
+				Message: "the 1C session expired (HTTP 400 to a request on an ibsession cookie); 1C did not run the request: " + snippet(ans.body)}
+		}
+		return c.judge(k, ans)
+	}
+}
+
+func (c *Client) acquire(ctx context.Context) (*slot, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case s := <-c.slots:
+		return s, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// exchange sends one HTTP request on slot s and records it. A transport failure
+// comes back classified; an answer comes back whatever its status.
+func (c *Client) exchange(ctx context.Context, k call, s *slot) (ans answer, sentCookie bool, err error) {
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	var wrote atomic.Bool
+	rctx = httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) {
+			if i.Err == nil {
+				wrote.Store(true)
+			}
+		},
+	})
+	req := c.rc.R().SetContext(rctx)
+	if k.query != nil {
+		req.SetQueryParamsFromValues(k.query)
+	}
+	if k.body != nil {
+		req.SetHeader("Content-Type", "application/json; charset=utf-8").SetBody(k.body)
+	}
+	if c.cfg.SessionReuse {
+		if s.cookie != "" {
+			req.SetCookie(&http.Cookie{Name: sessionCookie, Value: s.cookie})
+			sentCookie = true
+		} else {
+			req.SetHeader("IBSession", "start")
+		}
+	}
+
+	start := time.Now()
+	resp, herr := req.Execute(k.method, c.base+k.path)
+	elapsed := time.Since(start)
+
+	x := onec.Exchange{Method: k.method, Path: c.basePath + k.path, RequestSHA256: onec.Digest(k.body)}
+	if k.query != nil {
+		x.Path += "?" + k.query.Encode()
+	}
+	if herr != nil {
+		// The session may still be busy with this request inside 1C: never reuse it.
+		s.cookie = ""
+		e := c.transportError(ctx, rctx, k, wrote.Load(), herr)
+		x.Error = e.Error()
+		onec.RecorderFrom(ctx).Add(x)
+		c.log.DebugContext(ctx, "1c exchange failed", "op", k.op, "method", k.method, "path", x.Path,
+			"sent", wrote.Load(), "duration_ms", elapsed.Milliseconds(), "err", herr)
+		return answer{}, sentCookie, e
+	}
+	raw := resp.Body()
+	x.Status = resp.StatusCode()
+	x.ResponseSHA256 = onec.Digest(raw)
+	onec.RecorderFrom(ctx).Add(x)
+	c.log.DebugContext(ctx, "1c exchange", "op", k.op, "method", k.method, "path", x.Path,
+		"status", x.Status, "duration_ms", elapsed.Milliseconds(), "session_reused", sentCookie)
+
+	if c.cfg.SessionReuse {
+		for _, ck := range resp.Cookies() {
+			if ck.Name == sessionCookie {
+				if ck.MaxAge < 0 || ck.Value == "" {
+					s.cookie = ""
+				} else {
+					s.cookie = ck.Value
+				}
+			}
+		}
+	}
+	return answer{status: resp.StatusCode(), body: bytes.TrimPrefix(raw, utf8BOM), header: resp.Header()}, sentCookie, nil
+}
+
+// transportError classifies a failure with no HTTP answer. Before the request was
+// written nothing can have happened in 1C; after it, a POST may have been carried out.
+func (c *Client) transportError(ctx, rctx context.Context, k call, wrote bool, err error) *onec.Error {
+	e := &onec.Error{Op: k.op, Err: err}
+	timedOut := ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded)
+	switch {
+	case !wrote:
+		e.Class = onec.Transient
+		e.Message = "the request was not sent"
+	case k.idempotent():
+		e.Class = onec.Transient
+		e.Message = "no answer to a request that changes nothing"
+	default:
+		e.Class = onec.Unknown
+		e.Message = "the request was sent and no answer came: 1C may have carried it out"
+	}
+	if timedOut {
+		e.Message += fmt.Sprintf(" (no answer within onec.timeout %s)", c.cfg.Timeout)
+	}
+	return e
+}
+
+// judge turns an answer into the operation's success or a classified error.
+func (c *Client) judge(k call, ans answer) (answer, error) {
+	st := ans.status
+	if st >= 200 && st < 300 && !isJSON(ans.body) {
+		return answer{}, c.authError(k, st, ans.body)
+	}
+	if k.accepts(st) {
+		return ans, nil
+	}
+	return answer{}, c.classify(k, ans)
+}
+
+// classify maps a status that the operation does not accept to a class.
+func (c *Client) classify(k call, ans answer) *onec.Error {
+	st := ans.status
+	if st == http.StatusUnauthorized || st == http.StatusForbidden {
+		return c.authError(k, st, ans.body)
+	}
+	e := &onec.Error{Op: k.op, Status: st}
+	fillAPIError(e, ans.body)
+	switch {
+	case st == http.StatusNotAcceptable, st == http.StatusTooManyRequests,
+		st == http.StatusBadGateway, st == http.StatusServiceUnavailable, st == http.StatusGatewayTimeout:
+		// No free session or licence, or the web server could not reach 1C.
+		e.Class = onec.Transient
+	case st >= 500 && isLockConflict(ans.body):
+		// The 1C transaction rolled back on a lock conflict: nothing was written.
+		e.Class = onec.Transient
+	case st >= 500 && k.idempotent():
+		e.Class = onec.Transient
+	case st >= 500:
+		e.Class = onec.Unknown
+	case st >= 300 && st < 400:
+		e.Class = onec.Permanent
+		e.Message = fmt.Sprintf("1C redirected to %q: check onec.base_url %s", ans.header.Get("Location"), c.base)
+	default:
+		e.Class = onec.Permanent
+	}
+	return e
+}
+
+// authError says which configuration keys to check. It never includes the password.
+func (c *Client) authError(k call, status int, body []byte) *onec.Error {
+	var msg string
+	if c.cfg.Username == "" {
+		msg = fmt.Sprintf("1C requires credentials at onec.base_url %s but onec.username is empty: set onec.username and onec.password", c.base)
+	} else {
+		msg = fmt.Sprintf("1C rejected the credentials of onec.username %q at onec.base_url %s: check the user and password, and that the publication allows Basic authentication", c.cfg.Username, c.base)
+	}
+	if status >= 200 && status < 300 {
+		what := "a body that is not JSON"
+		if looksHTML(body) {
+			what = "an HTML page"
+		}
+		msg = fmt.Sprintf("1C answered HTTP %d with %s instead of JSON, the way a publication answers credentials it does not accept. %s (or that onec.base_url points at the ordersync HTTP service)", status, what, msg)
+	}
+	return &onec.Error{Class: onec.Auth, Op: k.op, Status: status, Message: msg,
+		Err: errors.New("1C answered: " + snippet(body))}
+}
+
+// decode reads an accepted answer into v; a JSON answer of the wrong shape is a
+// Permanent error, retrying will not change it.
+func (c *Client) decode(k call, ans answer, v any) error {
+	if err := json.Unmarshal(ans.body, v); err != nil {
+		return &onec.Error{Class: onec.Permanent, Op: k.op, Status: ans.status,
+			Message: "1C answered JSON that does not follow contract v1: " + snippet(ans.body), Err: err}
+	}
+	return nil
+}
+
+// apiError is the {"error":{…}} body of contract v1.
+type apiError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field"`
+}
+
+// fillAPIError copies 1C's code, message and field into e, or, when the body is not
+// an {"error":…} object, a short excerpt of the body as the message.
+func fillAPIError(e *onec.Error, body []byte) {
+	var v struct {
+		Error *apiError `json:"error"`
+	}
+	if json.Unmarshal(body, &v) == nil && v.Error != nil {
+		e.Code, e.Message, e.Field = v.Error.Code, v.Error.Message, v.Error.Field
+		return
+	}
+	if e.Message == "" {
+		e.Message = snippet(body)
+	}
+}
+
+// isAPIError reports whether body is an {"error":…} object: the service's handler
+// itself answered.
+func isAPIError(body []byte) bool {
+	var v struct {
+		Error json.RawMessage `json:"error"`
+	}
+	return json.Unmarshal(body, &v) == nil && len(v.Error) > 0 && string(v.Error) != "null"
+}
+
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
+func isJSON(body []byte) bool {
+	t := bytes.TrimSpace(body)
+	return len(t) > 0 && (t[0] == '{' || t[0] == '[') && json.Valid(t)
+}
+
+func looksHTML(body []byte) bool {
+	t := bytes.TrimSpace(body)
+	return len(t) > 0 && t[0] == '<'
+}
+
+// lockMarkers are what 1C writes when a transaction rolled back on a lock.
+var lockMarkers = []string{"конфликт блокировок", "заблокирована", "lock"}
+
+func isLockConflict(body []byte) bool {
+	s := strings.ToLower(string(body))
+	for _, m := range lockMarkers {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// snippet is the start of a body, on one line, for an error message.
+func snippet(body []byte) string {
+	const max = 300
+	s := strings.Join(strings.Fields(string(bytes.TrimSpace(body))), " ")
+	if s == "" {
+		return "(empty body)"
+	}
+	if utf8.RuneCountInString(s) > max {
+		r := []rune(s)
+		s = string(r[:max]) + "…"
+	}
+	return s
+}
+
+// number is a decimal that marshals as a bare JSON number whatever the decimal
+// package's global quoting setting is: 1C reads a quoted number as a string.
+type number decimal.Decimal
+
+func (n number) MarshalJSON() ([]byte, error) { return []byte(decimal.Decimal(n).String()), nil }
+
+type wireLine struct {
+	SKU      string `json:"sku"`
+	Name     string `json:"name"`
+	Quantity number `json:"quantity"`
+	Price    number `json:"price"`
+	Amount   number `json:"amount"`
+}
+
+type wireOrder struct {
+	ExternalID string        `json:"external_id"`
+	Source     string        `json:"source"`
+	Number     string        `json:"number"`
+	Date       string        `json:"date"`
+	Customer   onec.Customer `json:"customer"`
+	Warehouse  string        `json:"warehouse"`
+	Currency   string        `json:"currency"`
+	Lines      []wireLine    `json:"lines"`
+	Total      number        `json:"total"`
+	Comment    string        `json:"comment"`
+}
+
+func toWire(o onec.CreateOrder) wireOrder {
+	w := wireOrder{
+		ExternalID: o.ExternalID, Source: o.Source, Number: o.Number, Date: o.Date,
+		Customer: o.Customer, Warehouse: o.Warehouse, Currency: o.Currency,
+		Lines: make([]wireLine, len(o.Lines)), Total: number(o.Total), Comment: o.Comment,
+	}
+	for i, l := range o.Lines {
+		w.Lines[i] = wireLine{SKU: l.SKU, Name: l.Name, Quantity: number(l.Quantity), Price: number(l.Price), Amount: number(l.Amount)}
+	}
+	return w
+}
+
+// restyLogger sends resty's own messages to the debug log.
+type restyLogger struct{ log *slog.Logger }
+
+func (l restyLogger) Errorf(format string, v ...any) {
+	l.log.Debug("resty: " + fmt.Sprintf(format, v...))
+}
+func (l restyLogger) Warnf(format string, v ...any) {
+	l.log.Debug("resty: " + fmt.Sprintf(format, v...))
+}
+func (l restyLogger) Debugf(format string, v ...any) {
+	l.log.Debug("resty: " + fmt.Sprintf(format, v...))
+}

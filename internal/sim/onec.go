@@ -1,0 +1,942 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+)
+
+// DefaultPrefix is where a 1C base usually publishes the ordersync HTTP service.
+const DefaultPrefix = "/trade/hs/ordersync/v1"
+
+// The operations of contract v1, as Fault.Op and the keys of OneCStats.Requests name them.
+const (
+	opPing   = "ping"
+	opFind   = "find"
+	opCreate = "create"
+	opCancel = "cancel"
+	opStock  = "stock"
+	opOther  = "other" // requests to paths the service does not publish
+)
+
+// AuthFailureMode is how the simulated publication answers bad credentials.
+type AuthFailureMode int
+
+const (
+	// AuthHTML200 answers 200 with an HTML page, as many 1C publications do.
+	AuthHTML200 AuthFailureMode = iota
+	// AuthStatus401 answers 401 with a WWW-Authenticate challenge.
+	AuthStatus401
+)
+
+// OneCOptions configure a simulated 1C base.
+type OneCOptions struct {
+	// Prefix is the path the service is published at; default DefaultPrefix.
+	Prefix string
+	// When Username is not empty, every request must carry these Basic credentials
+	// (UTF-8).
+	Username, Password string
+	// AuthFailure selects how bad credentials are answered.
+	AuthFailure AuthFailureMode
+	// Dedupe emulates the reference 1C module: a create finds the external id under a
+	// managed lock and answers 409 with the existing order. False (the default) is a
+	// naive base that creates a duplicate every time it is asked.
+	Dedupe bool
+	// KnownSKUs, when not nil, is the catalogue: a create naming another SKU is
+	// answered 422 unknown_sku.
+	KnownSKUs []string
+	// Latency is added to every request before it is processed.
+	Latency time.Duration
+	// BOM prefixes every JSON answer with a UTF-8 byte order mark.
+	BOM bool
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Location is the zone of 1C's zone-less dates; default Asia/Almaty.
+	Location *time.Location
+	// Logger receives a line per request at debug level; default discards.
+	Logger *slog.Logger
+}
+
+// Customer is the buyer of a created order.
+type Customer struct {
+	Name  string `json:"name"`
+	Phone string `json:"phone"`
+	Email string `json:"email"`
+}
+
+// OrderLine is one line of a created order, as received.
+type OrderLine struct {
+	SKU      string          `json:"sku"`
+	Name     string          `json:"name"`
+	Quantity decimal.Decimal `json:"quantity"`
+	Price    decimal.Decimal `json:"price"`
+	Amount   decimal.Decimal `json:"amount"`
+}
+
+// OrderRequest is a CreateOrder request as the simulator understood it.
+type OrderRequest struct {
+	ExternalID string          `json:"external_id"`
+	Source     string          `json:"source"`
+	Number     string          `json:"number"`
+	Date       string          `json:"date"`
+	Customer   Customer        `json:"customer"`
+	Warehouse  string          `json:"warehouse"`
+	Currency   string          `json:"currency"`
+	Lines      []OrderLine     `json:"lines"`
+	Total      decimal.Decimal `json:"total"`
+	Comment    string          `json:"comment"`
+}
+
+// OneCOrder is an order held by the simulated base.
+type OneCOrder struct {
+	Ref          string    `json:"ref"`
+	Number       string    `json:"number"`
+	Date         string    `json:"date"` // 1C's zone-less local time
+	ExternalID   string    `json:"external_id"`
+	Posted       bool      `json:"posted"`
+	Deleted      bool      `json:"deleted"`
+	Cancelled    bool      `json:"cancelled"`
+	CancelReason string    `json:"cancel_reason,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+	// Request is the CreateOrder as understood; Body is its JSON as received (less a
+	// leading BOM), which is what the control endpoint sends.
+	Request OrderRequest    `json:"-"`
+	Body    json.RawMessage `json:"request"`
+}
+
+// StockItem is one line of a stock answer.
+type StockItem struct {
+	SKU      string          `json:"sku"`
+	Quantity decimal.Decimal `json:"quantity"`
+	Price    decimal.Decimal `json:"price"`
+}
+
+// OneCStats counts what the simulated base received.
+type OneCStats struct {
+	// Requests by operation: ping, find, create, cancel, stock, other.
+	Requests map[string]int `json:"requests"`
+	// SessionsStarted counts requests that carried "IBSession: start".
+	SessionsStarted int `json:"sessions_started"`
+	// SessionsRejected counts requests refused with 400 for an unknown session.
+	SessionsRejected int `json:"sessions_rejected"`
+	// SessionConflicts counts requests that arrived on a session already serving
+	// another request; a well-behaved client keeps it 0.
+	SessionConflicts int `json:"session_conflicts"`
+	// AuthFailures counts requests refused for their credentials.
+	AuthFailures int `json:"auth_failures"`
+	// FaultsFired counts requests hit by an injected fault.
+	FaultsFired int `json:"faults_fired"`
+	// ConnectionsDropped counts connections closed without an answer.
+	ConnectionsDropped int `json:"connections_dropped"`
+}
+
+type session struct {
+	busy int
+}
+
+type queuedFault struct {
+	Fault
+	left int // -1: forever
+}
+
+// OneC is a simulated 1C base publishing contract v1. It is an http.Handler and
+// safe for concurrent use.
+type OneC struct {
+	prefix   string
+	username string
+	password string
+	authMode AuthFailureMode
+	dedupe   bool
+	bom      bool
+	now      func() time.Time
+	loc      *time.Location
+	log      *slog.Logger
+
+	closed    chan struct{}
+	closeOnce sync.Once
+
+	mu        sync.Mutex
+	latency   time.Duration
+	knownSKUs map[string]bool // nil: every SKU is known
+	orders    []*OneCOrder
+	seq       int
+	sessions  map[string]*session
+	faults    []*queuedFault
+	stock     map[string][]StockItem
+	stats     OneCStats
+	inFlight  int
+	srv       *http.Server
+	ln        net.Listener
+}
+
+// NewOneC returns a simulated base; it serves nothing until Start, or until it is
+// mounted as an http.Handler.
+func NewOneC(opts OneCOptions) *OneC {
+	loc := opts.Location
+	if loc == nil {
+		var err error
+		if loc, err = time.LoadLocation("Asia/Almaty"); err != nil {
+			loc = time.FixedZone("Asia/Almaty", 5*60*60)
+		}
+	}
+	s := &OneC{
+		prefix:   "/" + strings.Trim(opts.Prefix, "/"),
+		username: opts.Username,
+		password: opts.Password,
+		authMode: opts.AuthFailure,
+		dedupe:   opts.Dedupe,
+		bom:      opts.BOM,
+		now:      opts.Now,
+		loc:      loc,
+		log:      opts.Logger,
+		closed:   make(chan struct{}),
+		latency:  opts.Latency,
+		sessions: map[string]*session{},
+		stock:    map[string][]StockItem{},
+		stats:    OneCStats{Requests: map[string]int{}},
+	}
+	if opts.Prefix == "" {
+		s.prefix = DefaultPrefix
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.setKnownSKUs(opts.KnownSKUs)
+	return s
+}
+
+// Prefix is the path the service is published at.
+func (s *OneC) Prefix() string { return s.prefix }
+
+// Start listens on addr (":0" picks a port) and serves in the background.
+func (s *OneC) Start(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("sim: 1c: listen %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	s.mu.Lock()
+	if s.srv != nil {
+		s.mu.Unlock()
+		ln.Close()
+		return errors.New("sim: 1c: already started")
+	}
+	s.srv, s.ln = srv, ln
+	s.mu.Unlock()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("1c sim: serve", "err", err)
+		}
+	}()
+	return nil
+}
+
+// Addr is the listening address after Start, "" before.
+func (s *OneC) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// URL is the service's base URL after Start (what onec.base_url would be), "" before.
+func (s *OneC) URL() string {
+	addr := s.Addr()
+	if addr == "" {
+		return ""
+	}
+	return "http://" + addr + s.prefix
+}
+
+// Close ends stalls and stops the server started by Start. It is safe to call twice
+// and before Start.
+func (s *OneC) Close() {
+	s.closeOnce.Do(func() { close(s.closed) })
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	if srv != nil {
+		srv.Close()
+	}
+}
+
+// Orders returns a snapshot of every order, in creation order.
+func (s *OneC) Orders() []OneCOrder {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]OneCOrder, len(s.orders))
+	for i, o := range s.orders {
+		out[i] = *o
+		out[i].Request.Lines = slices.Clone(o.Request.Lines)
+		out[i].Body = slices.Clone(o.Body)
+	}
+	return out
+}
+
+// Count is the number of orders held.
+func (s *OneC) Count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.orders)
+}
+
+// CountExternal is the number of orders holding externalID: more than one is a
+// duplicate.
+func (s *OneC) CountExternal(externalID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.findLocked(externalID))
+}
+
+// Inject queues a fault. It panics on an invalid fault (a mistake in a test).
+func (s *OneC) Inject(f Fault) {
+	if err := f.validate(); err != nil {
+		panic(err)
+	}
+	left := f.Times
+	if left == 0 {
+		left = 1
+	}
+	s.mu.Lock()
+	s.faults = append(s.faults, &queuedFault{Fault: f, left: left})
+	s.mu.Unlock()
+}
+
+// ClearFaults drops every queued fault.
+func (s *OneC) ClearFaults() {
+	s.mu.Lock()
+	s.faults = nil
+	s.mu.Unlock()
+}
+
+// PendingFaults is the number of queued faults that have not fired out.
+func (s *OneC) PendingFaults() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.faults)
+}
+
+// SetLatency changes the latency added to every request.
+func (s *OneC) SetLatency(d time.Duration) {
+	s.mu.Lock()
+	s.latency = d
+	s.mu.Unlock()
+}
+
+// SetKnownSKUs replaces the catalogue; nil accepts every SKU.
+func (s *OneC) SetKnownSKUs(skus []string) { s.setKnownSKUs(skus) }
+
+func (s *OneC) setKnownSKUs(skus []string) {
+	var known map[string]bool
+	if skus != nil {
+		known = make(map[string]bool, len(skus))
+		for _, k := range skus {
+			known[k] = true
+		}
+	}
+	s.mu.Lock()
+	s.knownSKUs = known
+	s.mu.Unlock()
+}
+
+// SetStock sets what GET /stock answers for warehouse.
+func (s *OneC) SetStock(warehouse string, items ...StockItem) {
+	s.mu.Lock()
+	s.stock[warehouse] = slices.Clone(items)
+	s.mu.Unlock()
+}
+
+// ExpireSessions forgets every session, as a restarted or administered 1C server does.
+func (s *OneC) ExpireSessions() {
+	s.mu.Lock()
+	s.sessions = map[string]*session{}
+	s.mu.Unlock()
+}
+
+// Sessions is the number of live sessions.
+func (s *OneC) Sessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sessions)
+}
+
+// Stats returns a snapshot of the counters.
+func (s *OneC) Stats() OneCStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Requests = maps.Clone(s.stats.Requests)
+	return st
+}
+
+// WaitIdle waits until no request is being processed: a handler may still be
+// working after its client gave up (a stalled create creates the order afterwards).
+func (s *OneC) WaitIdle(ctx context.Context) error {
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		n := s.inFlight
+		s.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sim: 1c: %d requests still in flight: %w", n, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// ServeHTTP serves contract v1 under the prefix and the control endpoints under /_sim/.
+func (s *OneC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, controlPrefix) {
+		s.serveControl(w, r)
+		return
+	}
+	s.mu.Lock()
+	s.inFlight++
+	latency := s.latency
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}()
+
+	s.wait(r.Context(), latency, false)
+
+	op, allowed := s.route(r)
+	counted := op
+	if !allowed {
+		counted = opOther
+	}
+	s.mu.Lock()
+	s.stats.Requests[counted]++
+	s.mu.Unlock()
+	s.log.DebugContext(r.Context(), "1c sim: request", "op", op, "method", r.Method, "path", r.URL.Path)
+
+	if !s.authorized(r) {
+		s.mu.Lock()
+		s.stats.AuthFailures++
+		s.mu.Unlock()
+		s.answerAuthFailure(w)
+		return
+	}
+	if op == opOther {
+		s.writeText(w, http.StatusNotFound, "Не найден шаблон URL, соответствующий запросу: "+r.URL.Path)
+		return
+	}
+	if !allowed {
+		w.Header().Set("Allow", allowedMethod(op))
+		s.writeText(w, http.StatusMethodNotAllowed, "Метод "+r.Method+" не поддерживается для "+r.URL.Path)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+	if err != nil {
+		// The client went away while sending: 1C never sees such a request.
+		return
+	}
+
+	f := s.takeFault(op, externalIDOf(op, r, body))
+	if f != nil {
+		s.log.InfoContext(r.Context(), "1c sim: fault fired", "op", op, "kind", f.Kind.String())
+		if s.gatewayFault(w, r, f) {
+			return
+		}
+	}
+
+	release, ok := s.enterSession(w, r)
+	if !ok {
+		return
+	}
+	defer release()
+
+	dropAfter := false
+	if f != nil {
+		switch f.Kind {
+		case LockConflict500:
+			s.writeText(w, http.StatusInternalServerError, lockConflictText)
+			return
+		case BusinessError500:
+			s.writeText(w, http.StatusInternalServerError, businessErrorText)
+			return
+		case Status422:
+			s.writeError(w, http.StatusUnprocessableEntity, apiError{Code: "rejected", Message: "Заказ отклонён обработчиком (внедрённая ошибка симулятора)"}, nil)
+			return
+		case Stall:
+			s.wait(r.Context(), f.Delay, true)
+		case DropAfterCreate:
+			dropAfter = true
+		}
+	}
+
+	if dropAfter {
+		// Do the work into a throw-away writer, then drop the connection.
+		s.serveOp(discardWriter{h: http.Header{}}, r, op, body)
+		s.drop(w)
+		return
+	}
+	s.serveOp(w, r, op, body)
+}
+
+// gatewayFault answers the faults that happen before 1C runs the handler and
+// reports whether the request is finished.
+func (s *OneC) gatewayFault(w http.ResponseWriter, r *http.Request, f *Fault) bool {
+	switch f.Kind {
+	case Status503:
+		s.writeText(w, http.StatusServiceUnavailable, "Сервис временно недоступен: сервер 1С:Предприятия не отвечает")
+	case Status502:
+		s.writeText(w, http.StatusBadGateway, "Bad Gateway: ошибка при обращении к серверу 1С:Предприятия")
+	case Status504:
+		s.writeText(w, http.StatusGatewayTimeout, "Gateway Timeout: сервер 1С:Предприятия не ответил вовремя")
+	case Status406:
+		s.writeText(w, http.StatusNotAcceptable, "Не удалось начать сеанс: нет свободной лицензии на сервере 1С:Предприятия или превышено число сеансов")
+	case HTMLLogin200:
+		s.writeHTML(w, http.StatusOK, loginPage)
+	case DropBeforeCreate:
+		s.drop(w)
+	case ExpireSessions:
+		s.ExpireSessions()
+		return false
+	default:
+		return false
+	}
+	return true
+}
+
+func (s *OneC) serveOp(w http.ResponseWriter, r *http.Request, op string, body []byte) {
+	switch op {
+	case opPing:
+		s.writeJSON(w, http.StatusOK, map[string]string{"service": "ordersync", "version": "1.0"})
+	case opFind:
+		s.serveFind(w, r)
+	case opCreate:
+		s.serveCreate(w, body)
+	case opCancel:
+		s.serveCancel(w, body)
+	case opStock:
+		s.serveStock(w, r)
+	}
+}
+
+// route names the operation of r and says whether its method is the right one.
+func (s *OneC) route(r *http.Request) (op string, allowed bool) {
+	rest, ok := strings.CutPrefix(r.URL.Path, s.prefix)
+	if !ok {
+		return opOther, false
+	}
+	switch strings.TrimSuffix(rest, "/") {
+	case "/ping":
+		return opPing, r.Method == http.MethodGet
+	case "/orders":
+		if r.Method == http.MethodPost {
+			return opCreate, true
+		}
+		return opFind, r.Method == http.MethodGet
+	case "/orders/cancel":
+		return opCancel, r.Method == http.MethodPost
+	case "/stock":
+		return opStock, r.Method == http.MethodGet
+	}
+	return opOther, false
+}
+
+func allowedMethod(op string) string {
+	switch op {
+	case opCreate, opCancel:
+		return http.MethodPost
+	case opFind:
+		return http.MethodGet + ", " + http.MethodPost
+	}
+	return http.MethodGet
+}
+
+func externalIDOf(op string, r *http.Request, body []byte) string {
+	switch op {
+	case opFind:
+		return r.URL.Query().Get("external_id")
+	case opCreate, opCancel:
+		var v struct {
+			ExternalID string `json:"external_id"`
+		}
+		_ = json.Unmarshal(bytes.TrimPrefix(body, bom), &v)
+		return v.ExternalID
+	}
+	return ""
+}
+
+func (s *OneC) takeFault(op, externalID string) *Fault {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, q := range s.faults {
+		if !q.matches(op, externalID) {
+			continue
+		}
+		if q.left > 0 {
+			q.left--
+			if q.left == 0 {
+				s.faults = slices.Delete(s.faults, i, i+1)
+			}
+		}
+		s.stats.FaultsFired++
+		f := q.Fault
+		return &f
+	}
+	return nil
+}
+
+// wait sleeps d, or until the client gives up when d is 0 and untilGiveUp is set.
+// It ends early when the client gives up or the simulator closes. The handler goes
+// on afterwards either way, as 1C does: it does not notice that nobody waits for
+// the answer.
+func (s *OneC) wait(ctx context.Context, d time.Duration, untilGiveUp bool) {
+	if d <= 0 && !untilGiveUp {
+		return
+	}
+	var timeout <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-timeout:
+	case <-ctx.Done():
+	case <-s.closed:
+	}
+}
+
+func (s *OneC) authorized(r *http.Request) bool {
+	if s.username == "" {
+		return true
+	}
+	u, p, ok := r.BasicAuth()
+	if !ok {
+		return false
+	}
+	uOK := subtle.ConstantTimeCompare([]byte(u), []byte(s.username)) == 1
+	pOK := subtle.ConstantTimeCompare([]byte(p), []byte(s.password)) == 1
+	return uOK && pOK
+}
+
+func (s *OneC) answerAuthFailure(w http.ResponseWriter) {
+	if s.authMode == AuthStatus401 {
+		w.Header().Set("WWW-Authenticate", `Basic realm="1C:Enterprise", charset="UTF-8"`)
+		s.writeText(w, http.StatusUnauthorized, "Идентификация пользователя не выполнена")
+		return
+	}
+	s.writeHTML(w, http.StatusOK, loginPage)
+}
+
+// enterSession applies 1C's session rules to r: "IBSession: start" opens a session
+// and sets its cookie, a cookie naming an unknown session is answered 400. The
+// returned release ends the request's use of the session.
+func (s *OneC) enterSession(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	header := strings.ToLower(strings.TrimSpace(r.Header.Get("IBSession")))
+	var id string
+	if c, err := r.Cookie("ibsession"); err == nil && c.Value != "" {
+		id = c.Value
+	}
+	s.mu.Lock()
+	var sess *session
+	switch {
+	case id != "":
+		sess = s.sessions[id]
+		if sess == nil {
+			s.stats.SessionsRejected++
+			s.mu.Unlock()
+			s.writeText(w, http.StatusBadRequest, "Сеанс отсутствует или удален")
+			return nil, false
+		}
+	case header == "start":
+		id = uuid.NewString()
+		sess = &session{}
+		s.sessions[id] = sess
+		s.stats.SessionsStarted++
+		http.SetCookie(w, &http.Cookie{Name: "ibsession", Value: id, Path: "/", HttpOnly: true})
+	default:
+		s.mu.Unlock()
+		return func() {}, true
+	}
+	sess.busy++
+	if sess.busy > 1 {
+		s.stats.SessionConflicts++
+	}
+	s.mu.Unlock()
+	finish := header == "finish"
+	return func() {
+		s.mu.Lock()
+		sess.busy--
+		if finish {
+			delete(s.sessions, id)
+		}
+		s.mu.Unlock()
+	}, true
+}
+
+// drop closes the connection under r without an answer.
+func (s *OneC) drop(w http.ResponseWriter) {
+	s.mu.Lock()
+	s.stats.ConnectionsDropped++
+	s.mu.Unlock()
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			conn.Close()
+			return
+		}
+	}
+	// HTTP/2 or a recorder: make the server abort the response instead.
+	panic(http.ErrAbortHandler)
+}
+
+func (s *OneC) findLocked(externalID string) []*OneCOrder {
+	var out []*OneCOrder
+	for _, o := range s.orders {
+		if o.ExternalID == externalID {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func (s *OneC) serveFind(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if !q.Has("external_id") {
+		s.writeError(w, http.StatusBadRequest, apiError{Code: "bad_request", Message: "Не указан параметр external_id", Field: "external_id"}, nil)
+		return
+	}
+	s.mu.Lock()
+	found := s.findLocked(q.Get("external_id"))
+	list := make([]order1C, 0, len(found))
+	for _, o := range found {
+		list = append(list, toOrder1C(o))
+	}
+	s.mu.Unlock()
+	s.writeJSON(w, http.StatusOK, map[string]any{"orders": list})
+}
+
+func (s *OneC) serveCreate(w http.ResponseWriter, body []byte) {
+	req, status, problem := parseCreate(body)
+	if problem != nil {
+		s.writeError(w, status, *problem, nil)
+		return
+	}
+	s.mu.Lock()
+	if s.knownSKUs != nil {
+		for i, l := range req.Lines {
+			if !s.knownSKUs[l.SKU] {
+				s.mu.Unlock()
+				s.writeError(w, http.StatusUnprocessableEntity, apiError{
+					Code:    "unknown_sku",
+					Message: fmt.Sprintf("Номенклатура с артикулом %q не найдена", l.SKU),
+					Field:   fmt.Sprintf("lines[%d].sku", i),
+				}, nil)
+				return
+			}
+		}
+	}
+	if s.dedupe {
+		// The reference module: find under a managed lock on the external id, in the
+		// same transaction as the write. The simulator's mutex plays the lock.
+		if found := s.findLocked(req.ExternalID); len(found) > 0 {
+			existing := toOrder1C(found[0])
+			s.mu.Unlock()
+			s.writeError(w, http.StatusConflict, apiError{
+				Code:    "already_exists",
+				Message: fmt.Sprintf("Заказ клиента с внешним номером %q уже существует: %s", req.ExternalID, existing.Number),
+			}, &existing)
+			return
+		}
+	}
+	s.seq++
+	now := s.now()
+	o := &OneCOrder{
+		Ref:        uuid.NewString(),
+		Number:     fmt.Sprintf("ЗК-%06d", s.seq),
+		Date:       now.In(s.loc).Format(dateLayout),
+		ExternalID: req.ExternalID,
+		Posted:     true,
+		CreatedAt:  now,
+		Request:    req,
+		Body:       bytes.Clone(bytes.TrimPrefix(body, bom)),
+	}
+	s.orders = append(s.orders, o)
+	s.mu.Unlock()
+	s.writeJSON(w, http.StatusCreated, map[string]string{"ref": o.Ref, "number": o.Number, "date": o.Date})
+}
+
+func (s *OneC) serveCancel(w http.ResponseWriter, body []byte) {
+	var req struct {
+		ExternalID string `json:"external_id"`
+		Reason     string `json:"reason"`
+	}
+	if err := json.Unmarshal(bytes.TrimPrefix(body, bom), &req); err != nil {
+		s.writeError(w, http.StatusBadRequest, apiError{Code: "bad_request", Message: "Некорректный JSON: " + err.Error()}, nil)
+		return
+	}
+	if req.ExternalID == "" {
+		s.writeError(w, http.StatusUnprocessableEntity, apiError{Code: "invalid", Message: "Не заполнен внешний номер заказа", Field: "external_id"}, nil)
+		return
+	}
+	s.mu.Lock()
+	found := s.findLocked(req.ExternalID)
+	for _, o := range found {
+		if !o.Cancelled {
+			o.Cancelled = true
+			o.CancelReason = req.Reason
+		}
+	}
+	s.mu.Unlock()
+	if len(found) == 0 {
+		s.writeError(w, http.StatusNotFound, apiError{Code: "not_found", Message: fmt.Sprintf("Заказ клиента с внешним номером %q не найден", req.ExternalID)}, nil)
+		return
+	}
+	s.writeJSON(w, http.StatusOK, map[string]string{"ref": found[0].Ref, "status": "cancelled"})
+}
+
+func (s *OneC) serveStock(w http.ResponseWriter, r *http.Request) {
+	wh := r.URL.Query().Get("warehouse")
+	if wh == "" {
+		s.writeError(w, http.StatusBadRequest, apiError{Code: "bad_request", Message: "Не указан параметр warehouse", Field: "warehouse"}, nil)
+		return
+	}
+	s.mu.Lock()
+	items := s.stock[wh]
+	out := make([]stockItemWire, len(items))
+	for i, it := range items {
+		out[i] = stockItemWire{SKU: it.SKU, Quantity: exact(it.Quantity), Price: exact(it.Price)}
+	}
+	s.mu.Unlock()
+	s.writeJSON(w, http.StatusOK, stockWire{Warehouse: wh, TakenAt: s.now().In(s.loc).Format(dateLayout), Items: out})
+}
+
+const dateLayout = "2006-01-02T15:04:05"
+
+var bom = []byte{0xEF, 0xBB, 0xBF}
+
+// order1C is Order1C of contract v1.
+type order1C struct {
+	Ref        string `json:"ref"`
+	Number     string `json:"number"`
+	Date       string `json:"date"`
+	ExternalID string `json:"external_id"`
+	Posted     bool   `json:"posted"`
+	Deleted    bool   `json:"deleted"`
+}
+
+func toOrder1C(o *OneCOrder) order1C {
+	return order1C{Ref: o.Ref, Number: o.Number, Date: o.Date, ExternalID: o.ExternalID, Posted: o.Posted, Deleted: o.Deleted}
+}
+
+type apiError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// exact is a decimal that marshals as a bare JSON number, whatever the decimal
+// package's global quoting setting is.
+type exact decimal.Decimal
+
+func (d exact) MarshalJSON() ([]byte, error) { return []byte(decimal.Decimal(d).String()), nil }
+
+type stockItemWire struct {
+	SKU      string `json:"sku"`
+	Quantity exact  `json:"quantity"`
+	Price    exact  `json:"price"`
+}
+
+type stockWire struct {
+	Warehouse string          `json:"warehouse"`
+	TakenAt   string          `json:"taken_at"`
+	Items     []stockItemWire `json:"items"`
+}
+
+func (s *OneC) writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("sim: 1c: encode answer: " + err.Error())
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	if s.bom {
+		w.Write(bom)
+	}
+	w.Write(b)
+}
+
+func (s *OneC) writeError(w http.ResponseWriter, status int, e apiError, existing *order1C) {
+	body := struct {
+		Error apiError `json:"error"`
+		Order *order1C `json:"order,omitempty"`
+	}{e, existing}
+	s.writeJSON(w, status, body)
+}
+
+func (s *OneC) writeText(w http.ResponseWriter, status int, text string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	io.WriteString(w, text)
+}
+
+func (s *OneC) writeHTML(w http.ResponseWriter, status int, page string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	io.WriteString(w, page)
+}
+
+// discardWriter swallows an answer that will never be sent.
+type discardWriter struct{ h http.Header }
+
+func (d discardWriter) Header() http.Header         { return d.h }
+func (d discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (d discardWriter) WriteHeader(int)             {}
+
+const lockConflictText = `{ОбщийМодуль.ordersync.Модуль(118)}: Ошибка при вызове метода контекста (Записать)
+	ДокументОбъект.Записать(РежимЗаписиДокумента.Проведение);
+по причине:
+Конфликт блокировок при выполнении транзакции:
+Превышено максимальное время ожидания предоставления блокировки.
+Ресурс: РегистрНакопления.ТоварыНаСкладах`
+
+const businessErrorText = `{ОбщийМодуль.ordersync.Модуль(131)}: Не удалось записать "Заказ клиента"!
+по причине:
+Поле "Соглашение с клиентом" не заполнено
+	ВызватьИсключение ТекстОшибки;`
+
+const loginPage = `<!DOCTYPE html>
+<html lang="ru">
+<head><meta charset="utf-8"><title>1С:Предприятие</title></head>
+<body>
+<div class="login">
+<h1>1С:Предприятие</h1>
+<p>Идентификация пользователя не выполнена.</p>
+<form method="post"><label>Пользователь <input name="user"></label>
+<label>Пароль <input name="pwd" type="password"></label>
+<button type="submit">Войти</button></form>
+</div>
+</body>
+</html>
+`
