@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/onec"
+	"github.com/ordersync/ordersync/internal/order"
+)
+
+const kindCreate = order.KindCreate
+
+// onecDateLayout is 1C's zone-less date-time.
+const onecDateLayout = "2006-01-02T15:04:05"
+
+// findOrCreate asks 1C for the order by its external id and creates it only when 1C
+// holds none. It runs while the caller holds the journal row lock.
+func (e *Engine) findOrCreate(ctx context.Context, log *slog.Logger, op journal.Operation) verdict {
+	o, err := decodeOrder(op.Payload)
+	if err != nil {
+		return verdict{class: onec.Permanent, err: fmt.Errorf("payload: %w", err)}
+	}
+	extID := o.OneCExternalID()
+
+	found, err := e.client.FindOrders(ctx, extID)
+	if err != nil {
+		return verdict{class: onec.ClassOf(err), err: err}
+	}
+	if len(found) > 0 {
+		return verdict{result: foundResult(extID, found, "1C already held the order: nothing was created")}
+	}
+
+	req := ToCreateOrder(o, e.cfg.Location)
+	created, err := e.client.CreateOrder(ctx, req)
+	if err == nil {
+		res := &journal.Result{Ref: created.Ref, Number: created.Number, Date: created.Date}
+		if created.Existing {
+			res.Found = true
+			res.Note = "1C answered 409: it already held the order, nothing was created"
+		}
+		return verdict{result: res, ref: created.Ref}
+	}
+
+	class := onec.ClassOf(err)
+	var oe *onec.Error
+	if class == onec.Unknown && errors.As(err, &oe) && oe.Status >= 500 {
+		// 1C answered with an error after the POST: a business exception, or a
+		// failure after the order was written. Asking now settles which.
+		again, ferr := e.client.FindOrders(ctx, extID)
+		switch {
+		case ferr != nil:
+			return verdict{class: onec.Unknown, err: fmt.Errorf("%w; and the find that should settle it failed: %v", err, ferr)}
+		case len(again) > 0:
+			log.WarnContext(ctx, "1C answered an error but holds the order", "err", err)
+			return verdict{result: foundResult(extID, again, "1C answered an error after creating the order: "+err.Error())}
+		default:
+			return verdict{class: onec.Permanent, err: fmt.Errorf("%w (1C holds no order %s, so nothing was created)", err, extID)}
+		}
+	}
+	if class == onec.Unknown {
+		err = fmt.Errorf("%w: the order may exist in 1C; the next attempt asks 1C first", err)
+	}
+	return verdict{class: class, err: err}
+}
+
+// foundResult picks the earliest of the orders 1C holds for one external id and
+// warns about any others: they are duplicates that were made outside this operation.
+func foundResult(extID string, orders []onec.Order, note string) *journal.Result {
+	sorted := append([]onec.Order(nil), orders...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if a.Deleted != b.Deleted {
+			return !a.Deleted // an order marked for deletion is the last choice
+		}
+		if a.Date != b.Date {
+			return a.Date < b.Date // zone-less ISO dates sort as text
+		}
+		if a.Number != b.Number {
+			return a.Number < b.Number
+		}
+		return a.Ref < b.Ref
+	})
+	pick := sorted[0]
+	res := &journal.Result{Ref: pick.Ref, Number: pick.Number, Date: pick.Date, Found: true, Note: note}
+	if len(sorted) > 1 {
+		var others []string
+		for _, o := range sorted[1:] {
+			others = append(others, fmt.Sprintf("%s (№ %s, %s)", o.Ref, o.Number, o.Date))
+		}
+		res.Warnings = append(res.Warnings, fmt.Sprintf(
+			"1C holds %d orders with external id %s: using the earliest, %s (№ %s); duplicates: %s",
+			len(sorted), extID, pick.Ref, pick.Number, strings.Join(others, ", ")))
+	}
+	if pick.Deleted {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the order %s (№ %s) is marked for deletion in 1C", pick.Ref, pick.Number))
+	}
+	return res
+}
+
+// decodeOrder reads a journal payload back into the canonical order.
+func decodeOrder(payload []byte) (order.Order, error) {
+	var o order.Order
+	if err := json.Unmarshal(payload, &o); err != nil {
+		return o, err
+	}
+	return o, o.Validate()
+}
+
+// ToCreateOrder maps a canonical order to contract v1's CreateOrder: 1C's zone-less
+// date in loc, each line's exact amount, and the exact total.
+func ToCreateOrder(o order.Order, loc *time.Location) onec.CreateOrder {
+	lines := make([]onec.Line, len(o.Lines))
+	for i, l := range o.Lines {
+		lines[i] = onec.Line{SKU: l.SKU, Name: l.Name, Quantity: l.Quantity, Price: l.Price, Amount: l.Amount()}
+	}
+	return onec.CreateOrder{
+		ExternalID: o.OneCExternalID(),
+		Source:     o.Source,
+		Number:     o.EffectiveNumber(),
+		Date:       o.CreatedAt.In(loc).Format(onecDateLayout),
+		Customer:   onec.Customer(o.Customer),
+		Warehouse:  o.Warehouse,
+		Currency:   o.Currency,
+		Lines:      lines,
+		Total:      o.LinesTotal(),
+		Comment:    o.Comment,
+	}
+}
+
+func exchangesJSON(xs []onec.Exchange) json.RawMessage {
+	if len(xs) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(xs)
+	if err != nil {
+		return nil
+	}
+	return b
+}

@@ -1,0 +1,679 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/ordersync/ordersync/internal/engine"
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/onec"
+	"github.com/ordersync/ordersync/internal/onec/httpservice"
+	"github.com/ordersync/ordersync/internal/order"
+	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/store/postgres"
+	"github.com/ordersync/ordersync/internal/testdb"
+)
+
+// harness is one journal schema in PostgreSQL, one simulated 1C and a client to it.
+type harness struct {
+	t      *testing.T
+	url    string
+	db     *postgres.DB
+	store  journal.Store
+	onec   *sim.OneC
+	client *httpservice.Client
+	logs   *syncBuffer
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+const testPassword = "s3cret-Пароль"
+
+func newHarness(t *testing.T, opts sim.OneCOptions) *harness {
+	t.Helper()
+	ctx := context.Background()
+	h := &harness{t: t, url: testdb.URL(t), logs: &syncBuffer{}}
+	h.db = h.openDB()
+	if _, err := h.db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.store = h.db.Journal()
+	if opts.Username == "" {
+		opts.Username, opts.Password = "ordersync", testPassword
+	}
+	h.onec = sim.NewOneC(opts)
+	if err := h.onec.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.onec.Close)
+	h.client = h.newClient(opts.Username, opts.Password, 4)
+	return h
+}
+
+func (h *harness) openDB() *postgres.DB {
+	h.t.Helper()
+	db, err := postgres.Open(context.Background(), postgres.Config{URL: h.url, MaxConns: 12})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(db.Close)
+	return db
+}
+
+func (h *harness) logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func (h *harness) newClient(user, password string, concurrency int) *httpservice.Client {
+	h.t.Helper()
+	c, err := httpservice.New(httpservice.Config{
+		BaseURL: h.onec.URL(), Username: user, Password: password,
+		Timeout: 5 * time.Second, MaxConcurrency: concurrency, SessionReuse: true,
+		RetryBackoff: time.Millisecond, Logger: h.logger(),
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return c
+}
+
+func (h *harness) engine(store journal.Store, cfg engine.Config) *engine.Engine {
+	cfg.BackoffMin = cmpDur(cfg.BackoffMin, time.Millisecond)
+	cfg.BackoffMax = cmpDur(cfg.BackoffMax, 5*time.Millisecond)
+	cfg.OneCTimeout = cmpDur(cfg.OneCTimeout, 5*time.Second)
+	cfg.PollInterval = cmpDur(cfg.PollInterval, 5*time.Millisecond)
+	if cfg.Jitter == nil {
+		cfg.Jitter = func(d time.Duration) time.Duration { return d }
+	}
+	cfg.Logger = h.logger()
+	if store == nil {
+		store = h.store
+	}
+	return engine.New(store, h.client, cfg)
+}
+
+func cmpDur(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+func testOrder(id string, skus ...string) order.Order {
+	if len(skus) == 0 {
+		skus = []string{"SKU-8812"}
+	}
+	o := order.Order{
+		Source: "site", ExternalID: id, Number: id,
+		CreatedAt: time.Date(2026, 9, 16, 10, 0, 0, 0, time.FixedZone("+05", 5*3600)),
+		Customer:  order.Customer{Name: "Иван Петров", Phone: "+77011234567"},
+		Warehouse: "WH1", Currency: "KZT",
+	}
+	for _, s := range skus {
+		o.Lines = append(o.Lines, order.Line{SKU: s, Name: "Чайник", Quantity: decimal.RequireFromString("2"),
+			Price: decimal.RequireFromString("1500.10")})
+	}
+	total := o.LinesTotal()
+	o.Total = &total
+	return o
+}
+
+func (h *harness) register(o order.Order) journal.Registration {
+	h.t.Helper()
+	reg, err := h.store.Register(context.Background(), journal.CreateOrder(o))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return reg
+}
+
+// drain runs due operations in the foreground until none is pending.
+func (h *harness) drain(e *engine.Engine) {
+	h.t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		ran, err := e.RunDue(ctx)
+		if err != nil {
+			h.t.Logf("RunDue: %v", err)
+		}
+		if ran {
+			continue
+		}
+		pending, err := h.store.List(ctx, journal.Filter{Status: journal.StatusPending, Limit: 1})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if len(pending) == 0 {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	h.t.Fatalf("operations still pending after 20s")
+}
+
+func (h *harness) show(key string) journal.Detail {
+	h.t.Helper()
+	d, err := h.store.Show(context.Background(), key)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return d
+}
+
+func outcomes(d journal.Detail) string {
+	var s []string
+	for _, a := range d.History {
+		s = append(s, string(a.Outcome))
+	}
+	return strings.Join(s, ",")
+}
+
+func (h *harness) wantOneCOrders(externalID string, want int) {
+	h.t.Helper()
+	if got := h.onec.CountExternal(externalID); got != want {
+		h.t.Fatalf("1C holds %d orders with external id %s, want %d", got, externalID, want)
+	}
+}
+
+func TestNewOrderCreatesExactlyOneOrderIn1C(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{})
+	o := testOrder("A-1001")
+	if reg := h.register(o); reg.Outcome != journal.Registered {
+		t.Fatalf("outcome %s, want registered", reg.Outcome)
+	}
+	h.drain(h.engine(nil, engine.Config{}))
+
+	h.wantOneCOrders("site:A-1001", 1)
+	if h.onec.Count() != 1 {
+		t.Fatalf("1C holds %d orders in all, want 1", h.onec.Count())
+	}
+	d := h.show(o.CreateKey())
+	if d.Status != journal.StatusDone || d.Attempts != 1 || outcomes(d) != "done" {
+		t.Fatalf("status %s attempts %d outcomes %s, want done/1/done", d.Status, d.Attempts, outcomes(d))
+	}
+	created := h.onec.Orders()[0]
+	if d.Result.Ref != created.Ref || d.Result.Number != created.Number || d.Result.Found {
+		t.Fatalf("result %+v, want the created order %s №%s", d.Result, created.Ref, created.Number)
+	}
+	// 1C received exact decimals and its zone-less date in Asia/Almaty.
+	var sent struct {
+		Date  string          `json:"date"`
+		Total decimal.Decimal `json:"total"`
+		Lines []struct {
+			Amount decimal.Decimal `json:"amount"`
+		} `json:"lines"`
+	}
+	if err := json.Unmarshal(created.Body, &sent); err != nil {
+		t.Fatal(err)
+	}
+	if sent.Date != "2026-09-16T10:00:00" || !sent.Total.Equal(decimal.RequireFromString("3000.2")) ||
+		!sent.Lines[0].Amount.Equal(decimal.RequireFromString("3000.20")) {
+		t.Fatalf("1C received date %s total %s amount %s", sent.Date, sent.Total, sent.Lines[0].Amount)
+	}
+	var xs []onec.Exchange
+	if err := json.Unmarshal(d.History[0].Exchanges, &xs); err != nil || len(xs) != 2 ||
+		xs[0].Method != "GET" || xs[1].Method != "POST" || xs[1].RequestSHA256 == "" || xs[1].Status != 201 {
+		t.Fatalf("attempt exchanges = %s (%v), want the find then the create with digests", d.History[0].Exchanges, err)
+	}
+}
+
+func TestExactRepeatReturnsSavedResultAndChangesNoCount(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{})
+	o := testOrder("A-1002")
+	h.register(o)
+	e := h.engine(nil, engine.Config{})
+	h.drain(e)
+	first := h.show(o.CreateKey())
+
+	reg := h.register(o)
+	if reg.Outcome != journal.Duplicate {
+		t.Fatalf("outcome %s, want duplicate", reg.Outcome)
+	}
+	if reg.Operation.Result == nil || reg.Operation.Result.Ref != first.Result.Ref {
+		t.Fatalf("repeat answered %+v, want the saved result %+v", reg.Operation.Result, first.Result)
+	}
+	if ran, _ := e.RunDue(context.Background()); ran {
+		t.Fatalf("an exact repeat made an operation due")
+	}
+	h.wantOneCOrders("site:A-1002", 1)
+	if d := h.show(o.CreateKey()); d.Attempts != 1 || len(d.Conflicts) != 0 {
+		t.Fatalf("attempts %d conflicts %d after a repeat, want 1 and 0", d.Attempts, len(d.Conflicts))
+	}
+}
+
+func TestSameKeyOtherPayloadRecordsConflictAndChangesNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{})
+	o := testOrder("A-1003")
+	h.register(o)
+	changed := o
+	changed.Lines = append([]order.Line(nil), o.Lines...)
+	changed.Lines[0].Quantity = decimal.RequireFromString("5")
+	changed.Total = nil
+
+	// The changed copy arrives before the engine has run: 1C must still get the first.
+	if reg := h.register(changed); reg.Outcome != journal.Conflicted {
+		t.Fatalf("outcome %s, want conflict", reg.Outcome)
+	}
+	h.drain(h.engine(nil, engine.Config{}))
+	if reg := h.register(changed); reg.Outcome != journal.Conflicted {
+		t.Fatalf("outcome after done %s, want conflict", reg.Outcome)
+	}
+
+	h.wantOneCOrders("site:A-1003", 1)
+	var sent struct {
+		Lines []struct {
+			Quantity decimal.Decimal `json:"quantity"`
+		} `json:"lines"`
+	}
+	json.Unmarshal(h.onec.Orders()[0].Body, &sent)
+	if !sent.Lines[0].Quantity.Equal(decimal.RequireFromString("2")) {
+		t.Fatalf("1C got quantity %s, want the first payload's 2", sent.Lines[0].Quantity)
+	}
+	d := h.show(o.CreateKey())
+	if len(d.Conflicts) != 2 || d.Conflicts[0].PayloadSHA256 != order.SHA256Hex(changed.Canonical()) {
+		t.Fatalf("conflicts %+v, want two records of the changed payload", d.Conflicts)
+	}
+	if d.PayloadSHA256 != order.SHA256Hex(o.Canonical()) || d.Status != journal.StatusDone {
+		t.Fatalf("saved operation changed: sha %s status %s", d.PayloadSHA256, d.Status)
+	}
+}
+
+// failFinish loses the commit of the first n claims: 1C has answered, the journal
+// never hears of it.
+type failFinish struct {
+	journal.Store
+	n atomic.Int32
+}
+
+func (s *failFinish) ClaimDue(ctx context.Context, worker string) (journal.Claim, error) {
+	c, err := s.Store.ClaimDue(ctx, worker)
+	if err != nil || s.n.Add(-1) < 0 {
+		return c, err
+	}
+	return lostCommit{c}, nil
+}
+
+type lostCommit struct{ journal.Claim }
+
+func (c lostCommit) Finish(ctx context.Context, _ journal.Finish) error {
+	c.Claim.Release(ctx)
+	return errors.New("injected: the connection broke before COMMIT")
+}
+
+func TestFailureAfter1CAnsweredBeforeCommitLeadsToNoSecondOrder(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{})
+	o := testOrder("A-1004")
+	h.register(o)
+	broken := &failFinish{Store: h.store}
+	broken.n.Store(1)
+	e := h.engine(broken, engine.Config{})
+	if ran, err := e.RunDue(context.Background()); !ran || err == nil {
+		t.Fatalf("RunDue = %v, %v; want a run whose finish failed", ran, err)
+	}
+	h.wantOneCOrders("site:A-1004", 1)
+	if d := h.show(o.CreateKey()); d.Status != journal.StatusPending {
+		t.Fatalf("status %s after a lost commit, want pending", d.Status)
+	}
+
+	h.drain(e)
+	h.wantOneCOrders("site:A-1004", 1)
+	d := h.show(o.CreateKey())
+	if d.Status != journal.StatusDone || !d.Result.Found || outcomes(d) != "interrupted,done" {
+		t.Fatalf("status %s found %v outcomes %s; want done, found in 1C, interrupted,done", d.Status, d.Result.Found, outcomes(d))
+	}
+	if d.Result.Ref != h.onec.Orders()[0].Ref {
+		t.Fatalf("result ref %s, want the order created by the first attempt %s", d.Result.Ref, h.onec.Orders()[0].Ref)
+	}
+}
+
+func TestConnectionDroppedAfterCreateEndsWithExactlyOneOrder(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{})
+	o := testOrder("A-1005")
+	h.register(o)
+	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.DropAfterCreate})
+	h.drain(h.engine(nil, engine.Config{}))
+
+	h.wantOneCOrders("site:A-1005", 1)
+	d := h.show(o.CreateKey())
+	if d.Status != journal.StatusDone || !d.Result.Found || outcomes(d) != "retry,done" {
+		t.Fatalf("status %s found %v outcomes %s; want done, found, retry,done", d.Status, d.Result.Found, outcomes(d))
+	}
+	if !strings.Contains(d.History[0].Error, "unknown outcome") {
+		t.Fatalf("first attempt error %q, want it to say the outcome is unknown", d.History[0].Error)
+	}
+	if st := h.onec.Stats(); st.Requests["create"] != 1 {
+		t.Fatalf("1C received %d creates, want 1: a POST is never repeated blindly", st.Requests["create"])
+	}
+}
+
+func TestTransientFailuresAreRetriedUntilDone(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{})
+	o := testOrder("A-1006")
+	h.register(o)
+	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status503})
+	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status406})
+	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.LockConflict500})
+	h.onec.Inject(sim.Fault{Op: "find", Kind: sim.Status503, Times: 2}) // retried inside the find
+	h.drain(h.engine(nil, engine.Config{}))
+
+	h.wantOneCOrders("site:A-1006", 1)
+	d := h.show(o.CreateKey())
+	if d.Status != journal.StatusDone || outcomes(d) != "retry,retry,retry,done" || d.Attempts != 4 {
+		t.Fatalf("status %s attempts %d outcomes %s; want done after retry,retry,retry,done", d.Status, d.Attempts, outcomes(d))
+	}
+	if d.LastError != "" {
+		t.Fatalf("last_error %q on a done operation", d.LastError)
+	}
+}
+
+func TestPermanentErrorFailsWith1CMessageAndResyncAfterFixEndsDone(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{KnownSKUs: []string{"SKU-1"}})
+	o := testOrder("A-1007", "SKU-1", "SKU-NEW")
+	h.register(o)
+	e := h.engine(nil, engine.Config{})
+	h.drain(e)
+
+	h.wantOneCOrders("site:A-1007", 0)
+	d := h.show(o.CreateKey())
+	if d.Status != journal.StatusFailed || d.Attempts != 1 {
+		t.Fatalf("status %s attempts %d, want failed at once", d.Status, d.Attempts)
+	}
+	if !strings.Contains(d.LastError, "lines[1].sku") || !strings.Contains(d.LastError, "SKU-NEW") {
+		t.Fatalf("last_error %q, want 1C's message naming lines[1].sku and SKU-NEW", d.LastError)
+	}
+
+	h.onec.SetKnownSKUs([]string{"SKU-1", "SKU-NEW"}) // the 1C programmer adds the item
+	op, err := e.RunKey(context.Background(), o.CreateKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.Status != journal.StatusDone || op.LastError != "" {
+		t.Fatalf("after resync: status %s last_error %q, want done", op.Status, op.LastError)
+	}
+	h.wantOneCOrders("site:A-1007", 1)
+	// A resync of a done operation changes nothing.
+	if op, err := e.RunKey(context.Background(), o.CreateKey()); err != nil || op.Attempts != 2 {
+		t.Fatalf("second resync: %v attempts %d, want the saved result (2 attempts)", err, op.Attempts)
+	}
+	h.wantOneCOrders("site:A-1007", 1)
+}
+
+func TestBusinessException500FailsAfterFindProvesNothingWasCreated(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{})
+	o := testOrder("A-1008")
+	h.register(o)
+	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.BusinessError500})
+	h.drain(h.engine(nil, engine.Config{}))
+	h.wantOneCOrders("site:A-1008", 0)
+	d := h.show(o.CreateKey())
+	if d.Status != journal.StatusFailed || !strings.Contains(d.LastError, "nothing was created") {
+		t.Fatalf("status %s last_error %q; want failed, saying nothing was created", d.Status, d.LastError)
+	}
+	if st := h.onec.Stats(); st.Requests["find"] != 2 {
+		t.Fatalf("finds = %d, want 2 (before the create, and after its 500)", st.Requests["find"])
+	}
+}
+
+func TestGivesUpAfterMaxAttempts(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{})
+	o := testOrder("A-1009")
+	h.register(o)
+	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status503, Times: -1})
+	h.drain(h.engine(nil, engine.Config{MaxAttempts: 3}))
+	d := h.show(o.CreateKey())
+	if d.Status != journal.StatusFailed || d.Attempts != 3 || outcomes(d) != "retry,retry,failed" {
+		t.Fatalf("status %s attempts %d outcomes %s; want failed after 3", d.Status, d.Attempts, outcomes(d))
+	}
+	if !strings.Contains(d.LastError, "worker.max_attempts") {
+		t.Fatalf("last_error %q, want it to name worker.max_attempts", d.LastError)
+	}
+	h.wantOneCOrders("site:A-1009", 0)
+}
+
+func TestDuplicatesAlreadyIn1CUseTheEarliestWithAWarning(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{})
+	o := testOrder("A-1010")
+	req := engine.ToCreateOrder(o, time.UTC)
+	ctx := context.Background()
+	first, err := h.client.CreateOrder(ctx, req) // someone created it twice by hand
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.client.CreateOrder(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	h.register(o)
+	h.drain(h.engine(nil, engine.Config{}))
+	h.wantOneCOrders("site:A-1010", 2) // nothing more was created
+	d := h.show(o.CreateKey())
+	if d.Status != journal.StatusDone || d.Result.Ref != first.Ref || !d.Result.Found {
+		t.Fatalf("result %+v, want the earliest order %s, found", d.Result, first.Ref)
+	}
+	if len(d.Result.Warnings) != 1 || !strings.Contains(d.Result.Warnings[0], "2 orders") {
+		t.Fatalf("warnings %q, want one about 2 orders", d.Result.Warnings)
+	}
+}
+
+func TestAuthFailureIsRetriedAndNamesTheConfigKeys(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{}) // 1C answers bad credentials with a 200 HTML page
+	h.client = h.newClient("ordersync", "wrong-"+testPassword, 4)
+	o := testOrder("A-1011")
+	h.register(o)
+	e := h.engine(nil, engine.Config{MaxAttempts: 2})
+	h.drain(e)
+	d := h.show(o.CreateKey())
+	if d.Status != journal.StatusFailed || !strings.Contains(d.LastError, "onec.username") || !strings.Contains(d.LastError, "onec.base_url") {
+		t.Fatalf("status %s last_error %q; want failed naming onec.username and onec.base_url", d.Status, d.LastError)
+	}
+	h.wantOneCOrders("site:A-1011", 0)
+	if strings.Contains(h.logs.String(), testPassword) {
+		t.Fatalf("a password reached the logs")
+	}
+}
+
+func TestTwoEnginesRacingOverTheSameKeysCreateEachOrderOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{Latency: 2 * time.Millisecond})
+	ctx := context.Background()
+	const n = 50
+	var keys []string
+	// Two replicas: each its own pool, its own engine, each registering every order
+	// (as two pollers seeing the same marketplace page would).
+	stores := []journal.Store{h.store, h.openDB().Journal()}
+	var wg sync.WaitGroup
+	for _, s := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range n {
+				if _, err := s.Register(ctx, journal.CreateOrder(testOrder(fmt.Sprintf("R-%03d", i)))); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		keys = append(keys, testOrder(fmt.Sprintf("R-%03d", i)).CreateKey())
+	}
+	engines := []*engine.Engine{
+		h.engine(stores[0], engine.Config{Workers: 4, WorkerID: "replica-a"}),
+		h.engine(stores[1], engine.Config{Workers: 4, WorkerID: "replica-b"}),
+	}
+	for _, e := range engines {
+		if err := e.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		done, err := h.store.List(ctx, journal.Filter{Status: journal.StatusDone, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(done) == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d done after 30s", len(done), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, e := range engines {
+		e.Stop()
+	}
+	if got := h.onec.Count(); got != n {
+		t.Fatalf("1C holds %d orders, want %d", got, n)
+	}
+	for i := range n {
+		h.wantOneCOrders(fmt.Sprintf("site:R-%03d", i), 1)
+	}
+	a, b := engines[0].Stats(), engines[1].Stats()
+	if a.Done+b.Done != n {
+		t.Fatalf("engines report %d + %d done, want %d in all", a.Done, b.Done, n)
+	}
+	t.Logf("replica a did %d, replica b did %d", a.Done, b.Done)
+}
+
+func TestStopLetsInFlightCallsFinish(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{Latency: 300 * time.Millisecond})
+	o := testOrder("A-1012")
+	h.register(o)
+	e := h.engine(nil, engine.Config{Workers: 1, ShutdownTimeout: 10 * time.Second})
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(h.show(o.CreateKey()).History) == 1 })
+	e.Stop()
+	e.Stop() // twice is fine
+	d := h.show(o.CreateKey())
+	if d.Status != journal.StatusDone || outcomes(d) != "done" {
+		t.Fatalf("after Stop: status %s outcomes %s; want the in-flight call finished and done", d.Status, outcomes(d))
+	}
+	h.wantOneCOrders("site:A-1012", 1)
+}
+
+func TestStopCancelsCallsThatOutliveTheShutdownTimeout(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{})
+	o := testOrder("A-1013")
+	h.register(o)
+	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Stall}) // 1C hangs; it creates when the client gives up
+	e := h.engine(nil, engine.Config{Workers: 1, ShutdownTimeout: 200 * time.Millisecond})
+	e.Start(context.Background())
+	waitFor(t, func() bool { return h.onec.Stats().Requests["create"] == 1 })
+	e.Stop()
+	d := h.show(o.CreateKey())
+	if d.Status != journal.StatusPending || outcomes(d) != "retry" || !strings.Contains(d.LastError, "unknown outcome") {
+		t.Fatalf("after Stop: status %s outcomes %s error %q; want pending with an unknown outcome", d.Status, outcomes(d), d.LastError)
+	}
+	// The restarted service finds the order the stalled call created.
+	waitFor(t, func() bool { return h.onec.CountExternal("site:A-1013") == 1 })
+	h.drain(h.engine(nil, engine.Config{}))
+	h.wantOneCOrders("site:A-1013", 1)
+	if d := h.show(o.CreateKey()); d.Status != journal.StatusDone || !d.Result.Found {
+		t.Fatalf("status %s, want done and found", d.Status)
+	}
+}
+
+func TestEveryLogLineAboutAnOperationCarriesKeyAndAttempt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{})
+	o := testOrder("A-1014")
+	h.register(o)
+	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status503})
+	h.drain(h.engine(nil, engine.Config{}))
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(h.logs.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		msg, _ := rec["msg"].(string)
+		if msg == "operation done" || msg == "attempt failed, will retry" {
+			n++
+			if rec["key"] != o.CreateKey() || rec["attempt"] == nil {
+				t.Fatalf("log line %q lacks key or attempt", line)
+			}
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d operation log lines, want 2 (retry, done)", n)
+	}
+}
+
+func TestBackoffGrowsAndStaysWithinBounds(t *testing.T) {
+	t.Parallel()
+	identity := engine.New(nil, nil, engine.Config{BackoffMin: time.Second, BackoffMax: 10 * time.Second,
+		Jitter: func(d time.Duration) time.Duration { return d }})
+	for attempt, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 4: 8 * time.Second, 5: 10 * time.Second, 40: 10 * time.Second} {
+		if got := identity.Backoff(attempt); got != want {
+			t.Errorf("Backoff(%d) = %s, want %s", attempt, got, want)
+		}
+	}
+	jittered := engine.New(nil, nil, engine.Config{BackoffMin: time.Second, BackoffMax: 10 * time.Second})
+	seen := map[time.Duration]bool{}
+	for range 200 {
+		d := jittered.Backoff(3) // nominal 4s: jitter keeps it in [2s, 4s]
+		if d < 2*time.Second || d > 4*time.Second {
+			t.Fatalf("Backoff(3) = %s, outside [2s, 4s]", d)
+		}
+		seen[d] = true
+		if d := jittered.Backoff(1); d < time.Second {
+			t.Fatalf("Backoff(1) = %s, below backoff_min", d)
+		}
+	}
+	if len(seen) < 10 {
+		t.Fatalf("only %d distinct delays in 200 draws: no jitter", len(seen))
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within 15s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
