@@ -182,6 +182,11 @@ func readDetail(br pgx.BatchResults) (journal.Detail, error) {
 	if err != nil {
 		return d, err
 	}
+	// operations.attempts is written when an attempt finishes; an attempt that was
+	// interrupted (a crash, kill -9) still counts as started.
+	if n := len(d.History); n > 0 && d.History[n-1].Attempt > d.Attempts {
+		d.Attempts = d.History[n-1].Attempt
+	}
 	rows, err = br.Query()
 	if err != nil {
 		return d, err

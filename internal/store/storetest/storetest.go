@@ -654,6 +654,9 @@ func testReleaseThenInterrupted(t *testing.T, s journal.Store) {
 	if d.Status != journal.StatusPending {
 		t.Fatalf("after release: got status %s, want pending", d.Status)
 	}
+	if d.Attempts != 1 {
+		t.Fatalf("after release: show reports %d attempts, want 1 (an interrupted attempt was started)", d.Attempts)
+	}
 
 	c2 := claimDue(t, s, "w2")
 	if got, want := c2.Attempt(), 2; got != want {
