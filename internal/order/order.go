@@ -200,7 +200,8 @@ func checkPrintable(s string, max int) string {
 }
 
 // Parse decodes one canonical order from JSON, refusing unknown fields and trailing
-// data, and validates it. Errors are *ValidationError naming the field.
+// data, and validates it. Errors are *ValidationError naming the field; when only
+// validation failed, the decoded order is returned with the error.
 func Parse(data []byte) (Order, error) {
 	var o Order
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -215,7 +216,7 @@ func Parse(data []byte) (Order, error) {
 		return Order{}, &ValidationError{Problems: []FieldError{{Field: "(document)", Message: "unexpected data after the order object"}}}
 	}
 	if err := o.Validate(); err != nil {
-		return Order{}, err
+		return o, err // the decoded order too, so the caller can say which one it was
 	}
 	return o, nil
 }

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ordersync/ordersync/internal/journal"
+)
+
+func (a *app) journalCommand() *cobra.Command {
+	c := &cobra.Command{Use: "journal", Short: "Read the journal of operations and attempts"}
+	c.AddCommand(a.journalListCommand(), a.journalShowCommand())
+	return c
+}
+
+func (a *app) journalListCommand() *cobra.Command {
+	var (
+		status, source, since, format string
+		limit                         int
+	)
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List operations, most recently updated first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format, "table", "json", "csv"); err != nil {
+				return err
+			}
+			f := journal.Filter{Status: journal.Status(status), Source: source, Limit: limit}
+			switch f.Status {
+			case "", journal.StatusPending, journal.StatusDone, journal.StatusFailed:
+			default:
+				return usageError(fmt.Errorf("--status: must be pending, done or failed, got %q", status))
+			}
+			if limit < 0 {
+				return usageError(fmt.Errorf("--limit: must not be negative, got %d", limit))
+			}
+			if since != "" {
+				t, err := parseSince(since, time.Now())
+				if err != nil {
+					return usageError(err)
+				}
+				f.Since = t
+			}
+			ctx := cmd.Context()
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			log, err := a.logger(cfg)
+			if err != nil {
+				return err
+			}
+			db, err := a.openReadyDB(ctx, cfg, log)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			ops, err := db.Journal().List(ctx, f)
+			if err != nil {
+				return err
+			}
+			switch format {
+			case "json":
+				rows := make([]listRow, len(ops))
+				for i, op := range ops {
+					rows[i] = toListRow(op)
+				}
+				return writeJSON(a.stdout, rows)
+			case "csv":
+				w := csv.NewWriter(a.stdout)
+				w.Write([]string{"key", "status", "attempts", "updated_at", "ref", "number", "last_error"})
+				for _, op := range ops {
+					r := toListRow(op)
+					w.Write([]string{r.Key, r.Status, fmt.Sprint(r.Attempts), r.UpdatedAt.Format(time.RFC3339), r.Ref, r.Number, r.LastError})
+				}
+				w.Flush()
+				return w.Error()
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "KEY\tSTATUS\tATTEMPTS\tUPDATED\t1C NUMBER\tLAST ERROR")
+			for _, op := range ops {
+				r := toListRow(op)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Key, r.Status, r.Attempts,
+					r.UpdatedAt.Local().Format("2006-01-02 15:04:05"), r.Number, truncate(r.LastError, 80))
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().StringVar(&status, "status", "", "only pending, done or failed operations")
+	c.Flags().StringVar(&source, "source", "", "only operations of this source (kaspi, ozon, site, …)")
+	c.Flags().StringVar(&since, "since", "", "only operations updated since: a duration (24h), a date (2026-09-16) or an RFC 3339 time")
+	c.Flags().IntVar(&limit, "limit", 100, "at most this many operations")
+	c.Flags().StringVar(&format, "format", "table", "output: table, json or csv")
+	return c
+}
+
+type listRow struct {
+	Key       string    `json:"key"`
+	Status    string    `json:"status"`
+	Attempts  int       `json:"attempts"`
+	UpdatedAt time.Time `json:"updated_at"`
+	Source    string    `json:"source"`
+	Ref       string    `json:"ref,omitempty"`
+	Number    string    `json:"number,omitempty"`
+	LastError string    `json:"last_error"`
+}
+
+func toListRow(op journal.Operation) listRow {
+	r := listRow{Key: op.Key, Status: string(op.Status), Attempts: op.Attempts, UpdatedAt: op.UpdatedAt,
+		Source: op.Source, LastError: op.LastError}
+	if op.Result != nil {
+		r.Ref, r.Number = op.Result.Ref, op.Result.Number
+	}
+	return r
+}
+
+// parseSince accepts a duration back from now, a date, or an RFC 3339 time.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.ParseInLocation("2006-01-02", s, time.Local); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("--since: %q is neither a duration (24h), a date (2026-09-16) nor an RFC 3339 time", s)
+}
+
+func truncate(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func (a *app) journalShowCommand() *cobra.Command {
+	var format string
+	c := &cobra.Command{
+		Use:   "show KEY",
+		Short: "Show one operation with every attempt and conflict",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format, "table", "json"); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			log, err := a.logger(cfg)
+			if err != nil {
+				return err
+			}
+			db, err := a.openReadyDB(ctx, cfg, log)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			d, err := db.Journal().Show(ctx, args[0])
+			if err != nil {
+				return fmt.Errorf("journal show %s: %w", args[0], err)
+			}
+			if format == "json" {
+				return writeJSON(a.stdout, showJSON(d))
+			}
+			a.printDetail(d)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&format, "format", "table", "output: table or json")
+	return c
+}
+
+// showJSON is the §4.4 shape of `journal show --format json`; attempts_history and
+// conflicts are arrays, never null.
+func showJSON(d journal.Detail) journal.Detail {
+	if d.History == nil {
+		d.History = []journal.Attempt{}
+	}
+	if d.Conflicts == nil {
+		d.Conflicts = []journal.Conflict{}
+	}
+	return d
+}
+
+func (a *app) printDetail(d journal.Detail) {
+	w := a.stdout
+	ts := func(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05.000") }
+	fmt.Fprintf(w, "key:          %s\n", d.Key)
+	fmt.Fprintf(w, "kind:         %s\n", d.Kind)
+	fmt.Fprintf(w, "source:       %s   external id: %s\n", d.Source, d.ExternalID)
+	fmt.Fprintf(w, "status:       %s\n", d.Status)
+	fmt.Fprintf(w, "attempts:     %d\n", d.Attempts)
+	fmt.Fprintf(w, "created:      %s   updated: %s\n", ts(d.CreatedAt), ts(d.UpdatedAt))
+	if d.Status == journal.StatusPending {
+		fmt.Fprintf(w, "next attempt: %s\n", ts(d.NextAttemptAt))
+	}
+	fmt.Fprintf(w, "payload:      sha256 %s\n", d.PayloadSHA256)
+	if d.Result != nil {
+		fmt.Fprintf(w, "1C order:     № %s of %s, ref %s\n", d.Result.Number, d.Result.Date, d.Result.Ref)
+		if d.Result.Found {
+			fmt.Fprintf(w, "              found in 1C, not created by this operation: %s\n", d.Result.Note)
+		} else if d.Result.Note != "" {
+			fmt.Fprintf(w, "              %s\n", d.Result.Note)
+		}
+		for _, warn := range d.Result.Warnings {
+			fmt.Fprintf(w, "warning:      %s\n", warn)
+		}
+	}
+	if d.LastError != "" {
+		fmt.Fprintf(w, "last error:   %s\n", d.LastError)
+	}
+	fmt.Fprintf(w, "\nattempts:\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  #\tOUTCOME\tSTARTED\tFINISHED\tWORKER\t1C REF\tERROR")
+	for _, at := range d.History {
+		fin, outcome := "—", string(at.Outcome)
+		if at.FinishedAt != nil {
+			fin = ts(*at.FinishedAt)
+		}
+		if outcome == "" {
+			outcome = "(open)"
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", at.Attempt, outcome, ts(at.StartedAt), fin, at.Worker, at.Ref, truncate(at.Error, 100))
+	}
+	tw.Flush()
+	for _, at := range d.History {
+		if len(at.Exchanges) == 0 {
+			continue
+		}
+		var xs []struct {
+			Method, Path   string
+			Status         int
+			RequestSHA256  string `json:"request_sha256"`
+			ResponseSHA256 string `json:"response_sha256"`
+			Error          string
+		}
+		if json.Unmarshal(at.Exchanges, &xs) != nil {
+			continue
+		}
+		fmt.Fprintf(w, "  attempt %d exchanged with 1C:\n", at.Attempt)
+		for _, x := range xs {
+			status := fmt.Sprint(x.Status)
+			if x.Status == 0 {
+				status = "no answer"
+			}
+			line := fmt.Sprintf("    %s %s → %s", x.Method, x.Path, status)
+			if x.RequestSHA256 != "" {
+				line += " sent sha256:" + x.RequestSHA256[:min(16, len(x.RequestSHA256))]
+			}
+			if x.ResponseSHA256 != "" {
+				line += " got sha256:" + x.ResponseSHA256[:min(16, len(x.ResponseSHA256))]
+			}
+			if x.Error != "" {
+				line += " (" + truncate(x.Error, 80) + ")"
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+	if len(d.Conflicts) > 0 {
+		fmt.Fprintf(w, "\nconflicts (same key, another payload; nothing was overwritten):\n")
+		for _, c := range d.Conflicts {
+			fmt.Fprintf(w, "  %s  payload sha256 %s\n", ts(c.At), c.PayloadSHA256)
+		}
+	}
+}

@@ -1,0 +1,150 @@
+// Command ordersync brings marketplace and CRM orders into 1C:Enterprise exactly
+// once. This package only wires the internal packages together; each subcommand has
+// its own file. Main runs the whole program with injected streams and environment,
+// so end-to-end tests run the real thing in-process.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ordersync/ordersync/internal/config"
+)
+
+// version is set at build time: -ldflags "-X main.version=…".
+var version = "dev"
+
+// Exit codes (ARCHITECTURE.md §4.4).
+const (
+	exitOK     = 0
+	exitFailed = 1 // operational failure
+	exitUsage  = 2 // usage or configuration error
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ())
+	stop()
+	os.Exit(code)
+}
+
+// app carries what every subcommand shares: the streams, the environment and the
+// global flags. There is no global configuration.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	environ        []string
+	configPath     string
+}
+
+// Main runs ordersync with args (without the program name) and returns the exit code.
+// Cancelling ctx is how a signal reaches `run`.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, environ: environ}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ex *exitError
+	if errors.As(err, &ex) && ex.silent {
+		return ex.code
+	}
+	fmt.Fprintln(stderr, "ordersync: "+oneLine(err))
+	return codeOf(err)
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "ordersync",
+		Short: "Bring marketplace and CRM orders into 1C:Enterprise exactly once",
+		Long: `ordersync registers every order operation in a journal under a key built from
+business data, and creates it in 1C through the base's HTTP service exactly once:
+it finds the order by its external id before it creates it, under a lock on the
+journal row.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&a.configPath, "config", "",
+		"configuration file (default "+config.DefaultPath+" when present)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
+	root.AddCommand(
+		a.runCommand(),
+		a.migrateCommand(),
+		a.configCommand(),
+		a.orderCommand(),
+		a.journalCommand(),
+		a.resyncCommand(),
+		a.simCommand(),
+		a.versionCommand(),
+	)
+	return root
+}
+
+// exitError carries an exit code with an error.
+type exitError struct {
+	code   int
+	err    error
+	silent bool // already reported on stdout/stderr
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageError marks err as a usage or configuration error: exit 2.
+func usageError(err error) error { return &exitError{code: exitUsage, err: err} }
+
+// failedQuietly ends a command that has already said what went wrong with exit 1.
+func failedQuietly(err error) error { return &exitError{code: exitFailed, err: err, silent: true} }
+
+func codeOf(err error) int {
+	var ex *exitError
+	if errors.As(err, &ex) {
+		return ex.code
+	}
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		return exitUsage
+	}
+	msg := err.Error()
+	if strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") ||
+		strings.Contains(msg, "accepts ") || strings.Contains(msg, "requires at least") ||
+		strings.Contains(msg, "required flag") {
+		return exitUsage
+	}
+	return exitFailed
+}
+
+// oneLine folds a multi-line error (a configuration with several problems) into the
+// single stderr line §4.4 promises.
+func oneLine(err error) string {
+	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(lines, "; ")
+}
+
+func (a *app) versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintf(a.stdout, "ordersync %s\n", version)
+			return nil
+		},
+	}
+}

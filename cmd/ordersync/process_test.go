@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/sim"
+)
+
+// service is the real ordersync binary running `run` as a child process.
+type service struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+	done   chan struct{}
+	err    error
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (e *env) startService(extra ...string) *service {
+	e.t.Helper()
+	s := &service{t: e.t, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	s.cmd = exec.Command(binary, "run")
+	s.cmd.Env = append(append([]string{"PATH=/usr/bin:/bin"}, e.environ...), extra...)
+	s.cmd.Stderr = s.stderr
+	if err := s.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	go func() { s.err = s.cmd.Wait(); close(s.done) }()
+	e.t.Cleanup(func() {
+		select {
+		case <-s.done:
+		default:
+			s.cmd.Process.Kill()
+			<-s.done
+		}
+	})
+	return s
+}
+
+func (s *service) signal(sig syscall.Signal) { s.cmd.Process.Signal(sig) }
+
+func (s *service) wait(within time.Duration) int {
+	s.t.Helper()
+	select {
+	case <-s.done:
+		return s.cmd.ProcessState.ExitCode()
+	case <-time.After(within):
+		s.t.Fatalf("ordersync did not exit within %s; its log:\n%s", within, s.stderr.String())
+		return -1
+	}
+}
+
+func countStatus(t *testing.T, store journal.Store, st journal.Status) int {
+	t.Helper()
+	ops, err := store.List(context.Background(), journal.Filter{Status: st, Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ops)
+}
+
+// TestKill9MidCallThenRestartCreatesEveryOrderOnce kills `ordersync run` with calls
+// to 1C in flight, restarts it, stops it with SIGTERM while calls are in flight
+// again, and restarts it once more: 1C must end with every order exactly once, the
+// killed attempts visible as interrupted, and SIGTERM must exit 0 with nothing left
+// open.
+func TestKill9MidCallThenRestartCreatesEveryOrderOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sim.OneCOptions{Latency: 150 * time.Millisecond}, true)
+	e.environ = append(e.environ, "ORDERSYNC_ONEC__MAX_CONCURRENCY=8")
+	const n = 60
+	var input strings.Builder
+	for i := range n {
+		fmt.Fprintln(&input, orderJSON(fmt.Sprintf("K-%03d", i), "SKU-1", "1", "100.00"))
+	}
+	if _, stderr, code := e.cli(input.String(), "order", "import"); code != 0 {
+		t.Fatalf("import: %d %s", code, stderr)
+	}
+	store := e.store()
+
+	// 1. Run, and kill -9 once creates are in flight.
+	svc := e.startService()
+	waitUntil(t, 20*time.Second, func() bool { return e.onec.Stats().Requests["create"] >= 10 })
+	svc.signal(syscall.SIGKILL)
+	svc.wait(10 * time.Second)
+	open := 0
+	for _, op := range mustList(t, store) {
+		d, err := store.Show(context.Background(), op.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range d.History {
+			if a.FinishedAt == nil {
+				open++
+			}
+		}
+	}
+	if open == 0 {
+		t.Fatalf("no attempt was in flight at the kill: the test did not test anything")
+	}
+	t.Logf("killed with %d attempts open; 1C holds %d orders", open, e.onec.Count())
+
+	// 2. Restart; SIGTERM while calls are in flight: exit 0, every call finished.
+	svc = e.startService()
+	before := e.onec.Stats().Requests["create"]
+	waitUntil(t, 20*time.Second, func() bool { return e.onec.Stats().Requests["create"] >= before+8 })
+	svc.signal(syscall.SIGTERM)
+	if code := svc.wait(30 * time.Second); code != 0 {
+		t.Fatalf("SIGTERM: exit %d, want 0; log:\n%s", code, svc.stderr.String())
+	}
+	for _, op := range mustList(t, store) {
+		d, _ := store.Show(context.Background(), op.Key)
+		for _, a := range d.History {
+			if a.FinishedAt == nil {
+				t.Fatalf("%s attempt %d still open after a graceful stop", op.Key, a.Attempt)
+			}
+		}
+	}
+
+	// 3. Restart and let it finish.
+	svc = e.startService()
+	waitUntil(t, 60*time.Second, func() bool { return countStatus(t, store, journal.StatusDone) == n })
+	svc.signal(syscall.SIGTERM)
+	if code := svc.wait(30 * time.Second); code != 0 {
+		t.Fatalf("final SIGTERM: exit %d", code)
+	}
+
+	if got := e.onec.Count(); got != n {
+		t.Fatalf("1C holds %d orders, want %d", got, n)
+	}
+	interrupted := 0
+	for i := range n {
+		id := fmt.Sprintf("K-%03d", i)
+		if c := e.onec.CountExternal("site:" + id); c != 1 {
+			t.Fatalf("1C holds %d orders for %s, want 1", c, id)
+		}
+		out, _, code := e.cli("", "journal", "show", "site:order:"+id+":create", "--format", "json")
+		if code != 0 {
+			t.Fatalf("journal show: exit %d", code)
+		}
+		interrupted += strings.Count(out, `"outcome": "interrupted"`)
+	}
+	if interrupted < open {
+		t.Fatalf("journal show lists %d interrupted attempts, want at least the %d open at the kill", interrupted, open)
+	}
+	if strings.Contains(svc.stderr.String(), simPassword) {
+		t.Fatalf("the 1C password reached the service log")
+	}
+}
+
+func mustList(t *testing.T, store journal.Store) []journal.Operation {
+	t.Helper()
+	ops, err := store.List(context.Background(), journal.Filter{Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ops
+}
+
+func waitUntil(t *testing.T, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s", within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

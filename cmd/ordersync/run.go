@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ordersync/ordersync/internal/onec"
+)
+
+func (a *app) runCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "run",
+		Short: "Run the service: carry out journal operations in 1C until stopped",
+		Long: `run starts onec.max_concurrency workers that claim due operations from the journal
+and find-or-create them in 1C. SIGTERM or SIGINT stops claiming, lets calls in
+flight finish within worker.shutdown_timeout, and exits 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.run(cmd.Context())
+		},
+	}
+}
+
+func (a *app) run(ctx context.Context) error {
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	log, err := a.logger(cfg)
+	if err != nil {
+		return err
+	}
+	client, err := a.newClient(cfg, log)
+	if err != nil {
+		return err
+	}
+	db, err := a.openReadyDB(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	log.InfoContext(ctx, "ordersync starting", "version", version, "config", cfg.Source(),
+		"database", db.String(), "onec_base_url", cfg.OneC.BaseURL, "max_concurrency", cfg.OneC.MaxConcurrency)
+
+	pingCtx, cancel := context.WithTimeout(ctx, cfg.OneC.Timeout)
+	if info, err := client.Ping(pingCtx); err != nil {
+		// 1C may be down for a while; the engine retries. Say it loudly, carry on.
+		log.ErrorContext(ctx, "1C does not answer the ping; operations wait and retry", "class", onec.ClassOf(err).String(), "err", err)
+	} else {
+		log.InfoContext(ctx, "1C answers", "service", info.Service, "contract", info.Version)
+	}
+	cancel()
+
+	eng := newEngine(db, client, cfg, log)
+	if err := eng.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	log.Info("stop requested: finishing calls in flight", "shutdown_timeout", cfg.Worker.ShutdownTimeout.String())
+	start := time.Now()
+	eng.Stop()
+	st := eng.Stats()
+	log.Info("ordersync stopped", "took", time.Since(start).Round(time.Millisecond).String(),
+		"done", st.Done, "retried", st.Retried, "failed", st.Failed)
+	return nil
+}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ordersync/ordersync/internal/sim"
+)
+
+func (a *app) simCommand() *cobra.Command {
+	c := &cobra.Command{Use: "sim", Short: "Run simulators for tests and demonstrations"}
+	var (
+		listen, username, password, prefix string
+		latency                            time.Duration
+		dedupe, bom                        bool
+		skus                               []string
+	)
+	oc := &cobra.Command{
+		Use:   "onec",
+		Short: "Simulate a 1C base's ordersync HTTP service (contract v1) in memory",
+		Long: `sim onec serves contract v1 from memory, with faults on demand through its control
+endpoints: GET /_sim/orders, GET /_sim/stats, POST /_sim/faults, POST /_sim/latency,
+POST /_sim/known_skus. It runs until interrupted.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s := sim.NewOneC(sim.OneCOptions{
+				Prefix: prefix, Username: username, Password: password,
+				Dedupe: dedupe, Latency: latency, BOM: bom, KnownSKUs: skus,
+			})
+			if err := s.Start(listen); err != nil {
+				return fmt.Errorf("sim onec: listen on %s: %w", listen, err)
+			}
+			defer s.Close()
+			fmt.Fprintf(a.stdout, "1C simulator listening: onec.base_url = %s\n", s.URL())
+			<-cmd.Context().Done()
+			return nil
+		},
+	}
+	oc.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "address to listen on")
+	oc.Flags().StringVar(&prefix, "prefix", sim.DefaultPrefix, "path the service is published at")
+	oc.Flags().StringVar(&username, "username", "", "require Basic authentication with this user")
+	oc.Flags().StringVar(&password, "password", "", "password of --username")
+	oc.Flags().DurationVar(&latency, "latency", 0, "added to every request")
+	oc.Flags().BoolVar(&dedupe, "dedupe", false, "find-or-create under a lock like the reference 1C module (409 on a repeat)")
+	oc.Flags().BoolVar(&bom, "bom", false, "start JSON answers with a UTF-8 BOM")
+	oc.Flags().StringSliceVar(&skus, "known-skus", nil, "catalogue: other SKUs are answered 422")
+	c.AddCommand(oc)
+	return c
+}

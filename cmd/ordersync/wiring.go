@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ordersync/ordersync/internal/config"
+	"github.com/ordersync/ordersync/internal/engine"
+	"github.com/ordersync/ordersync/internal/logging"
+	"github.com/ordersync/ordersync/internal/onec/httpservice"
+	"github.com/ordersync/ordersync/internal/store/postgres"
+)
+
+// loadConfig reads the configuration: --config, or the default file when present,
+// then the ORDERSYNC_ environment. Its errors are usage errors (exit 2).
+func (a *app) loadConfig() (*config.Config, error) {
+	path, explicit := a.configPath, a.configPath != ""
+	if !explicit {
+		path = config.DefaultPath
+	}
+	environ := a.environ
+	if environ == nil {
+		environ = []string{}
+	}
+	cfg, err := config.Load(config.LoadOptions{Path: path, PathExplicit: explicit, Environ: environ})
+	if err != nil {
+		return nil, usageError(fmt.Errorf("config: %w", err))
+	}
+	return cfg, nil
+}
+
+func (a *app) logger(cfg *config.Config) (*slog.Logger, error) {
+	l, err := logging.New(a.stderr, cfg.Log.Level, cfg.Log.Format)
+	if err != nil {
+		return nil, usageError(fmt.Errorf("config: %w", err))
+	}
+	return l, nil
+}
+
+// claimIdleTimeout is the database's idle_in_transaction_session_timeout for claim
+// transactions: above the longest a find-or-create may take, so the server never
+// ends a session whose lock a 1C call still relies on, yet a hung worker's lock is
+// not held for ever.
+func claimIdleTimeout(cfg *config.Config) time.Duration {
+	return engine.CallBudget(cfg.OneC.Timeout) + 30*time.Second
+}
+
+// openDB connects to the journal database. A missing database.url is a configuration
+// error (exit 2); a server that does not answer is an operational one (exit 1) named
+// by host, port and database.
+func (a *app) openDB(ctx context.Context, cfg *config.Config, log *slog.Logger) (*postgres.DB, error) {
+	if cfg.Database.URL == "" {
+		return nil, usageError(errors.New("config: database.url: is not set: give a PostgreSQL URL " +
+			"(postgres://user@host:5432/db) in the configuration file or ORDERSYNC_DATABASE__URL"))
+	}
+	db, err := postgres.Open(ctx, postgres.Config{
+		URL:              cfg.Database.URL,
+		MaxConns:         int32(cfg.Database.MaxConns),
+		ClaimIdleTimeout: claimIdleTimeout(cfg),
+		ClaimLockTimeout: engine.CallBudget(cfg.OneC.Timeout) + 10*time.Second,
+		Logger:           log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("database.url: %w", err)
+	}
+	return db, nil
+}
+
+// openReadyDB opens the database and refuses a schema that is behind the binary.
+func (a *app) openReadyDB(ctx context.Context, cfg *config.Config, log *slog.Logger) (*postgres.DB, error) {
+	db, err := a.openDB(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.CheckSchema(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// newClient builds the 1C client. onec.base_url is required for anything that talks
+// to 1C.
+func (a *app) newClient(cfg *config.Config, log *slog.Logger) (*httpservice.Client, error) {
+	if cfg.OneC.BaseURL == "" {
+		return nil, usageError(errors.New("config: onec.base_url: is not set: give the URL of the base's " +
+			"ordersync HTTP service, e.g. http://1c.local/trade/hs/ordersync/v1"))
+	}
+	c, err := httpservice.New(httpservice.Config{
+		BaseURL:        cfg.OneC.BaseURL,
+		Username:       cfg.OneC.Username,
+		Password:       cfg.OneC.Password,
+		Timeout:        cfg.OneC.Timeout,
+		MaxConcurrency: cfg.OneC.MaxConcurrency,
+		SessionReuse:   cfg.OneC.SessionReuse,
+		GetRetries:     getRetries(cfg.OneC.GetRetries),
+		Logger:         log.With("component", "onec"),
+	})
+	if err != nil {
+		return nil, usageError(fmt.Errorf("config: onec: %w", err))
+	}
+	return c, nil
+}
+
+// getRetries maps the configured count to the client's convention, where 0 means
+// "the default" and a negative number means none.
+func getRetries(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+func newEngine(db *postgres.DB, client *httpservice.Client, cfg *config.Config, log *slog.Logger) *engine.Engine {
+	return engine.New(db.Journal(), client, engine.Config{
+		Workers:         cfg.OneC.MaxConcurrency,
+		MaxAttempts:     cfg.Worker.MaxAttempts,
+		BackoffMin:      cfg.Worker.BackoffMin,
+		BackoffMax:      cfg.Worker.BackoffMax,
+		PollInterval:    cfg.Worker.PollInterval,
+		ShutdownTimeout: cfg.Worker.ShutdownTimeout,
+		OneCTimeout:     cfg.OneC.Timeout,
+		Location:        cfg.OneC.Location(),
+		Logger:          log.With("component", "engine"),
+	})
+}
