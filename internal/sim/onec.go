@@ -62,6 +62,9 @@ type OneCOptions struct {
 	KnownSKUs []string
 	// Latency is added to every request before it is processed.
 	Latency time.Duration
+	// OpLatency overrides Latency for some operations ("find", "create", …): in a
+	// real base a find is an indexed query while a create writes and posts a document.
+	OpLatency map[string]time.Duration
 	// BOM prefixes every JSON answer with a UTF-8 byte order mark.
 	BOM bool
 	// Now is the clock; default time.Now.
@@ -172,6 +175,7 @@ type OneC struct {
 
 	mu        sync.Mutex
 	latency   time.Duration
+	opLatency map[string]time.Duration
 	knownSKUs map[string]bool // nil: every SKU is known
 	orders    []*OneCOrder
 	seq       int
@@ -195,20 +199,21 @@ func NewOneC(opts OneCOptions) *OneC {
 		}
 	}
 	s := &OneC{
-		prefix:   "/" + strings.Trim(opts.Prefix, "/"),
-		username: opts.Username,
-		password: opts.Password,
-		authMode: opts.AuthFailure,
-		dedupe:   opts.Dedupe,
-		bom:      opts.BOM,
-		now:      opts.Now,
-		loc:      loc,
-		log:      opts.Logger,
-		closed:   make(chan struct{}),
-		latency:  opts.Latency,
-		sessions: map[string]*session{},
-		stock:    map[string][]StockItem{},
-		stats:    OneCStats{Requests: map[string]int{}},
+		prefix:    "/" + strings.Trim(opts.Prefix, "/"),
+		username:  opts.Username,
+		password:  opts.Password,
+		authMode:  opts.AuthFailure,
+		dedupe:    opts.Dedupe,
+		bom:       opts.BOM,
+		now:       opts.Now,
+		loc:       loc,
+		log:       opts.Logger,
+		closed:    make(chan struct{}),
+		latency:   opts.Latency,
+		opLatency: maps.Clone(opts.OpLatency),
+		sessions:  map[string]*session{},
+		stock:     map[string][]StockItem{},
+		stats:     OneCStats{Requests: map[string]int{}},
 	}
 	if opts.Prefix == "" {
 		s.prefix = DefaultPrefix
@@ -415,9 +420,13 @@ func (s *OneC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveControl(w, r)
 		return
 	}
+	op, allowed := s.route(r)
 	s.mu.Lock()
 	s.inFlight++
 	latency := s.latency
+	if d, ok := s.opLatency[op]; ok {
+		latency = d
+	}
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -427,7 +436,6 @@ func (s *OneC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	s.wait(r.Context(), latency, false)
 
-	op, allowed := s.route(r)
 	counted := op
 	if !allowed {
 		counted = opOther

@@ -638,6 +638,19 @@ func TestOneCLatency(t *testing.T) {
 	}
 }
 
+func TestOneCOpLatencyAppliesToItsOperationOnly(t *testing.T) {
+	t.Parallel()
+	_, base := newSim(t, OneCOptions{OpLatency: map[string]time.Duration{"create": time.Hour}})
+	if r := mustSend(t, "GET", base+"/orders?external_id=kaspi:1", ""); r.status != 200 {
+		t.Fatalf("find = %d, want 200 at once", r.status)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if _, err := sendCtx(ctx, t, "POST", base+"/orders", orderJSON("kaspi:1")); err == nil {
+		t.Fatal("a create answered through an hour of create latency")
+	}
+}
+
 func TestOneCControl(t *testing.T) {
 	t.Parallel()
 	s, base := newSim(t, OneCOptions{Username: "u", Password: "p", AuthFailure: AuthStatus401})

@@ -1,0 +1,138 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ordersync/ordersync/internal/engine"
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/onec/httpservice"
+	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/store/postgres"
+	"github.com/ordersync/ordersync/internal/testdb"
+)
+
+var benchSeq atomic.Int64
+
+// benchHarness is a journal with a round-trip counter and a simulated 1C.
+func benchHarness(b *testing.B, latency map[string]time.Duration, concurrency int) (*postgres.DB, *testdb.RoundTrips, *sim.OneC, *httpservice.Client) {
+	b.Helper()
+	rt := &testdb.RoundTrips{}
+	db, err := postgres.Open(context.Background(), postgres.Config{
+		URL: testdb.URL(b), MaxConns: int32(2*concurrency + 4), ConfigurePool: rt.Install,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(db.Close)
+	if _, err := db.Migrate(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	s := sim.NewOneC(sim.OneCOptions{OpLatency: latency})
+	if err := s.Start("127.0.0.1:0"); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.Close)
+	c, err := httpservice.New(httpservice.Config{BaseURL: s.URL(), MaxConcurrency: concurrency, SessionReuse: true, Timeout: 10 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return db, rt, s, c
+}
+
+func benchOrders(b *testing.B, store journal.Store, n int) []string {
+	b.Helper()
+	keys := make([]string, n)
+	run := benchSeq.Add(1)
+	for i := range n {
+		o := testOrder(fmt.Sprintf("B%d-%06d", run, i))
+		if _, err := store.Register(context.Background(), journal.CreateOrder(o)); err != nil {
+			b.Fatal(err)
+		}
+		keys[i] = o.CreateKey()
+	}
+	return keys
+}
+
+// BenchmarkJournalPath is one order through the whole journal path, one at a time,
+// against a 1C that answers at once: register, claim under the row lock, attempt
+// row, find and create in 1C, finish. It reports orders/s and the database round
+// trips each created order cost.
+func BenchmarkJournalPath(b *testing.B) {
+	db, rt, s, c := benchHarness(b, nil, 4)
+	e := engine.New(db.Journal(), c, engine.Config{Workers: 1})
+	ctx := context.Background()
+	benchOrders(b, db.Journal(), 1) // warm the connections and prepared statements
+	if ran, err := e.RunDue(ctx); !ran || err != nil {
+		b.Fatal(ran, err)
+	}
+	run := benchSeq.Add(1)
+	rt.Reset()
+	b.ResetTimer()
+	start := time.Now()
+	for i := range b.N {
+		o := testOrder(fmt.Sprintf("J%d-%06d", run, i))
+		if _, err := db.Journal().Register(ctx, journal.CreateOrder(o)); err != nil {
+			b.Fatal(err)
+		}
+		if ran, err := e.RunDue(ctx); !ran || err != nil {
+			b.Fatal(ran, err)
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if got := s.Count(); got != b.N+1 {
+		b.Fatalf("1C holds %d orders, want %d", got, b.N+1)
+	}
+	b.ReportMetric(float64(rt.Count())/float64(b.N), "db-roundtrips/order")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "orders/s")
+}
+
+// BenchmarkEngineThroughput drains registered orders with the engine's workers, as
+// `ordersync run` does, against a 1C with the given latencies. Every order costs a
+// find and a create; ideal is what 1C's latency alone allows at that concurrency.
+func BenchmarkEngineThroughput(b *testing.B) {
+	const slow = 200 * time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		latency map[string]time.Duration
+		workers int
+	}{
+		{"latency=0/max_concurrency=4", nil, 4},
+		{"latency=0/max_concurrency=8", nil, 8},
+		{"create=200ms,find=0/max_concurrency=8", map[string]time.Duration{"create": slow}, 8},
+		{"create=200ms,find=200ms/max_concurrency=8", map[string]time.Duration{"create": slow, "find": slow}, 8},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			db, _, s, c := benchHarness(b, tc.latency, tc.workers)
+			perOrder := tc.latency["find"] + tc.latency["create"]
+			n := b.N
+			if perOrder > 0 {
+				n = max(n, 40*tc.workers) // enough rounds that the last, partly idle one hardly counts
+			}
+			benchOrders(b, db.Journal(), n)
+			e := engine.New(db.Journal(), c, engine.Config{Workers: tc.workers, PollInterval: time.Millisecond})
+			b.ResetTimer()
+			start := time.Now()
+			e.Start(context.Background())
+			for e.Stats().Done < int64(n) {
+				time.Sleep(time.Millisecond)
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			e.Stop()
+			if got := s.Count(); got != n {
+				b.Fatalf("1C holds %d orders, want %d", got, n)
+			}
+			rate := float64(n) / elapsed.Seconds()
+			b.ReportMetric(rate, "orders/s")
+			if perOrder > 0 {
+				ideal := float64(tc.workers) / perOrder.Seconds()
+				b.ReportMetric(100*rate/ideal, "%-of-ideal")
+			}
+		})
+	}
+}
