@@ -50,9 +50,11 @@ func (e *Engine) findOrCreate(ctx context.Context, log *slog.Logger, op journal.
 
 	class := onec.ClassOf(err)
 	var oe *onec.Error
-	if class == onec.Unknown && errors.As(err, &oe) && oe.Status >= 500 {
-		// 1C answered with an error after the POST: a business exception, or a
-		// failure after the order was written. Asking now settles which.
+	if class == onec.Unknown && errors.As(err, &oe) && oe.Status == 500 {
+		// 1C itself answered 500 after the POST: a business exception, or a failure
+		// after the order was written. 1C has finished with the request, so asking
+		// now settles which. (A 504 is different: a proxy gave up while 1C may still
+		// be writing; that waits for the next attempt.)
 		again, ferr := e.client.FindOrders(ctx, extID)
 		switch {
 		case ferr != nil:

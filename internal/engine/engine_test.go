@@ -677,3 +677,17 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestGatewayTimeoutOnCreateIsRetriedNotFailed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{})
+	o := testOrder("A-1015")
+	h.register(o)
+	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status504})
+	h.drain(h.engine(nil, engine.Config{}))
+	h.wantOneCOrders("site:A-1015", 1)
+	d := h.show(o.CreateKey())
+	if d.Status != journal.StatusDone || outcomes(d) != "retry,done" || !strings.Contains(d.History[0].Error, "unknown outcome") {
+		t.Fatalf("status %s outcomes %s first error %q; want an unknown outcome, then done", d.Status, outcomes(d), d.History[0].Error)
+	}
+}

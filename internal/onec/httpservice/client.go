@@ -13,7 +13,8 @@
 //	no answer, request not written (dial, timeout)    Transient
 //	no answer after a GET was written                 Transient (retried)
 //	no answer after a POST was written                Unknown
-//	406, 429, 502, 503, 504                           Transient
+//	406, 429, 502, 503                                Transient
+//	504                                               GET: Transient; POST: Unknown (the proxy gave up, 1C may not have)
 //	5xx with a lock-conflict text                     Transient
 //	other 5xx                                         GET: Transient; POST: Unknown
 //	400 on an expired session (no {"error"} body)     Transient; a GET renews the session and goes on
@@ -544,6 +545,9 @@ func (c *Client) classify(k call, ans answer) *onec.Error {
 	e := &onec.Error{Op: k.op, Status: st}
 	fillAPIError(e, ans.body)
 	switch {
+	case st == http.StatusGatewayTimeout && !k.idempotent():
+		// A proxy stopped waiting for 1C; 1C may still be writing the order.
+		e.Class = onec.Unknown
 	case st == http.StatusNotAcceptable, st == http.StatusTooManyRequests,
 		st == http.StatusBadGateway, st == http.StatusServiceUnavailable, st == http.StatusGatewayTimeout:
 		// No free session or licence, or the web server could not reach 1C.

@@ -145,7 +145,7 @@ func TestClassification(t *testing.T) {
 		{"503 on create is sent once", "create", reply(503, text, "Service Unavailable"), onec.Transient, 503, 1, "", ""},
 		{"503 on find is retried", "find", reply(503, text, "Service Unavailable"), onec.Transient, 503, 3, "", ""},
 		{"502 on create", "create", reply(502, text, "Bad Gateway"), onec.Transient, 502, 1, "", ""},
-		{"504 on create", "create", reply(504, text, "Gateway Timeout"), onec.Transient, 504, 1, "", ""},
+		{"504 on create is an unknown outcome", "create", reply(504, text, "Gateway Timeout"), onec.Unknown, 504, 1, "", ""},
 		{"504 on stock is retried", "stock", reply(504, text, "Gateway Timeout"), onec.Transient, 504, 3, "", ""},
 		{"406 no licence on create", "create", reply(406, text, "Нет свободной лицензии"), onec.Transient, 406, 1, "", ""},
 		{"406 no licence on ping is retried", "ping", reply(406, text, "Нет свободной лицензии"), onec.Transient, 406, 3, "", ""},
