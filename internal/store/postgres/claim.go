@@ -147,8 +147,10 @@ func (j *Journal) claim(ctx context.Context, worker, key string) (_ journal.Clai
 	// The attempt row, committed on another connection before 1C hears of the claim.
 	// Bounded by the claim's idle timeout, which ends the claim transaction anyway
 	// while this statement runs, so that a lock it should never meet fails instead of
-	// hanging.
-	actx, cancel := context.WithTimeout(ctx, db.cfg.ClaimIdleTimeout)
+	// hanging. It is not cut short by ctx: a cancellation arriving while the insert is
+	// on the wire would leave a committed attempt that no claim owns (seen when a
+	// service stops); once the row is locked, the claim is completed and returned.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), db.cfg.ClaimIdleTimeout)
 	defer cancel()
 	var interrupted []int32
 	if err := db.pool.QueryRow(actx, attemptSQL, op.Key, worker, now, InterruptedError).Scan(&c.attempt, &interrupted); err != nil {
