@@ -3,7 +3,7 @@ GO       ?= go
 BIN      ?= bin/ordersync
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -s -w -X main.version=$(VERSION)
-CONFIG   ?= configs/demo.yaml
+CONFIG   ?=
 
 .PHONY: build test test-short lint bench run demo clean
 
@@ -23,7 +23,7 @@ bench:
 	scripts/with-postgres $(GO) test -run '^$$' -bench . -benchmem -count 6 ./internal/engine/
 
 run: build
-	$(BIN) run --config $(CONFIG)
+	$(BIN) run $(if $(CONFIG),--config $(CONFIG))
 
 demo:
 	$(GO) run ./cmd/ordersync demo
