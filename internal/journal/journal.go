@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ordersync/ordersync/internal/outbox"
 )
 
 // Status of an operation.
@@ -150,6 +152,9 @@ type Finish struct {
 	NextAttemptAt time.Time       // when pending
 	Ref           string          // 1C ref touched by the attempt, if any
 	Exchanges     json.RawMessage // digests of the 1C calls
+	// Messages are outbox events written in the same transaction as the verdict
+	// (ARCHITECTURE.md rule 6): a result and its consequences commit together.
+	Messages []outbox.Message
 }
 
 // Claim is one operation claimed by one worker. In PostgreSQL it holds the row lock

@@ -1,0 +1,224 @@
+// Package outbox owns the transactional outbox (ARCHITECTURE.md rules 6 and 7): the
+// events that tell marketplaces and other systems what happened, written in the same
+// transaction as the journal's verdict, and the Relay that delivers them later, at
+// least once, in order per lane.
+//
+// A lane is one aggregate (an order: "kaspi:order:512344101") at one destination. Its
+// events carry a sequence that is unique within the lane; the relay sends only a
+// lane's lowest unsent event, never two of one lane at once, and a lane stops at its
+// first failure. Deliveries are leased and fenced: a claim token is checked on every
+// write-back, so a relay whose lease expired cannot overwrite another's claim.
+//
+// The package declares the types, the Store the relay needs and the Publisher a
+// destination implements; internal/store/postgres (and later sqlite) implement the
+// store, with an Enqueue that takes the caller's transaction and nothing else.
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Event types.
+const (
+	OrderCreated   = "order.created"
+	OrderCancelled = "order.cancelled"
+	StockSnapshot  = "stock.snapshot"
+)
+
+// Event is something that happened, before it is addressed to destinations.
+type Event struct {
+	// ID is the consumer's dedupe key; the store assigns a UUID when empty. Each
+	// destination's copy gets an id of its own.
+	ID            string
+	Type          string // order.created, …
+	AggregateType string // "order", "stock"
+	AggregateID   string // the lane within a destination, e.g. "kaspi:order:512344101"
+	Data          json.RawMessage
+	OccurredAt    time.Time
+}
+
+// Message is an event addressed to one destination: one outbox row.
+type Message struct {
+	Destination string
+	Event
+}
+
+// Routes maps an event type to the destinations subscribed to it.
+type Routes map[string][]string
+
+// Address returns one message per destination subscribed to the event's type, in
+// the order the routes list them.
+func (r Routes) Address(ev Event) []Message {
+	var ms []Message
+	for _, d := range r[ev.Type] {
+		ms = append(ms, Message{Destination: d, Event: ev})
+	}
+	return ms
+}
+
+// Record is an outbox row.
+type Record struct {
+	ID            int64           `json:"id"`
+	EventID       string          `json:"event_id"`
+	Destination   string          `json:"destination"`
+	Type          string          `json:"type"`
+	AggregateType string          `json:"aggregate_type"`
+	AggregateID   string          `json:"aggregate_id"`
+	Sequence      int64           `json:"sequence"`
+	Data          json.RawMessage `json:"data"`
+	OccurredAt    time.Time       `json:"occurred_at"`
+	CreatedAt     time.Time       `json:"created_at"`
+	Attempts      int             `json:"attempts"` // deliveries started, including the current one
+	NextAttemptAt time.Time       `json:"next_attempt_at"`
+	LeaseUntil    *time.Time      `json:"lease_until,omitempty"`
+	LastError     string          `json:"last_error"`
+	SentAt        *time.Time      `json:"sent_at,omitempty"`
+	DeadAt        *time.Time      `json:"dead_at,omitempty"`
+}
+
+// Claim is one batch of lane heads leased to one relay under one token.
+type Claim struct {
+	Token   string
+	Records []Record
+}
+
+// ClaimRequest asks for at most Limit lane heads that are due, not leased, and whose
+// lanes hold nothing earlier that is unsent (a dead event blocks its lane unless its
+// destination is in SkipDead). Destinations in Exclude (disabled, or not served by
+// this relay) are left alone; an empty Only means every destination.
+type ClaimRequest struct {
+	Limit    int
+	Lease    time.Duration
+	SkipDead []string // destinations configured on_dead: skip
+	Only     []string
+}
+
+// Result is what became of one claimed record.
+type Result struct {
+	ID   int64
+	Sent bool
+	// When not sent: the error, and either the next attempt's time or Dead.
+	Error         string
+	NextAttemptAt time.Time
+	Dead          bool
+}
+
+// Store is the outbox persistence the relay and the operators use.
+type Store interface {
+	// Claim leases a batch of lane heads (FOR UPDATE SKIP LOCKED), with a fresh token,
+	// and counts the attempt. An empty batch is not an error.
+	Claim(ctx context.Context, req ClaimRequest) (Claim, error)
+	// Complete writes back a batch of results in one go, each only where the claim
+	// token still matches; it returns how many rows it changed.
+	Complete(ctx context.Context, token string, results []Result) (int, error)
+	// DisableDestination records that a destination is gone (HTTP 410) and marks its
+	// unsent events dead with the reason. It returns how many events died.
+	DisableDestination(ctx context.Context, destination, reason string) (int, error)
+	// DisabledDestinations lists the destinations disabled so far.
+	DisabledDestinations(ctx context.Context) (map[string]string, error)
+	// Prune deletes at most limit sent events sent before the given time.
+	Prune(ctx context.Context, sentBefore time.Time, limit int) (int, error)
+
+	// Operators.
+	Status(ctx context.Context, struggling int) ([]DestinationStatus, error)
+	List(ctx context.Context, f ListFilter) ([]Record, error)
+	// Requeue makes dead events (by id) due again with their attempts reset, and
+	// re-enables their destinations. allDead requeues every dead event.
+	Requeue(ctx context.Context, ids []int64, allDead bool) (int, error)
+	// Replay makes every event of an aggregate unsent again (same event ids; the
+	// consumers dedupe), at every destination or only one.
+	Replay(ctx context.Context, aggregateID, destination string) (int, error)
+}
+
+// Listener wakes the relay when an event is committed (PostgreSQL LISTEN/NOTIFY).
+type Listener interface {
+	// Listen calls wake for every notification until ctx ends; it returns an error
+	// when the connection is lost, and the relay listens again after a pause.
+	Listen(ctx context.Context, wake func()) error
+}
+
+// ListFilter selects records for `outbox list`.
+type ListFilter struct {
+	Dead        bool // only dead events
+	Unsent      bool // only unsent events (dead included)
+	AggregateID string
+	Destination string
+	Limit       int // 0: 100
+}
+
+// DestinationStatus is `outbox status` for one destination, straight from the table.
+type DestinationStatus struct {
+	Destination string        `json:"destination"`
+	Pending     int           `json:"pending"`    // unsent, not dead, not in flight
+	InFlight    int           `json:"in_flight"`  // leased now
+	Struggling  int           `json:"struggling"` // unsent, attempts above the threshold
+	Dead        int           `json:"dead"`
+	Sent        int           `json:"sent"`
+	Lag         time.Duration `json:"lag"` // age of the oldest unsent, not dead event
+	Disabled    string        `json:"disabled,omitempty"`
+}
+
+// Publisher delivers one record to one destination. It returns nil when the
+// destination has it, or an error; a *DeliveryError says more.
+type Publisher interface {
+	Publish(ctx context.Context, r Record) error
+}
+
+// PublisherFunc adapts a function to Publisher.
+type PublisherFunc func(ctx context.Context, r Record) error
+
+// Publish calls f.
+func (f PublisherFunc) Publish(ctx context.Context, r Record) error { return f(ctx, r) }
+
+// DeliveryError is a failed delivery with instructions for the relay.
+type DeliveryError struct {
+	Err error
+	// RetryAfter, when set, is when the destination asked to be tried again
+	// (429/503 Retry-After); it replaces the backoff.
+	RetryAfter time.Duration
+	// Dead gives up on this event now, whatever its attempts.
+	Dead bool
+	// Disable marks the destination gone (HTTP 410): this event and every other
+	// unsent event of the destination die with the reason.
+	Disable bool
+}
+
+func (e *DeliveryError) Error() string {
+	if e.Err == nil {
+		return "delivery failed"
+	}
+	return e.Err.Error()
+}
+
+func (e *DeliveryError) Unwrap() error { return e.Err }
+
+// ErrNotFound is returned by operator commands for an unknown event.
+var ErrNotFound = errors.New("outbox: no such event")
+
+// Payload is the JSON body a webhook destination receives for a record: the event
+// envelope of ARCHITECTURE.md, with the event id to dedupe on.
+type Payload struct {
+	EventID       string          `json:"event_id"`
+	Type          string          `json:"type"`
+	AggregateType string          `json:"aggregate_type"`
+	AggregateID   string          `json:"aggregate_id"`
+	Sequence      int64           `json:"sequence"`
+	OccurredAt    time.Time       `json:"occurred_at"`
+	Data          json.RawMessage `json:"data"`
+}
+
+// Body is the record's webhook body.
+func (r Record) Body() ([]byte, error) {
+	b, err := json.Marshal(Payload{
+		EventID: r.EventID, Type: r.Type, AggregateType: r.AggregateType, AggregateID: r.AggregateID,
+		Sequence: r.Sequence, OccurredAt: r.OccurredAt.UTC(), Data: r.Data,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: body of event %s: %w", r.EventID, err)
+	}
+	return b, nil
+}
