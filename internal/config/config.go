@@ -6,16 +6,27 @@
 // Adding a section is adding a field to Config (with a koanf tag), its defaults in
 // defaults() and its checks in validate(); keys, environment variables, the _file
 // form of secrets and the effective output follow from the struct. Secrets carry the
-// struct tag `secret:"true"` (masked whole) or `secret:"url"` (a URL whose password
-// is masked).
+// struct tag `secret:"true"` (masked whole, or each item of a list) or `secret:"url"`
+// (a URL whose password is masked). Fields are strings, ints, bools, durations and
+// lists of strings ([]string; comma-separated in the environment).
+//
+// A section whose keys are names the user chooses (relay.destinations.crm) is a
+// map[string]SomeStruct with a `name:"regexp"` tag for the names allowed; the
+// defaults of one entry go in entryDefaults(). Its keys are known as
+// relay.destinations.*.url, set from the environment as
+// ORDERSYNC_RELAY__DESTINATIONS__CRM__URL, and printed per entry, by name.
 package config
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ordersync/ordersync/internal/outbox"
 
 	// The 1C base's time zone must load on a minimal host without /usr/share/zoneinfo.
 	_ "time/tzdata"
@@ -30,6 +41,7 @@ type Config struct {
 	OneC     OneC     `koanf:"onec"`
 	Worker   Worker   `koanf:"worker"`
 	Log      Log      `koanf:"log"`
+	Relay    Relay    `koanf:"relay"`
 
 	source string // the file loaded, "" when none
 }
@@ -72,6 +84,54 @@ type Log struct {
 	Format string `koanf:"format"` // json, text, or auto (text when stderr is a terminal)
 }
 
+// Relay delivers the outbox's events to their destinations (ARCHITECTURE.md rules 6,
+// 7 and 9): lanes in parallel, each in order, at least once.
+type Relay struct {
+	Concurrency   int           `koanf:"concurrency"`    // lanes in flight at once
+	BatchSize     int           `koanf:"batch_size"`     // lane heads claimed per round
+	PollInterval  time.Duration `koanf:"poll_interval"`  // how often to look without a notification
+	Listen        bool          `koanf:"listen"`         // wake on LISTEN/NOTIFY; false polls only
+	MaxAttempts   int           `koanf:"max_attempts"`   // then the event is dead
+	BackoffMin    time.Duration `koanf:"backoff_min"`    // wait before the first retry
+	BackoffMax    time.Duration `koanf:"backoff_max"`    // longest wait between retries
+	Lease         time.Duration `koanf:"lease"`          // how long a claimed event is reserved for one relay
+	Retention     time.Duration `koanf:"retention"`      // sent events older than this are pruned
+	PruneInterval time.Duration `koanf:"prune_interval"` // how often pruning runs
+	// Destinations by name. Nil when none is configured: the relay then has
+	// nowhere to send, and the engine addresses no events.
+	Destinations map[string]Destination `koanf:"destinations" name:"[a-z0-9_-]{1,64}"`
+}
+
+// Destination types and what a dead event does to its lane.
+const (
+	DestinationWebhook   = "webhook"   // POST, signed with Standard Webhooks
+	DestinationConnector = "connector" // a marketplace acknowledgement by a connector
+	OnDeadBlock          = "block"     // the lane's later events wait (ordering over progress)
+	OnDeadSkip           = "skip"      // the lane's later events go on
+)
+
+// Destination is where the relay sends the events of the types it subscribes to.
+type Destination struct {
+	Type string `koanf:"type"` // DestinationWebhook or DestinationConnector
+	// URL is the webhook's endpoint: absolute http(s), for webhooks only.
+	URL string `koanf:"url"`
+	// Secrets sign webhooks (whsec_ and base64): the first signs; several are
+	// allowed so that a secret can be rotated. Webhooks only.
+	Secrets []string      `koanf:"secrets" secret:"true"`
+	Events  []string      `koanf:"events"`  // event types sent here: outbox.OrderCreated, …
+	Timeout time.Duration `koanf:"timeout"` // of one delivery
+	OnDead  string        `koanf:"on_dead"` // OnDeadBlock or OnDeadSkip
+	// Connector publishes the events of a connector destination: kaspi, ozon or
+	// wildberries. Empty for webhooks.
+	Connector string `koanf:"connector"`
+}
+
+// eventTypes are the event types a destination may subscribe to.
+var eventTypes = []string{outbox.OrderCreated, outbox.OrderCancelled, outbox.StockSnapshot}
+
+// publishingConnectors are the connectors that can be a destination.
+var publishingConnectors = []string{"kaspi", "ozon", "wildberries"}
+
 // defaults is the configuration before any file or environment variable.
 func defaults() Config {
 	return Config{
@@ -96,6 +156,29 @@ func defaults() Config {
 			Level:  "info",
 			Format: "auto",
 		},
+		Relay: Relay{
+			Concurrency:   16,
+			BatchSize:     100,
+			PollInterval:  time.Second,
+			Listen:        true,
+			MaxAttempts:   12,
+			BackoffMin:    time.Second,
+			BackoffMax:    time.Hour,
+			Lease:         60 * time.Second,
+			Retention:     30 * 24 * time.Hour,
+			PruneInterval: time.Hour,
+		},
+	}
+}
+
+// entryDefaults are the defaults of one entry of each map section, by the
+// section's key: the keys an entry leaves out.
+func entryDefaults() map[string]any {
+	return map[string]any{
+		"relay.destinations": Destination{
+			Timeout: 10 * time.Second,
+			OnDead:  OnDeadBlock,
+		},
 	}
 }
 
@@ -107,6 +190,16 @@ func (c *Config) derive() {
 	}
 	c.Log.Level = strings.ToLower(c.Log.Level)
 	c.Log.Format = strings.ToLower(c.Log.Format)
+	// An empty list is no list, however it was written ([], or an empty variable).
+	for name, d := range c.Relay.Destinations {
+		if len(d.Secrets) == 0 {
+			d.Secrets = nil
+		}
+		if len(d.Events) == 0 {
+			d.Events = nil
+		}
+		c.Relay.Destinations[name] = d
+	}
 }
 
 // Source names the configuration file that was loaded, or says that none was.
@@ -134,6 +227,7 @@ func (c *Config) validate(p *problems) {
 	c.OneC.validate(p)
 	c.Worker.validate(p)
 	c.Log.validate(p)
+	c.Relay.validate(p)
 }
 
 func (d Database) validate(p *problems) {
@@ -224,6 +318,123 @@ func (l Log) validate(p *problems) {
 	default:
 		p.add("log.format", fmt.Sprintf("must be one of json, text, auto, got %q", l.Format))
 	}
+}
+
+func (r Relay) validate(p *problems) {
+	if r.Concurrency < 1 || r.Concurrency > 1024 {
+		p.add("relay.concurrency", fmt.Sprintf("must be between 1 and 1024, got %d", r.Concurrency))
+	}
+	if r.BatchSize < 1 || r.BatchSize > 10000 {
+		p.add("relay.batch_size", fmt.Sprintf("must be between 1 and 10000, got %d", r.BatchSize))
+	}
+	if r.MaxAttempts < 1 {
+		p.add("relay.max_attempts", fmt.Sprintf("must be at least 1, got %d", r.MaxAttempts))
+	}
+	if r.BackoffMin <= 0 {
+		p.add("relay.backoff_min", fmt.Sprintf("must be greater than 0, got %s", formatDuration(r.BackoffMin)))
+	} else if r.BackoffMax < r.BackoffMin {
+		p.add("relay.backoff_max", fmt.Sprintf("must be at least relay.backoff_min (%s), got %s",
+			formatDuration(r.BackoffMin), formatDuration(r.BackoffMax)))
+	}
+	for _, d := range []struct {
+		key string
+		d   time.Duration
+	}{
+		{"relay.poll_interval", r.PollInterval},
+		{"relay.lease", r.Lease},
+		{"relay.retention", r.Retention},
+		{"relay.prune_interval", r.PruneInterval},
+	} {
+		if d.d <= 0 {
+			p.add(d.key, fmt.Sprintf("must be greater than 0, got %s", formatDuration(d.d)))
+		}
+	}
+	names := make([]string, 0, len(r.Destinations))
+	for name := range r.Destinations {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		r.Destinations[name].validate("relay.destinations."+name, p)
+	}
+}
+
+// validate checks one destination; key is its own, relay.destinations.crm.
+func (d Destination) validate(key string, p *problems) {
+	switch d.Type {
+	case DestinationWebhook:
+		switch u, err := url.Parse(d.URL); {
+		case d.URL == "":
+			p.add(key+".url", "is required for a webhook destination: an absolute http:// or https:// URL")
+		case err != nil:
+			p.add(key+".url", "must be an absolute http:// or https:// URL, got an unparsable value")
+		case u.User != nil:
+			// Not echoed: the userinfo may hold a password.
+			p.add(key+".url", "must not contain a user name or password; webhooks are authenticated by their signature")
+		case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			p.add(key+".url", fmt.Sprintf("must be an absolute http:// or https:// URL such as https://crm.example.kz/hooks/ordersync, got %q", d.URL))
+		}
+		if len(d.Secrets) == 0 {
+			p.add(key+".secrets", "must list at least one signing secret (whsec_…) for a webhook destination; or set "+key+".secrets_file")
+		}
+		for i, s := range d.Secrets {
+			// Never echo the value, not even in part.
+			if msg := checkWebhookSecret(s); msg != "" {
+				p.add(fmt.Sprintf("%s.secrets[%d]", key, i), msg)
+			}
+		}
+		if d.Connector != "" {
+			p.add(key+".connector", fmt.Sprintf("must be empty for a webhook destination, got %q", d.Connector))
+		}
+	case DestinationConnector:
+		switch {
+		case d.Connector == "":
+			p.add(key+".connector", "is required for a connector destination: one of "+strings.Join(publishingConnectors, ", "))
+		case !slices.Contains(publishingConnectors, d.Connector):
+			p.add(key+".connector", fmt.Sprintf("unknown connector %q, known: %s", d.Connector, strings.Join(publishingConnectors, ", ")))
+		}
+		if d.URL != "" {
+			p.add(key+".url", "is only for webhook destinations; this one has type connector")
+		}
+		if len(d.Secrets) > 0 {
+			p.add(key+".secrets", "is only for webhook destinations; this one has type connector")
+		}
+	default:
+		p.add(key+".type", fmt.Sprintf("must be one of %s, %s, got %q", DestinationWebhook, DestinationConnector, d.Type))
+	}
+	if len(d.Events) == 0 {
+		p.add(key+".events", "must list at least one event type: "+strings.Join(eventTypes, ", "))
+	}
+	for i, ev := range d.Events {
+		switch {
+		case !slices.Contains(eventTypes, ev):
+			p.add(fmt.Sprintf("%s.events[%d]", key, i), fmt.Sprintf("unknown event type %q, known: %s", ev, strings.Join(eventTypes, ", ")))
+		case slices.Index(d.Events, ev) < i:
+			p.add(fmt.Sprintf("%s.events[%d]", key, i), fmt.Sprintf("%q is listed twice", ev))
+		}
+	}
+	if d.Timeout <= 0 {
+		p.add(key+".timeout", fmt.Sprintf("must be greater than 0, got %s", formatDuration(d.Timeout)))
+	}
+	switch d.OnDead {
+	case OnDeadBlock, OnDeadSkip:
+	default:
+		p.add(key+".on_dead", fmt.Sprintf("must be one of %s, %s, got %q", OnDeadBlock, OnDeadSkip, d.OnDead))
+	}
+}
+
+// checkWebhookSecret says what is wrong with a Standard Webhooks secret, without
+// showing it, or returns "".
+func checkWebhookSecret(s string) string {
+	const prefix = "whsec_"
+	rest, ok := strings.CutPrefix(s, prefix)
+	if !ok {
+		return "must start with " + prefix + " (a Standard Webhooks secret: " + prefix + " and base64)"
+	}
+	if b, err := base64.StdEncoding.DecodeString(rest); err != nil || len(b) == 0 {
+		return "must be " + prefix + " followed by standard base64 (A-Z, a-z, 0-9, +, / and = padding)"
+	}
+	return ""
 }
 
 // formatDuration prints a duration as Go parses it, without the zero tails that

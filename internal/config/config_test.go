@@ -113,6 +113,19 @@ func TestDefaults(t *testing.T) {
 			ShutdownTimeout: 30 * time.Second,
 		},
 		Log: Log{Level: "info", Format: "auto"},
+		Relay: Relay{
+			Concurrency:   16,
+			BatchSize:     100,
+			PollInterval:  time.Second,
+			Listen:        true,
+			MaxAttempts:   12,
+			BackoffMin:    time.Second,
+			BackoffMax:    time.Hour,
+			Lease:         time.Minute,
+			Retention:     720 * time.Hour,
+			PruneInterval: time.Hour,
+			Destinations:  nil,
+		},
 	}
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", *cfg, want)
@@ -224,6 +237,7 @@ log:
 			ShutdownTimeout: time.Minute,
 		},
 		Log:    Log{Level: "debug", Format: "text"},
+		Relay:  defaults().Relay,
 		source: testPath,
 	}
 	if !reflect.DeepEqual(*cfg, want) {
@@ -317,6 +331,7 @@ func TestEnvNesting(t *testing.T) {
 			ShutdownTimeout: 5 * time.Second,
 		},
 		Log:    Log{Level: "warn", Format: "json"},
+		Relay:  defaults().Relay,
 		source: testPath,
 	}
 	if !reflect.DeepEqual(*cfg, want) {
@@ -642,12 +657,23 @@ worker:
 		t.Fatalf("effective output is not YAML: %v\n%s", err, text)
 	}
 	flat, _ := maps.Flatten(m, nil, ".")
+	wantKeys := 0
 	for _, f := range keys().fields {
+		if f.in != nil {
+			continue // in the entries of a map section; this configuration has none
+		}
+		wantKeys++
 		if _, ok := flat[f.key]; !ok {
 			t.Errorf("effective configuration lacks key %s", f.key)
 		}
 	}
-	if got, want := len(flat), len(keys().fields); got != want {
+	for key := range keys().maps {
+		wantKeys++
+		if v, ok := flat[key]; !ok || !reflect.DeepEqual(v, map[string]any{}) {
+			t.Errorf("effective configuration shows map section %s as %v, want an empty section", key, v)
+		}
+	}
+	if got, want := len(flat), wantKeys; got != want {
 		t.Errorf("effective configuration has %d keys, want %d", got, want)
 	}
 	if i, j := strings.Index(text, "database:"), strings.Index(text, "log:"); i < 0 || j < i {
@@ -723,8 +749,9 @@ func TestFormatDuration(t *testing.T) {
 }
 
 // TestExampleFile keeps configs/ordersync.example.yaml and the Config struct in
-// step: the example loads, names every key (a secret in either form), has no
-// unknown key, and shows the defaults as the defaults.
+// step: the example loads, names every key (a secret in either form; every key of a
+// map section in each of its entries, and at least one entry), has no unknown key,
+// shows the defaults as the defaults, and names every key's variable.
 func TestExampleFile(t *testing.T) {
 	t.Parallel()
 	const example = "../../configs/ordersync.example.yaml"
@@ -736,26 +763,53 @@ func TestExampleFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s: %v", example, err)
 	}
-	flat, _ := maps.Flatten(m, nil, ".")
-	for _, f := range keys().fields {
-		_, plain := flat[f.key]
-		_, file := flat[f.fileKey()]
-		if !plain && !(f.secret != "" && file) {
-			t.Errorf("%s does not show key %s", example, f.key)
-		}
-	}
+	tab := keys()
+	flat, levels := maps.Flatten(m, nil, ".")
+	entries := map[*mapSection][]string{}
 	for key := range flat {
-		if !keys().known(key) {
+		mt := tab.match(levels[key])
+		if mt.badName {
+			t.Errorf("%s has an entry with a name not allowed: %s", example, mt.entry)
+			continue
+		}
+		if mt.entry != "" && !slices.Contains(entries[mt.in], mt.entry) {
+			entries[mt.in] = append(entries[mt.in], mt.entry)
+		}
+		if !tab.known(mt.pattern) {
 			t.Errorf("%s has unknown key %s", example, key)
 		}
 	}
+	for _, ms := range tab.maps {
+		if len(entries[ms]) == 0 {
+			t.Errorf("%s shows no entry of %s, so not its keys", example, ms.key)
+		}
+	}
+	for _, f := range tab.fields {
+		shown := []string{f.key}
+		if f.in != nil {
+			shown = nil
+			for _, entry := range entries[f.in] {
+				shown = append(shown, tab.concrete(f.key, entry))
+			}
+		}
+		for _, key := range shown {
+			_, plain := flat[key]
+			_, file := flat[key+"_file"]
+			if !plain && !(f.secret != "" && file) {
+				t.Errorf("%s does not show key %s", example, key)
+			}
+		}
+	}
 
-	// Load it as it is, with its credential file present.
+	// Load it as it is, with its credential files present.
 	fsys := files{}
 	fsys["/etc/ordersync/ordersync.yaml"] = string(b)
 	for key, v := range flat {
-		if f := keys().byFile[key]; f != nil {
+		if f := tab.byFile[tab.match(levels[key]).pattern]; f != nil {
 			fsys[v.(string)] = "example-secret\n"
+			if f.isList() {
+				fsys[v.(string)] = "# the newest first\n" + testSecret + "\n"
+			}
 		}
 	}
 	cfg, err := Load(LoadOptions{Environ: []string{}, ReadFile: fsys.ReadFile})
@@ -767,19 +821,32 @@ func TestExampleFile(t *testing.T) {
 	// comments' "Default:" and the example's values agree with the code.
 	siteSpecific := map[string]bool{
 		"database.url": true, "onec.base_url": true, "onec.username": true, "onec.password": true,
+		"relay.destinations.*.type": true, "relay.destinations.*.url": true, "relay.destinations.*.secrets": true,
+		"relay.destinations.*.events": true, "relay.destinations.*.connector": true,
 	}
 	def := defaults()
 	def.derive()
 	got, want := reflect.ValueOf(cfg).Elem(), reflect.ValueOf(def)
-	for _, f := range keys().fields {
+	for _, f := range tab.fields {
 		if siteSpecific[f.key] {
 			continue
 		}
-		if g, w := got.FieldByIndex(f.index).Interface(), want.FieldByIndex(f.index).Interface(); g != w {
-			t.Errorf("%s: %s is %v, but the default is %v", example, f.key, g, w)
+		if f.in == nil {
+			if g, w := got.FieldByIndex(f.index).Interface(), want.FieldByIndex(f.index).Interface(); !reflect.DeepEqual(g, w) {
+				t.Errorf("%s: %s is %v, but the default is %v", example, f.key, g, w)
+			}
+			continue
+		}
+		entryMap := got.FieldByIndex(f.in.index)
+		for _, name := range entryMap.MapKeys() {
+			g := entryMap.MapIndex(name).FieldByIndex(f.index).Interface()
+			w := f.in.defaults.FieldByIndex(f.index).Interface()
+			if !reflect.DeepEqual(g, w) {
+				t.Errorf("%s: %s is %v, but the default is %v", example, tab.concrete(f.key, f.in.key+"."+name.String()), g, w)
+			}
 		}
 	}
-	for _, f := range keys().fields {
+	for _, f := range tab.fields {
 		if !strings.Contains(string(b), envVar(f.key)) {
 			t.Errorf("%s does not mention the variable %s", example, envVar(f.key))
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,25 +16,16 @@ import (
 const mask = "***"
 
 // Effective returns the configuration as YAML, in struct order, with every key
-// (defaults included), durations as Go durations (30s), and secrets masked: a
-// secret that is set prints as '***', a URL prints with its password replaced
+// (defaults included), durations as Go durations (30s), lists in flow style
+// ([order.created, order.cancelled]), the entries of a map section by name, and
+// secrets masked: a secret that is set prints as '***' (each item of a list of
+// secrets), a URL prints with its password replaced
 // (postgres://ordersync:***@host/db). Loading the output with the secrets restored
 // gives the same configuration.
 func (c *Config) Effective() ([]byte, error) {
-	root := &yaml.Node{Kind: yaml.MappingNode}
-	sections := map[string]*yaml.Node{"": root}
-	v := reflect.ValueOf(c).Elem()
-	for _, f := range keys().fields {
-		parentKey, name := "", f.key
-		if i := strings.LastIndexByte(f.key, '.'); i >= 0 {
-			parentKey, name = f.key[:i], f.key[i+1:]
-		}
-		parent := section(sections, parentKey)
-		var val yaml.Node
-		if err := val.Encode(effectiveValue(f, v.FieldByIndex(f.index))); err != nil {
-			return nil, fmt.Errorf("config: effective %s: %w", f.key, err)
-		}
-		parent.Content = append(parent.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: name}, &val)
+	root, err := effectiveSection(reflect.ValueOf(c).Elem(), "")
+	if err != nil {
+		return nil, err
 	}
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -47,26 +39,72 @@ func (c *Config) Effective() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// section returns the mapping node for a dotted section key, creating it (and its
-// parents) in order of first use.
-func section(sections map[string]*yaml.Node, key string) *yaml.Node {
-	if n, ok := sections[key]; ok {
-		return n
-	}
-	parentKey, name := "", key
-	if i := strings.LastIndexByte(key, '.'); i >= 0 {
-		parentKey, name = key[:i], key[i+1:]
-	}
-	parent := section(sections, parentKey)
+// effectiveSection returns the mapping node of a section, its keys in struct order.
+// pattern is the section's key in the key table's terms ("relay.destinations.*").
+func effectiveSection(v reflect.Value, pattern string) (*yaml.Node, error) {
 	n := &yaml.Node{Kind: yaml.MappingNode}
-	parent.Content = append(parent.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: name}, n)
-	sections[key] = n
-	return n
+	typ := v.Type()
+	for i := range typ.NumField() {
+		sf := typ.Field(i)
+		name := sf.Tag.Get("koanf")
+		if name == "" || !sf.IsExported() {
+			continue
+		}
+		key := name
+		if pattern != "" {
+			key = pattern + "." + name
+		}
+		fv := v.Field(i)
+		var val *yaml.Node
+		var err error
+		switch sf.Type.Kind() {
+		case reflect.Struct:
+			val, err = effectiveSection(fv, key)
+		case reflect.Map:
+			val = &yaml.Node{Kind: yaml.MappingNode}
+			names := make([]string, 0, fv.Len())
+			for _, k := range fv.MapKeys() {
+				names = append(names, k.String())
+			}
+			slices.Sort(names)
+			for _, entry := range names {
+				en, err := effectiveSection(fv.MapIndex(reflect.ValueOf(entry)), key+".*")
+				if err != nil {
+					return nil, err
+				}
+				val.Content = append(val.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: entry}, en)
+			}
+		default:
+			f := keys().byKey[key]
+			val = new(yaml.Node)
+			if err := val.Encode(effectiveValue(*f, fv)); err != nil {
+				return nil, fmt.Errorf("config: effective %s: %w", key, err)
+			}
+			if f.isList() {
+				val.Style = yaml.FlowStyle
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: name}, val)
+	}
+	return n, nil
 }
 
 func effectiveValue(f field, v reflect.Value) any {
 	if f.typ == durationType {
 		return formatDuration(time.Duration(v.Int()))
+	}
+	if f.isList() {
+		list := make([]string, v.Len())
+		for i := range list {
+			list[i] = v.Index(i).String()
+			if f.secret != "" && list[i] != "" {
+				list[i] = mask
+			}
+		}
+		return list
 	}
 	switch f.secret {
 	case "true":

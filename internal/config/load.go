@@ -38,8 +38,20 @@ type LoadOptions struct {
 
 // layer is one source of values, as flat keys ("onec.timeout"), before merging.
 type layer struct {
-	values map[string]any
-	where  func(key string) string // " (in /etc/…)" or " (from ORDERSYNC_…)"
+	values  map[string]any
+	entries map[string]*mapSection  // the map entries it names: "relay.destinations.crm"
+	where   func(key string) string // " (in /etc/…)" or " (from ORDERSYNC_…)"
+}
+
+func newLayer(where func(key string) string) *layer {
+	return &layer{values: map[string]any{}, entries: map[string]*mapSection{}, where: where}
+}
+
+// addEntry records the map entry that a key of the layer is in, if any.
+func (l *layer) addEntry(mt match) {
+	if mt.entry != "" {
+		l.entries[mt.entry] = mt.in
+	}
 }
 
 func (l *layer) has(key string) bool { return l.values[key] != nil }
@@ -81,6 +93,11 @@ func Load(opts LoadOptions) (*Config, error) {
 	resolveSecrets(layers, readFile, &p)
 
 	k := koanf.New(".")
+	if d := entryDefaultValues(layers); len(d) > 0 {
+		if err := k.Load(confmap.Provider(d, "."), nil); err != nil {
+			p.add("", err.Error()) // confmap does not fail; kept for safety
+		}
+	}
 	for _, l := range layers {
 		if err := k.Load(confmap.Provider(l.values, "."), nil); err != nil {
 			p.add("", err.Error()) // confmap does not fail; kept for safety
@@ -106,29 +123,43 @@ func Load(opts LoadOptions) (*Config, error) {
 	return &cfg, nil
 }
 
-// fileLayer parses the YAML file and rejects keys that Config does not have.
+// fileLayer parses the YAML file and rejects keys that Config does not have and
+// names that a map section does not allow.
 func fileLayer(path string, b []byte, p *problems) *layer {
 	m, err := yaml.Parser().Unmarshal(b)
 	if err != nil {
 		p.add("", fmt.Sprintf("config file %s: %v", path, err))
 		return nil
 	}
-	flat, _ := maps.Flatten(m, nil, ".")
-	l := &layer{values: map[string]any{}, where: func(string) string { return " (in " + path + ")" }}
+	maps.IntfaceKeysToStrings(m) // a name such as 2024 is a key like any other
+	flat, levels := maps.Flatten(m, nil, ".")
+	l := newLayer(func(string) string { return " (in " + path + ")" })
 	t := keys()
+	badNames := map[string]bool{}
 	for _, key := range sortedKeys(flat) {
 		v := flat[key]
+		mt := t.match(levels[key])
+		if mt.badName {
+			if !badNames[mt.entry] {
+				badNames[mt.entry] = true
+				p.add(mt.entry, badNameMessage(mt)+l.where(key))
+			}
+			continue
+		}
 		switch {
-		case t.known(key):
+		case t.known(mt.pattern):
 			l.values[key] = v
-		case t.sections[key]:
+			l.addEntry(mt)
+		case t.sections[mt.pattern]:
 			if m, ok := v.(map[string]any); v != nil && (!ok || len(m) > 0) {
 				p.add(key, fmt.Sprintf("must be a section of keys, got %s%s", describe(v, false), l.where(key)))
+				continue
 			}
+			l.addEntry(mt) // crm: {} is a destination with every key left out
 		default:
 			msg := "unknown key" + l.where(key)
-			if s := t.suggest(key); s != "" {
-				msg += "; did you mean " + s + "?"
+			if s := t.suggest(mt.pattern); s != "" {
+				msg += "; did you mean " + t.concrete(s, mt.entry) + "?"
 			}
 			p.add(key, msg)
 		}
@@ -136,34 +167,55 @@ func fileLayer(path string, b []byte, p *problems) *layer {
 	return l
 }
 
+// badNameMessage says why an entry's name is not allowed.
+func badNameMessage(mt match) string {
+	return fmt.Sprintf("invalid name %q: names in %s must match %s", mt.name, mt.in.key, mt.in.pattern)
+}
+
 // envLayer turns ORDERSYNC_ variables into keys: the prefix is stripped, the rest
-// lower-cased, and "__" separates levels (ORDERSYNC_ONEC__BASE_URL → onec.base_url).
-// Values are converted to the field's type here, so errors can name the variable.
+// lower-cased, and "__" separates levels (ORDERSYNC_ONEC__BASE_URL → onec.base_url,
+// ORDERSYNC_RELAY__DESTINATIONS__CRM__URL → relay.destinations.crm.url). Values are
+// converted to the field's type here, so errors can name the variable; a list is
+// comma-separated.
 func envLayer(environ []string, p *problems) *layer {
 	from := map[string]string{}
-	l := &layer{values: map[string]any{}, where: func(key string) string { return " (from " + from[key] + ")" }}
+	l := newLayer(func(key string) string { return " (from " + from[key] + ")" })
 	t := keys()
+	badNames := map[string]bool{}
 	for _, entry := range environ {
 		name, value, ok := strings.Cut(entry, "=")
 		if !ok || !strings.HasPrefix(name, envPrefix) {
 			continue
 		}
-		key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, envPrefix), "__", "."))
+		levels := strings.Split(strings.ToLower(strings.TrimPrefix(name, envPrefix)), "__")
+		key := strings.Join(levels, ".")
 		from[key] = name
-		switch f := t.byKey[key]; {
+		mt := t.match(levels)
+		if mt.badName {
+			if !badNames[mt.entry] {
+				badNames[mt.entry] = true
+				p.add(mt.entry, badNameMessage(mt)+l.where(key))
+			}
+			continue
+		}
+		switch f := t.byKey[mt.pattern]; {
 		case f != nil:
+			l.addEntry(mt)
 			v, terr := fromString(f.typ, value)
 			if terr != nil {
 				p.add(key, terr.message(f.secret != "")+l.where(key))
 				continue
 			}
 			l.values[key] = v
-		case t.byFile[key] != nil:
+		case t.byFile[mt.pattern] != nil:
+			l.addEntry(mt)
 			l.values[key] = value
+		case t.sections[mt.pattern]:
+			p.add(key, "is a section, not a key"+l.where(key)+"; set its keys, such as "+envVar(key+".<key>"))
 		default:
 			msg := "unknown key" + l.where(key)
-			if s := t.suggest(key); s != "" {
-				msg += "; did you mean " + envVar(s) + "?"
+			if s := t.suggest(mt.pattern); s != "" {
+				msg += "; did you mean " + envVar(t.concrete(s, mt.entry)) + "?"
 			}
 			p.add(key, msg)
 		}
@@ -174,57 +226,148 @@ func envLayer(environ []string, p *problems) *layer {
 // resolveSecrets replaces x_file by the content of the file it names. For each
 // secret the highest layer that sets x or x_file decides, so an environment
 // variable overrides the file in either form; setting both in one layer is an error.
+// A secret in a map section is resolved in every entry that some layer names.
 func resolveSecrets(layers []*layer, readFile func(string) ([]byte, error), p *problems) {
-	for _, f := range keys().fields {
+	t := keys()
+	for i := range t.fields {
+		f := &t.fields[i]
 		if f.secret == "" {
 			continue
 		}
-		fk := f.fileKey()
-		win := -1
-		for i := len(layers) - 1; i >= 0 && win < 0; i-- {
-			if layers[i].has(f.key) || layers[i].has(fk) {
-				win = i
-			}
+		for _, key := range secretKeys(layers, f) {
+			resolveSecret(layers, f, key, readFile, p)
 		}
-		if win < 0 {
-			continue
-		}
-		l := layers[win]
-		val, path := l.values[f.key], l.values[fk]
-		for i, o := range layers {
-			if i != win {
-				delete(o.values, f.key)
-			}
-			delete(o.values, fk)
-		}
-		if path == nil {
-			continue
-		}
-		name, ok := path.(string)
-		if !ok {
-			p.add(fk, fmt.Sprintf("must be a file path, got %s%s", describe(path, false), l.where(fk)))
-			continue
-		}
-		if name == "" {
-			continue
-		}
-		if s, ok := val.(string); val != nil && (!ok || s != "") {
-			p.add(f.key, fmt.Sprintf("both %s and %s are set%s; set one of them", f.key, fk, l.where(fk)))
-			continue
-		}
-		b, err := readFile(name)
-		if err != nil {
-			p.add(fk, fmt.Sprintf("cannot read %s: %s", name, reason(err)))
-			continue
-		}
-		// Files written by hand or by `echo` end with a newline that is not part of the secret.
-		s := strings.TrimRight(string(b), "\r\n")
-		if s == "" {
-			p.add(fk, fmt.Sprintf("file %s is empty", name))
-			continue
-		}
-		l.values[f.key] = s
 	}
+}
+
+// secretKeys returns the concrete keys of a secret field: its own key, or its key in
+// each entry of its map section that some layer names.
+func secretKeys(layers []*layer, f *field) []string {
+	if f.in == nil {
+		return []string{f.key}
+	}
+	set := map[string]any{}
+	for _, l := range layers {
+		for entry, m := range l.entries {
+			if m == f.in {
+				set[keys().concrete(f.key, entry)] = nil
+			}
+		}
+	}
+	return sortedKeys(set)
+}
+
+func resolveSecret(layers []*layer, f *field, key string, readFile func(string) ([]byte, error), p *problems) {
+	fk := key + "_file"
+	win := -1
+	for i := len(layers) - 1; i >= 0 && win < 0; i-- {
+		if layers[i].has(key) || layers[i].has(fk) {
+			win = i
+		}
+	}
+	if win < 0 {
+		return
+	}
+	l := layers[win]
+	val, path := l.values[key], l.values[fk]
+	for i, o := range layers {
+		if i != win {
+			delete(o.values, key)
+		}
+		delete(o.values, fk)
+	}
+	if path == nil {
+		return
+	}
+	name, ok := path.(string)
+	if !ok {
+		p.add(fk, fmt.Sprintf("must be a file path, got %s%s", describe(path, false), l.where(fk)))
+		return
+	}
+	if name == "" {
+		return
+	}
+	if !isEmpty(val) {
+		p.add(key, fmt.Sprintf("both %s and %s are set%s; set one of them", key, fk, l.where(fk)))
+		return
+	}
+	b, err := readFile(name)
+	if err != nil {
+		p.add(fk, fmt.Sprintf("cannot read %s: %s", name, reason(err)))
+		return
+	}
+	if f.isList() {
+		list := secretLines(string(b))
+		if len(list) == 0 {
+			p.add(fk, fmt.Sprintf("file %s holds no secrets (blank lines and lines starting with # are skipped)", name))
+			return
+		}
+		l.values[key] = list
+		return
+	}
+	// Files written by hand or by `echo` end with a newline that is not part of the secret.
+	s := strings.TrimRight(string(b), "\r\n")
+	if s == "" {
+		p.add(fk, fmt.Sprintf("file %s is empty", name))
+		return
+	}
+	l.values[key] = s
+}
+
+// secretLines reads a list of secrets from a file: one a line, surrounding spaces
+// and line ends trimmed, blank lines and lines starting with # skipped.
+func secretLines(s string) []string {
+	var out []string
+	for line := range strings.Lines(s) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// isEmpty reports whether a value leaves its key unset in effect: nothing, an empty
+// string or an empty list.
+func isEmpty(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case string:
+		return v == ""
+	case []any:
+		return len(v) == 0
+	case []string:
+		return len(v) == 0
+	}
+	return false
+}
+
+// entryDefaultValues returns, as flat keys, the defaults of every map entry that
+// some layer names, so that the keys an entry leaves out keep their defaults.
+func entryDefaultValues(layers []*layer) map[string]any {
+	t := keys()
+	out := map[string]any{}
+	for _, l := range layers {
+		for entry, m := range l.entries {
+			set := false
+			for i := range t.fields {
+				f := &t.fields[i]
+				if f.in != m {
+					continue
+				}
+				if v := m.defaults.FieldByIndex(f.index); !v.IsZero() {
+					out[t.concrete(f.key, entry)] = v.Interface()
+					set = true
+				}
+			}
+			if !set {
+				out[entry] = map[string]any{} // the entry exists, with zero values
+			}
+		}
+	}
+	return out
 }
 
 // decode unmarshals the merged values onto cfg (which holds the defaults) with
@@ -264,16 +407,17 @@ func decode(k *koanf.Koanf, cfg *Config, layers []*layer, p *problems) {
 			walk(inner)
 			return
 		}
-		f := keys().byKey[de.Name()]
+		key := keys().decodedKey(de.Name())
+		f := keys().fieldOf(key)
 		secret := f != nil && f.secret != ""
 		var te *typeError
 		switch {
 		case errors.As(inner, &te):
-			p.add(de.Name(), te.message(secret)+where(de.Name()))
+			p.add(key, te.message(secret)+where(listKey(key)))
 		case secret:
-			p.add(de.Name(), "has a value of the wrong type"+where(de.Name()))
+			p.add(key, "has a value of the wrong type"+where(listKey(key)))
 		default:
-			p.add(de.Name(), inner.Error()+where(de.Name()))
+			p.add(key, inner.Error()+where(listKey(key)))
 		}
 	}
 	if err != nil {
@@ -281,7 +425,7 @@ func decode(k *koanf.Koanf, cfg *Config, layers []*layer, p *problems) {
 	}
 	// Keys are checked per layer before merging; this is a backstop.
 	for _, key := range md.Unused {
-		p.add(key, "unknown key")
+		p.add(keys().decodedKey(key), "unknown key")
 	}
 }
 
@@ -297,6 +441,7 @@ const (
 	wantInt      = "a whole number"
 	wantBool     = "true or false"
 	wantString   = "a string"
+	wantList     = "a list such as [a, b]"
 )
 
 func (e *typeError) Error() string { return e.message(true) }
@@ -364,9 +509,23 @@ func fromString(typ reflect.Type, s string) (any, *typeError) {
 			return nil, &typeError{want: wantBool, got: s}
 		}
 		return b, nil
+	case typ == listType:
+		return splitList(s), nil
 	default:
 		return s, nil
 	}
+}
+
+// splitList reads a list from an environment variable: comma-separated, each item
+// trimmed, empty items dropped. An empty value is an empty list.
+func splitList(s string) []string {
+	out := []string{}
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 // strictHook accepts only values of the field's own type: no number for a string,
@@ -413,9 +572,16 @@ func strictHook(from, to reflect.Value) (any, error) {
 		if _, ok := data.(bool); !ok {
 			return nil, &typeError{want: wantBool, got: data}
 		}
-	case to.Kind() == reflect.Struct:
+	case to.Kind() == reflect.Struct, to.Kind() == reflect.Map:
 		if _, ok := data.(map[string]any); !ok {
 			return nil, &typeError{want: "a section of keys", got: data}
+		}
+	case to.Kind() == reflect.Slice:
+		// The items are checked one by one as strings.
+		switch data.(type) {
+		case []any, []string:
+		default:
+			return nil, &typeError{want: wantList, got: data}
 		}
 	}
 	return data, nil
