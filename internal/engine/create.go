@@ -13,6 +13,7 @@ import (
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/order"
+	"github.com/ordersync/ordersync/internal/outbox"
 )
 
 const kindCreate = order.KindCreate
@@ -133,6 +134,22 @@ func ToCreateOrder(o order.Order, loc *time.Location) onec.CreateOrder {
 		Lines:      lines,
 		Total:      o.LinesTotal(),
 		Comment:    o.Comment,
+	}
+}
+
+// event is what a done verdict tells the world. For a create: order.created, its
+// data the canonical order and the 1C order that holds it.
+func (v verdict) event(op journal.Operation, now time.Time) outbox.Event {
+	data, _ := json.Marshal(struct {
+		Order json.RawMessage `json:"order"`
+		OneC  *journal.Result `json:"onec"`
+	}{op.Payload, v.result})
+	return outbox.Event{
+		Type:          outbox.OrderCreated,
+		AggregateType: "order",
+		AggregateID:   order.AggregateID(op.Source, op.ExternalID),
+		Data:          data,
+		OccurredAt:    now,
 	}
 }
 

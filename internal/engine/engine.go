@@ -11,14 +11,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/backoff"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/onec"
+	"github.com/ordersync/ordersync/internal/outbox"
 )
 
 // Config of an Engine. Zero values take the documented defaults.
@@ -37,6 +38,9 @@ type Config struct {
 	Now         func() time.Time
 	// Jitter picks the actual delay in [d/2, d]; tests make it deterministic.
 	Jitter func(d time.Duration) time.Duration
+	// Routes address the events of a verdict (order.created, …) to the outbox
+	// destinations subscribed to them; they commit with the verdict.
+	Routes outbox.Routes
 }
 
 // CallBudget bounds one find-or-create (a find with its retries, then a create) for a
@@ -53,10 +57,11 @@ type Stats struct {
 
 // Engine runs the workers.
 type Engine struct {
-	store  journal.Store
-	client onec.Client
-	cfg    Config
-	log    *slog.Logger
+	store   journal.Store
+	client  onec.Client
+	cfg     Config
+	log     *slog.Logger
+	backoff backoff.Policy
 
 	wake chan struct{}
 
@@ -95,15 +100,11 @@ func New(store journal.Store, client onec.Client, cfg Config) *Engine {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Jitter == nil {
-		cfg.Jitter = func(d time.Duration) time.Duration {
-			return d/2 + rand.N(d/2+1)
-		}
-	}
 	if cfg.BackoffMax < cfg.BackoffMin {
 		panic("engine: BackoffMax below BackoffMin") // validated by config before this
 	}
-	return &Engine{store: store, client: client, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1)}
+	return &Engine{store: store, client: client, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1),
+		backoff: backoff.Policy{Min: cfg.BackoffMin, Max: cfg.BackoffMax, Jitter: cfg.Jitter}}
 }
 
 // Stats returns a snapshot of the counters.
@@ -268,6 +269,9 @@ func (e *Engine) process(ctx context.Context, claim journal.Claim) error {
 
 	f := e.finishFor(v, attempt)
 	f.Exchanges = exchangesJSON(rec.Exchanges())
+	if f.Status == journal.StatusDone {
+		f.Messages = e.cfg.Routes.Address(v.event(op, e.cfg.Now()))
+	}
 	if err := claim.Finish(context.WithoutCancel(ctx), f); err != nil {
 		e.finishErrors.Add(1)
 		log.ErrorContext(ctx, "could not record the outcome; the next attempt will find the order in 1C first",
@@ -334,11 +338,4 @@ func (e *Engine) finishFor(v verdict, attempt int) journal.Finish {
 
 // Backoff is the delay after the given failed attempt: BackoffMin doubled per
 // attempt, capped at BackoffMax, with jitter, never below BackoffMin.
-func (e *Engine) Backoff(attempt int) time.Duration {
-	d := e.cfg.BackoffMin
-	for i := 1; i < attempt && d < e.cfg.BackoffMax; i++ {
-		d *= 2
-	}
-	d = min(d, e.cfg.BackoffMax)
-	return max(e.cfg.Jitter(d), e.cfg.BackoffMin)
-}
+func (e *Engine) Backoff(attempt int) time.Duration { return e.backoff.After(attempt) }

@@ -81,6 +81,11 @@ func (o Order) CreateKey() string { return Key(o.Source, "order", o.ExternalID, 
 // CancelKey is the journal key of cancelling this order.
 func (o Order) CancelKey() string { return Key(o.Source, "order", o.ExternalID, "cancel") }
 
+// AggregateID names the order as one aggregate across its operations (its create
+// and its cancel share it): <source>:order:<external_id>. The outbox orders each
+// order's events by it.
+func AggregateID(source, externalID string) string { return source + ":order:" + externalID }
+
 // OneCExternalID is the value stored in 1C's external-ID attribute: <source>:<external_id>.
 func (o Order) OneCExternalID() string { return OneCExternalID(o.Source, o.ExternalID) }
 

@@ -88,8 +88,8 @@ type Claim struct {
 
 // ClaimRequest asks for at most Limit lane heads that are due, not leased, and whose
 // lanes hold nothing earlier that is unsent (a dead event blocks its lane unless its
-// destination is in SkipDead). Destinations in Exclude (disabled, or not served by
-// this relay) are left alone; an empty Only means every destination.
+// destination is in SkipDead). Disabled destinations are left alone; Only limits the
+// claim to the destinations this relay can publish to (empty: every destination).
 type ClaimRequest struct {
 	Limit    int
 	Lease    time.Duration

@@ -182,9 +182,11 @@ var _ journal.Claim = (*claim)(nil)
 func (c *claim) Operation() journal.Operation { return c.op }
 func (c *claim) Attempt() int                 { return c.attempt }
 
-// Finish writes the operation's new state and closes the attempt row in the claim's
-// transaction, and commits: one round trip (UPDATE, UPDATE, COMMIT pipelined). On an
-// error the transaction is rolled back and the attempt stays open, to be marked
+// Finish writes the operation's new state, closes the attempt row and enqueues
+// f.Messages in the claim's transaction, and commits: one round trip (UPDATE, UPDATE,
+// one outbox statement per message and a NOTIFY, COMMIT pipelined), so a verdict and
+// its events commit together (ARCHITECTURE.md rule 6). On an error the transaction is
+// rolled back — no event is left behind — and the attempt stays open, to be marked
 // interrupted by the next claim. The claim is closed afterwards either way, except
 // when f itself is invalid.
 func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
@@ -215,6 +217,13 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 		}
 	}
 	now := c.db.nowUTC()
+	var messages []enqueueRow
+	if len(f.Messages) > 0 {
+		var err error
+		if messages, err = prepareMessages(now, f.Messages); err != nil {
+			return fmt.Errorf("postgres: finish %s: outbox: %w", key, err)
+		}
+	}
 	lastError := f.Error
 	var next *time.Time
 	switch f.Status {
@@ -238,21 +247,33 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 	b := &pgx.Batch{}
 	b.Queue(finishOperationSQL, key, string(f.Status), result, lastError, c.attempt, next, now)
 	b.Queue(finishAttemptSQL, key, c.attempt, now, string(outcome), f.Error, f.Ref, exchanges)
+	if len(messages) > 0 {
+		queueMessages(b, messages)
+	}
 	b.Queue("COMMIT")
 	br := c.conn.SendBatch(ctx, b)
-	var tags [3]pgconn.CommandTag
-	var err error
-	for i := range tags {
-		if tags[i], err = br.Exec(); err != nil {
-			break
+	var tags [2]pgconn.CommandTag
+	var commit pgconn.CommandTag
+	err := func() (err error) {
+		for i := range tags {
+			if tags[i], err = br.Exec(); err != nil {
+				return err
+			}
 		}
-	}
+		if len(messages) > 0 {
+			if err := readEnqueued(br, len(messages)); err != nil {
+				return fmt.Errorf("outbox: %w", err)
+			}
+		}
+		commit, err = br.Exec()
+		return err
+	}()
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil && (tags[0].RowsAffected() != 1 || tags[1].RowsAffected() != 1 || tags[2].String() != "COMMIT") {
+	if err == nil && (tags[0].RowsAffected() != 1 || tags[1].RowsAffected() != 1 || commit.String() != "COMMIT") {
 		err = fmt.Errorf("unexpected result: operation rows %d, attempt rows %d, %q",
-			tags[0].RowsAffected(), tags[1].RowsAffected(), tags[2].String())
+			tags[0].RowsAffected(), tags[1].RowsAffected(), commit.String())
 	}
 	lost := c.conn.Conn().IsClosed()
 	if eerr := c.end(ctx); err == nil && eerr != nil {

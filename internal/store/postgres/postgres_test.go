@@ -16,6 +16,7 @@ import (
 
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
+	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/testdb"
 	"github.com/ordersync/ordersync/migrations"
 )
@@ -366,7 +367,8 @@ func TestClaimsLeaveAConnectionFree(t *testing.T) {
 
 // TestRoundTrips measures the database round trips of one created order: register,
 // claim (BEGIN + settings + SELECT … FOR NO KEY UPDATE), attempt row, finish
-// (UPDATE + UPDATE + COMMIT). The target is at most 4.
+// (UPDATE + UPDATE + the order.created outbox event + NOTIFY + COMMIT). The target is
+// at most 4.
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -401,7 +403,11 @@ func TestRoundTrips(t *testing.T) {
 		})
 		cs.claimPerConn = rt.PerConn()
 		cs.finish = rt.Measure(func() {
-			if err := c.Finish(ctx, journal.Finish{Status: journal.StatusDone, Result: &journal.Result{Ref: "r", Number: "1"}}); err != nil {
+			if err := c.Finish(ctx, journal.Finish{Status: journal.StatusDone, Result: &journal.Result{Ref: "r", Number: "1"},
+				Messages: []outbox.Message{{Destination: "kaspi", Event: outbox.Event{
+					Type: outbox.OrderCreated, AggregateType: "order", AggregateID: fmt.Sprintf("kaspi:order:%d", i),
+					Data: []byte(`{"ref":"r","number":"1"}`),
+				}}}}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -417,6 +423,14 @@ func TestRoundTrips(t *testing.T) {
 	if last.register != 1 || last.claim != 2 || !slices.Equal(last.claimPerConn, []int64{1, 1}) || last.finish != 1 {
 		t.Fatalf("warm path: register %d, claim+attempt %d, finish %d round trips; want 1, 2 (claim 1 + attempt 1), 1",
 			last.register, last.claim, last.finish)
+	}
+
+	var events int
+	if err := db.Pool().QueryRow(ctx, "SELECT count(*) FROM outbox").Scan(&events); err != nil {
+		t.Fatal(err)
+	}
+	if events != 6 {
+		t.Fatalf("outbox events after 6 finishes with one message each: got %d, want 6", events)
 	}
 
 	nothing := rt.Measure(func() {

@@ -1,0 +1,345 @@
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ordersync/ordersync/internal/backoff"
+)
+
+// RelayConfig configures a Relay. Zero values take the documented defaults (the
+// relay.* configuration keys).
+type RelayConfig struct {
+	Name          string        // for logs; default "relay"
+	Concurrency   int           // lanes published at once, default 16
+	BatchSize     int           // lane heads claimed per round, default 100
+	PollInterval  time.Duration // default 1s
+	MaxAttempts   int           // then the event is dead; default 12
+	BackoffMin    time.Duration // default 1s
+	BackoffMax    time.Duration // default 1h
+	Lease         time.Duration // default 60s
+	Retention     time.Duration // sent events older than this are pruned; default 720h
+	PruneInterval time.Duration // default 1h
+	PruneBatch    int           // rows deleted per statement; default 1000
+	// StopTimeout bounds how long Stop waits for the round in flight before it
+	// cancels its deliveries; default 30s.
+	StopTimeout time.Duration
+	// SkipDead lists destinations configured on_dead: skip: a dead event there does
+	// not hold back the later events of its lane.
+	SkipDead []string
+	// Publishers deliver to each destination by name. Events for a destination
+	// without a publisher stay in the table (outbox status shows them).
+	Publishers map[string]Publisher
+	// Listener wakes the relay on commit; nil polls only.
+	Listener Listener
+	Logger   *slog.Logger
+	Now      func() time.Time
+	Jitter   func(d time.Duration) time.Duration // picks a delay in [d/2, d]; nil: random
+}
+
+// RelayStats are running counters.
+type RelayStats struct {
+	Rounds, Claimed, Sent, Retried, Dead, Fenced, Pruned int64
+}
+
+// Relay delivers outbox events: it claims lane heads, publishes them outside any
+// transaction (lanes in parallel, never two events of one lane), and writes the
+// results back in one batch, fenced by the claim token.
+type Relay struct {
+	store Store
+	cfg   RelayConfig
+	log   *slog.Logger
+	only  []string
+
+	backoff backoff.Policy
+
+	wake chan struct{}
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	abort  context.CancelFunc
+	wg     sync.WaitGroup
+
+	rounds, claimed, sent, retried, dead, fenced, pruned atomic.Int64
+}
+
+// NewRelay returns a relay over store.
+func NewRelay(store Store, cfg RelayConfig) *Relay {
+	cfg.Name = cmp.Or(cfg.Name, "relay")
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, 16)
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, 100)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, time.Second)
+	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, 12)
+	cfg.BackoffMin = cmp.Or(cfg.BackoffMin, time.Second)
+	cfg.BackoffMax = max(cmp.Or(cfg.BackoffMax, time.Hour), cfg.BackoffMin)
+	cfg.Lease = cmp.Or(cfg.Lease, time.Minute)
+	cfg.Retention = cmp.Or(cfg.Retention, 720*time.Hour)
+	cfg.PruneInterval = cmp.Or(cfg.PruneInterval, time.Hour)
+	cfg.PruneBatch = cmp.Or(cfg.PruneBatch, 1000)
+	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, 30*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	only := make([]string, 0, len(cfg.Publishers))
+	for name := range cfg.Publishers {
+		only = append(only, name)
+	}
+	slices.Sort(only)
+	return &Relay{store: store, cfg: cfg, only: only, wake: make(chan struct{}, 1),
+		backoff: backoff.Policy{Min: cfg.BackoffMin, Max: cfg.BackoffMax, Jitter: cfg.Jitter},
+		log:     cfg.Logger.With("relay", cfg.Name)}
+}
+
+// Stats returns a snapshot of the counters.
+func (r *Relay) Stats() RelayStats {
+	return RelayStats{Rounds: r.rounds.Load(), Claimed: r.claimed.Load(), Sent: r.sent.Load(),
+		Retried: r.retried.Load(), Dead: r.dead.Load(), Fenced: r.fenced.Load(), Pruned: r.pruned.Load()}
+}
+
+// Wake makes an idle relay look for events now.
+func (r *Relay) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the delivery loop, the listener and the pruner until Stop.
+func (r *Relay) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancel != nil {
+		return errors.New("outbox: relay already started")
+	}
+	loopCtx, cancel := context.WithCancel(ctx)
+	workCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
+	r.cancel, r.abort = cancel, abort
+	r.wg.Add(2)
+	go func() { defer r.wg.Done(); r.loop(loopCtx, workCtx) }()
+	go func() { defer r.wg.Done(); r.pruneLoop(loopCtx) }()
+	if r.cfg.Listener != nil {
+		r.wg.Add(1)
+		go func() { defer r.wg.Done(); r.listen(loopCtx) }()
+	}
+	r.log.InfoContext(ctx, "relay started", "destinations", r.only, "listen", r.cfg.Listener != nil,
+		"batch_size", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency)
+	return nil
+}
+
+// Stop ends the loops; the round in flight may finish within StopTimeout, then its
+// deliveries are cancelled and recorded as failed attempts. Safe twice and before Start.
+func (r *Relay) Stop() {
+	r.mu.Lock()
+	cancel, abort := r.cancel, r.abort
+	r.cancel = nil
+	r.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(r.cfg.StopTimeout):
+		r.log.Warn("relay stop timeout: cancelling deliveries in flight")
+		abort()
+		<-done
+	}
+	abort()
+}
+
+func (r *Relay) loop(ctx, work context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	errDelay := r.cfg.PollInterval
+	for {
+		if ctx.Err() != nil {
+			return
+		}
+		n, err := r.RunOnce(work)
+		switch {
+		case err != nil:
+			r.log.Error("relay round failed", "err", err)
+			errDelay = min(2*errDelay, 30*time.Second)
+			timer.Reset(errDelay)
+		case n > 0:
+			errDelay = r.cfg.PollInterval
+			continue // more may be due: the lanes just advanced
+		default:
+			errDelay = r.cfg.PollInterval
+			timer.Reset(r.cfg.PollInterval)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+func (r *Relay) listen(ctx context.Context) {
+	pause := time.Second
+	for ctx.Err() == nil {
+		err := r.cfg.Listener.Listen(ctx, r.Wake)
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.Warn("relay: LISTEN connection lost; polling until it is back", "err", err, "retry_in", pause)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 30*time.Second)
+	}
+}
+
+func (r *Relay) pruneLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.PruneInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := r.Prune(ctx); err != nil {
+			r.log.Error("relay: prune failed", "err", err)
+		} else if n > 0 {
+			r.log.Info("relay: pruned sent events", "deleted", n, "retention", r.cfg.Retention.String())
+		}
+	}
+}
+
+// Prune deletes sent events older than the retention, in bounded batches.
+func (r *Relay) Prune(ctx context.Context) (int, error) {
+	cut := r.cfg.Now().Add(-r.cfg.Retention)
+	total := 0
+	for {
+		n, err := r.store.Prune(ctx, cut, r.cfg.PruneBatch)
+		total += n
+		r.pruned.Add(int64(n))
+		if err != nil || n < r.cfg.PruneBatch {
+			return total, err
+		}
+	}
+}
+
+// RunOnce runs one round: claim, publish, write back. It returns how many events it
+// claimed.
+func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	if len(r.only) == 0 {
+		return 0, nil
+	}
+	r.rounds.Add(1)
+	claim, err := r.store.Claim(ctx, ClaimRequest{Limit: r.cfg.BatchSize, Lease: r.cfg.Lease, SkipDead: r.cfg.SkipDead, Only: r.only})
+	if err != nil {
+		return 0, err
+	}
+	if len(claim.Records) == 0 {
+		return 0, nil
+	}
+	r.claimed.Add(int64(len(claim.Records)))
+
+	results := make([]Result, len(claim.Records))
+	disable := map[string]string{}
+	var mu sync.Mutex
+	sem := make(chan struct{}, r.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i, rec := range claim.Records {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			res, gone := r.deliver(ctx, rec)
+			results[i] = res
+			if gone != "" {
+				mu.Lock()
+				disable[rec.Destination] = gone
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+
+	wctx := context.WithoutCancel(ctx)
+	n, err := r.store.Complete(wctx, claim.Token, results)
+	if err != nil {
+		return len(claim.Records), fmt.Errorf("outbox: write back %d results: %w", len(results), err)
+	}
+	if n < len(results) {
+		// Our lease ran out and another relay claimed these events: it decides now.
+		r.fenced.Add(int64(len(results) - n))
+		r.log.Warn("relay: results refused, the lease expired and the events were claimed again",
+			"refused", len(results)-n, "lease", r.cfg.Lease.String())
+	}
+	for _, res := range results {
+		switch {
+		case res.Sent:
+			r.sent.Add(1)
+		case res.Dead:
+			r.dead.Add(1)
+		default:
+			r.retried.Add(1)
+		}
+	}
+	for dest, reason := range disable {
+		killed, err := r.store.DisableDestination(wctx, dest, reason)
+		if err != nil {
+			return len(claim.Records), fmt.Errorf("outbox: disable destination %s: %w", dest, err)
+		}
+		r.dead.Add(int64(killed))
+		r.log.Error("relay: destination disabled; its events are dead until an operator requeues them",
+			"destination", dest, "reason", reason, "events", killed)
+	}
+	return len(claim.Records), nil
+}
+
+// deliver publishes one record and turns the outcome into a result. A non-empty
+// second value disables the destination with that reason.
+func (r *Relay) deliver(ctx context.Context, rec Record) (Result, string) {
+	log := r.log.With("event_id", rec.EventID, "destination", rec.Destination,
+		"aggregate_id", rec.AggregateID, "sequence", rec.Sequence, "attempt", rec.Attempts)
+	pub := r.cfg.Publishers[rec.Destination]
+	err := pub.Publish(ctx, rec)
+	if err == nil {
+		log.DebugContext(ctx, "event delivered")
+		return Result{ID: rec.ID, Sent: true}, ""
+	}
+	res := Result{ID: rec.ID, Error: err.Error()}
+	var de *DeliveryError
+	errors.As(err, &de)
+	switch {
+	case de != nil && de.Disable:
+		res.Dead = true
+		log.ErrorContext(ctx, "destination is gone", "err", err)
+		return res, err.Error()
+	case de != nil && de.Dead:
+		res.Dead = true
+	case rec.Attempts >= r.cfg.MaxAttempts:
+		res.Dead = true
+		res.Error = fmt.Sprintf("gave up after %d attempts (relay.max_attempts): %s", rec.Attempts, err)
+	case de != nil && de.RetryAfter > 0:
+		res.NextAttemptAt = r.cfg.Now().Add(de.RetryAfter)
+	default:
+		res.NextAttemptAt = r.cfg.Now().Add(r.backoff.After(rec.Attempts))
+	}
+	if res.Dead {
+		log.ErrorContext(ctx, "event is dead", "err", res.Error)
+	} else {
+		log.WarnContext(ctx, "delivery failed, will retry", "err", err, "next_attempt_at", res.NextAttemptAt)
+	}
+	return res, ""
+}

@@ -1,0 +1,449 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ordersync/ordersync/internal/outbox"
+)
+
+// Outbox is the PostgreSQL outbox.Store: what the relay and the operators read and
+// write. Events are written by Enqueue, in the caller's transaction, or by a journal
+// claim's Finish. Every time it writes comes from Config.Now.
+type Outbox struct {
+	db *DB
+}
+
+var _ outbox.Store = (*Outbox)(nil)
+
+// Outbox is the outbox store.
+func (db *DB) Outbox() *Outbox { return &Outbox{db: db} }
+
+// Defaults of the outbox store.
+const (
+	DefaultClaimLimit      = 100
+	DefaultPruneLimit      = 1000
+	DefaultOutboxListLimit = 100
+	DefaultDisabledReason  = "destination disabled"
+)
+
+const outboxColumns = `id, event_id, destination, event_type, aggregate_type, aggregate_id, sequence, data,
+	occurred_at, created_at, attempts, next_attempt_at, lease_until, last_error, sent_at, dead_at`
+
+func scanRecord(row pgx.Row) (outbox.Record, error) {
+	var (
+		r    outbox.Record
+		data []byte
+	)
+	err := row.Scan(&r.ID, &r.EventID, &r.Destination, &r.Type, &r.AggregateType, &r.AggregateID, &r.Sequence, &data,
+		&r.OccurredAt, &r.CreatedAt, &r.Attempts, &r.NextAttemptAt, &r.LeaseUntil, &r.LastError, &r.SentAt, &r.DeadAt)
+	if err != nil {
+		return outbox.Record{}, err
+	}
+	r.Data = data
+	r.OccurredAt = r.OccurredAt.UTC()
+	r.CreatedAt = r.CreatedAt.UTC()
+	r.NextAttemptAt = r.NextAttemptAt.UTC()
+	for _, t := range []**time.Time{&r.LeaseUntil, &r.SentAt, &r.DeadAt} {
+		if *t != nil {
+			u := (*t).UTC()
+			*t = &u
+		}
+	}
+	return r, nil
+}
+
+func scanRecords(rows pgx.Rows) ([]outbox.Record, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (outbox.Record, error) { return scanRecord(row) })
+}
+
+// claimSQL leases a batch of lane heads in one statement (so in one transaction and
+// one round trip). locked walks the unsent rows oldest id first (partial index
+// outbox_unsent_id_idx) and keeps a row when:
+//
+//   - it is due, not dead, not leased, and its destination is neither disabled nor,
+//     when $5 is not empty, outside $5;
+//   - it is its lane's head: no unsent row of its lane (destination, aggregate_id) has
+//     a lower sequence (probe p, on outbox_unsent_lane_idx). A dead row counts as
+//     unsent, so it blocks its lane, unless its destination is in $4 (on_dead: skip).
+//     A waiting (failed, not yet due) or leased head therefore holds the rows behind
+//     it back: a later row never overtakes it;
+//   - no later row of its lane is leased now (probe q, on outbox_leased_idx), so that a
+//     lane never has two rows in flight, even when an operator's replay or requeue has
+//     put an earlier row back while a later one was out.
+//
+// Neither probe reads sent rows, however long the lane's history, and the walk stops
+// once $2 rows are locked FOR UPDATE SKIP LOCKED (rows skipped do not count).
+//
+// Concurrency (READ COMMITTED). A row another relay is claiming or completing right
+// now is skipped. A row whose claim or write-back committed after this statement's
+// snapshot is locked in its newest version and its own conditions are evaluated again,
+// so a row just leased or sent by another relay drops out. Head-ness is decided on the
+// snapshot: a lane's next row becomes its head only once the row before it is sent
+// (committed), and a sent row is never claimed; so two relays that both see a lane
+// see the same head, and only one of them locks it.
+//
+// The UPDATE leases what was locked with a fresh token and counts the attempt.
+const claimSQL = `
+WITH locked AS (
+	SELECT o.id AS locked_id
+	FROM outbox o
+	WHERE o.sent_at IS NULL AND o.dead_at IS NULL AND o.next_attempt_at <= $1
+		AND (o.lease_until IS NULL OR o.lease_until <= $1)
+		AND (cardinality($5::text[]) = 0 OR o.destination = ANY ($5::text[]))
+		AND o.destination NOT IN (SELECT name FROM outbox_destinations WHERE disabled_at IS NOT NULL)
+		AND NOT EXISTS (
+			SELECT 1 FROM outbox p
+			WHERE p.destination = o.destination AND p.aggregate_id = o.aggregate_id AND p.sequence < o.sequence
+				AND p.sent_at IS NULL AND (p.dead_at IS NULL OR p.destination <> ALL ($4::text[])))
+		AND NOT EXISTS (
+			SELECT 1 FROM outbox q
+			WHERE q.destination = o.destination AND q.aggregate_id = o.aggregate_id AND q.sequence > o.sequence
+				AND q.sent_at IS NULL AND q.lease_until IS NOT NULL AND q.lease_until > $1)
+	ORDER BY o.id
+	LIMIT $2
+	FOR UPDATE OF o SKIP LOCKED
+)
+UPDATE outbox SET lease_until = $3, claim_token = $6, attempts = attempts + 1
+FROM locked
+WHERE id = locked.locked_id
+RETURNING ` + outboxColumns
+
+// Claim leases at most req.Limit lane heads (default 100) for req.Lease under a fresh
+// token and counts an attempt on each; records come oldest first. An empty batch is
+// the zero Claim. One round trip.
+func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Claim, error) {
+	if req.Lease <= 0 {
+		return outbox.Claim{}, fmt.Errorf("postgres: outbox claim: the lease must be positive, got %v", req.Lease)
+	}
+	limit := req.Limit
+	if limit <= 0 {
+		limit = DefaultClaimLimit
+	}
+	now := o.db.nowUTC()
+	token := uuid.NewString()
+	rows, err := o.db.pool.Query(ctx, claimSQL, now, limit, now.Add(req.Lease), nonNil(req.SkipDead), nonNil(req.Only), token)
+	if err != nil {
+		return outbox.Claim{}, fmt.Errorf("postgres: outbox claim: %w", interpretError(err))
+	}
+	recs, err := scanRecords(rows)
+	if err != nil {
+		return outbox.Claim{}, fmt.Errorf("postgres: outbox claim: %w", interpretError(err))
+	}
+	if len(recs) == 0 {
+		return outbox.Claim{}, nil
+	}
+	slices.SortFunc(recs, func(a, b outbox.Record) int { return cmp.Compare(a.ID, b.ID) })
+	return outbox.Claim{Token: token, Records: recs}, nil
+}
+
+// completeSQL writes back a batch of results, each only where the claim token still
+// matches and the row is unsent (fencing): a relay whose lease expired and whose
+// event another relay re-claimed changes nothing. Sent clears a death that came while
+// the event was in flight (a DisableDestination): the destination has it. A failure
+// on a row that died meanwhile leaves it dead.
+const completeSQL = `
+UPDATE outbox o SET
+	sent_at = CASE WHEN r.sent THEN $2::timestamptz END,
+	dead_at = CASE WHEN r.sent THEN NULL WHEN r.dead THEN coalesce(o.dead_at, $2) ELSE o.dead_at END,
+	last_error = CASE WHEN r.sent THEN o.last_error ELSE r.error END,
+	next_attempt_at = CASE WHEN r.sent OR r.dead THEN o.next_attempt_at ELSE r.next END,
+	lease_until = NULL
+FROM unnest($3::bigint[], $4::bool[], $5::bool[], $6::text[], $7::timestamptz[]) AS r (id, sent, dead, error, next)
+WHERE o.id = r.id AND o.claim_token = $1 AND o.sent_at IS NULL`
+
+// Complete writes back results under the claim's token in one statement (one round
+// trip) and returns how many rows it changed: fewer than len(results) when another
+// claim has taken some over. A failed result with no NextAttemptAt is due now.
+func (o *Outbox) Complete(ctx context.Context, token string, results []outbox.Result) (int, error) {
+	if len(results) == 0 {
+		return 0, nil
+	}
+	if _, err := uuid.Parse(token); err != nil {
+		return 0, fmt.Errorf("postgres: outbox complete: claim token %q is not a UUID", token)
+	}
+	now := o.db.nowUTC()
+	n := len(results)
+	var (
+		ids    = make([]int64, 0, n)
+		sent   = make([]bool, 0, n)
+		dead   = make([]bool, 0, n)
+		errs   = make([]string, 0, n)
+		nexts  = make([]time.Time, 0, n)
+		seenID = make(map[int64]bool, n)
+	)
+	for _, r := range results {
+		if seenID[r.ID] {
+			return 0, fmt.Errorf("postgres: outbox complete: event %d is in the results twice", r.ID)
+		}
+		seenID[r.ID] = true
+		if r.Sent && r.Dead {
+			return 0, fmt.Errorf("postgres: outbox complete: event %d is both sent and dead", r.ID)
+		}
+		next := now
+		if !r.NextAttemptAt.IsZero() {
+			next = r.NextAttemptAt.UTC()
+		}
+		ids, sent, dead, errs, nexts = append(ids, r.ID), append(sent, r.Sent), append(dead, r.Dead), append(errs, r.Error), append(nexts, next)
+	}
+	tag, err := o.db.pool.Exec(ctx, completeSQL, token, now, ids, sent, dead, errs, nexts)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: outbox complete: %w", interpretError(err))
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+const disableSQL = `
+WITH disabled AS (
+	INSERT INTO outbox_destinations AS d (name, disabled_at, reason) VALUES ($1, $2, $3)
+	ON CONFLICT (name) DO UPDATE SET disabled_at = coalesce(d.disabled_at, excluded.disabled_at), reason = excluded.reason
+), killed AS (
+	UPDATE outbox SET dead_at = $2, last_error = $3, lease_until = NULL
+	WHERE destination = $1 AND sent_at IS NULL AND dead_at IS NULL
+	RETURNING 1
+)
+SELECT count(*) FROM killed`
+
+// DisableDestination records that destination is gone and marks its unsent events
+// dead with reason (default "destination disabled"), leased ones included: their
+// relays' write-backs still land, a success clearing the death. Claims skip the
+// destination until Requeue re-enables it. It returns how many events died. One round
+// trip.
+func (o *Outbox) DisableDestination(ctx context.Context, destination, reason string) (int, error) {
+	if destination == "" {
+		return 0, errors.New("postgres: outbox disable: destination is required")
+	}
+	if reason == "" {
+		reason = DefaultDisabledReason
+	}
+	var n int
+	if err := o.db.pool.QueryRow(ctx, disableSQL, destination, o.db.nowUTC(), reason).Scan(&n); err != nil {
+		return 0, fmt.Errorf("postgres: outbox disable %s: %w", destination, interpretError(err))
+	}
+	return n, nil
+}
+
+// DisabledDestinations maps each disabled destination to the reason it was disabled.
+func (o *Outbox) DisabledDestinations(ctx context.Context) (map[string]string, error) {
+	rows, err := o.db.pool.Query(ctx, `SELECT name, reason FROM outbox_destinations WHERE disabled_at IS NOT NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: outbox disabled destinations: %w", interpretError(err))
+	}
+	m := map[string]string{}
+	var name, reason string
+	_, err = pgx.ForEachRow(rows, []any{&name, &reason}, func() error {
+		m[name] = reason
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: outbox disabled destinations: %w", interpretError(err))
+	}
+	return m, nil
+}
+
+// Prune deletes at most limit (default 1000) events sent before sentBefore, oldest
+// first, and returns how many. Unsent and dead events are never pruned; lane counters
+// stay, so a lane never reuses a sequence.
+func (o *Outbox) Prune(ctx context.Context, sentBefore time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		limit = DefaultPruneLimit
+	}
+	tag, err := o.db.pool.Exec(ctx, `DELETE FROM outbox WHERE id IN (
+		SELECT id FROM outbox WHERE sent_at < $1 ORDER BY sent_at LIMIT $2)`, sentBefore.UTC(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: outbox prune: %w", interpretError(err))
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// statusSQL counts per destination, straight from the table (one scan of it).
+const statusSQL = `
+WITH per AS (
+	SELECT destination,
+		count(*) FILTER (WHERE sent_at IS NULL AND dead_at IS NULL AND (lease_until IS NULL OR lease_until <= $1)) AS pending,
+		count(*) FILTER (WHERE sent_at IS NULL AND dead_at IS NULL AND lease_until > $1) AS in_flight,
+		count(*) FILTER (WHERE sent_at IS NULL AND dead_at IS NULL AND attempts > $2) AS struggling,
+		count(*) FILTER (WHERE sent_at IS NULL AND dead_at IS NOT NULL) AS dead,
+		count(*) FILTER (WHERE sent_at IS NOT NULL) AS sent,
+		min(created_at) FILTER (WHERE sent_at IS NULL AND dead_at IS NULL) AS oldest
+	FROM outbox
+	GROUP BY destination
+), disabled AS (
+	SELECT name, reason FROM outbox_destinations WHERE disabled_at IS NOT NULL
+)
+SELECT coalesce(per.destination, disabled.name), coalesce(pending, 0), coalesce(in_flight, 0),
+	coalesce(struggling, 0), coalesce(dead, 0), coalesce(sent, 0), oldest, disabled.reason
+FROM per FULL JOIN disabled ON disabled.name = per.destination
+ORDER BY 1`
+
+// Status reports each destination that has events or is disabled, by name: pending
+// (unsent, not dead, not leased now — waiting or due), in flight (leased now),
+// struggling (unsent and not dead, with more than struggling attempts), dead, sent
+// (not yet pruned), the lag (age of the oldest unsent event that is not dead) and the
+// reason it was disabled.
+func (o *Outbox) Status(ctx context.Context, struggling int) ([]outbox.DestinationStatus, error) {
+	now := o.db.nowUTC()
+	rows, err := o.db.pool.Query(ctx, statusSQL, now, struggling)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: outbox status: %w", interpretError(err))
+	}
+	st, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (outbox.DestinationStatus, error) {
+		var (
+			s        outbox.DestinationStatus
+			oldest   *time.Time
+			disabled *string
+		)
+		err := row.Scan(&s.Destination, &s.Pending, &s.InFlight, &s.Struggling, &s.Dead, &s.Sent, &oldest, &disabled)
+		if oldest != nil && now.After(*oldest) {
+			s.Lag = now.Sub(*oldest)
+		}
+		if disabled != nil {
+			s.Disabled = cmp.Or(*disabled, DefaultDisabledReason)
+		}
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: outbox status: %w", interpretError(err))
+	}
+	return st, nil
+}
+
+// List returns records newest first (by id), filtered, at most f.Limit (default 100).
+func (o *Outbox) List(ctx context.Context, f outbox.ListFilter) ([]outbox.Record, error) {
+	q := `SELECT ` + outboxColumns + ` FROM outbox WHERE true`
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if f.Dead {
+		q += ` AND dead_at IS NOT NULL AND sent_at IS NULL`
+	}
+	if f.Unsent {
+		q += ` AND sent_at IS NULL`
+	}
+	if f.AggregateID != "" {
+		q += ` AND aggregate_id = ` + arg(f.AggregateID)
+	}
+	if f.Destination != "" {
+		q += ` AND destination = ` + arg(f.Destination)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultOutboxListLimit
+	}
+	q += ` ORDER BY id DESC LIMIT ` + arg(limit)
+	rows, err := o.db.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: outbox list: %w", interpretError(err))
+	}
+	recs, err := scanRecords(rows)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: outbox list: %w", interpretError(err))
+	}
+	return recs, nil
+}
+
+// requeueSQL makes dead events due now with their attempts, error and lease cleared,
+// and re-enables their destinations; when an id is unknown it changes nothing and
+// names the unknown ids. $3 selects every dead event.
+const requeueSQL = `
+WITH missing AS (
+	SELECT m.id FROM unnest($2::bigint[]) AS m (id)
+	WHERE NOT EXISTS (SELECT 1 FROM outbox WHERE outbox.id = m.id)
+), requeued AS (
+	UPDATE outbox SET dead_at = NULL, last_error = '', attempts = 0, next_attempt_at = $1,
+		lease_until = NULL, claim_token = NULL
+	WHERE dead_at IS NOT NULL AND sent_at IS NULL AND ($3 OR id = ANY ($2::bigint[]))
+		AND NOT EXISTS (SELECT 1 FROM missing)
+	RETURNING destination
+), enabled AS (
+	UPDATE outbox_destinations SET disabled_at = NULL, reason = ''
+	WHERE disabled_at IS NOT NULL AND name IN (SELECT destination FROM requeued)
+)
+SELECT (SELECT count(*) FROM requeued), coalesce((SELECT array_agg(id ORDER BY id) FROM missing), '{}')`
+
+// Requeue makes the dead events among ids (every dead event when allDead) due now,
+// with attempts, last error and lease cleared, and re-enables their destinations, in
+// one statement. It returns how many events it requeued; events that are not dead are
+// left alone. When an id names no event, nothing is requeued and the error wraps
+// outbox.ErrNotFound with the unknown ids.
+func (o *Outbox) Requeue(ctx context.Context, ids []int64, allDead bool) (int, error) {
+	if len(ids) == 0 && !allDead {
+		return 0, nil
+	}
+	var (
+		n       int
+		missing []int64
+	)
+	if ids == nil {
+		ids = []int64{}
+	}
+	if err := o.db.pool.QueryRow(ctx, requeueSQL, o.db.nowUTC(), ids, allDead).Scan(&n, &missing); err != nil {
+		return 0, fmt.Errorf("postgres: outbox requeue: %w", interpretError(err))
+	}
+	if len(missing) > 0 {
+		return 0, fmt.Errorf("postgres: outbox requeue: %w: %s", outbox.ErrNotFound, joinIDs(missing))
+	}
+	return n, nil
+}
+
+// replaySQL makes an aggregate's sent events unsent and due now, attempts cleared;
+// their event ids stay, for the consumers to dedupe on.
+const replaySQL = `
+WITH known AS (
+	SELECT count(*) AS n FROM outbox WHERE aggregate_id = $1 AND ($2 = '' OR destination = $2)
+), replayed AS (
+	UPDATE outbox SET sent_at = NULL, attempts = 0, next_attempt_at = $3, lease_until = NULL,
+		claim_token = NULL, last_error = ''
+	WHERE aggregate_id = $1 AND ($2 = '' OR destination = $2) AND sent_at IS NOT NULL
+	RETURNING 1
+)
+SELECT (SELECT n FROM known), (SELECT count(*) FROM replayed)`
+
+// Replay makes every sent event of the aggregate (at one destination, or at all when
+// destination is empty) unsent and due now with its attempts reset, keeping its event
+// id; the lanes deliver them again in sequence order. Unsent events are left as they
+// are. It returns how many events it replayed; outbox.ErrNotFound when the aggregate
+// has no events there.
+func (o *Outbox) Replay(ctx context.Context, aggregateID, destination string) (int, error) {
+	if aggregateID == "" {
+		return 0, errors.New("postgres: outbox replay: aggregate id is required")
+	}
+	var known, n int
+	if err := o.db.pool.QueryRow(ctx, replaySQL, aggregateID, destination, o.db.nowUTC()).Scan(&known, &n); err != nil {
+		return 0, fmt.Errorf("postgres: outbox replay %s: %w", aggregateID, interpretError(err))
+	}
+	if known == 0 {
+		where := ""
+		if destination != "" {
+			where = " at " + destination
+		}
+		return 0, fmt.Errorf("postgres: outbox replay: %w: aggregate %s has no events%s", outbox.ErrNotFound, aggregateID, where)
+	}
+	return n, nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func joinIDs(ids []int64) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(s, ", ")
+}
