@@ -87,6 +87,7 @@ journal row.`,
 		a.orderCommand(),
 		a.journalCommand(),
 		a.resyncCommand(),
+		a.outboxCommand(),
 		a.simCommand(),
 		a.versionCommand(),
 	)

@@ -41,6 +41,10 @@ Exit status 0 when the operation ends done, 1 otherwise.`,
 			if err != nil {
 				return err
 			}
+			out, err := newDelivery(cfg, nil)
+			if err != nil {
+				return err
+			}
 			db, err := a.openReadyDB(ctx, cfg, log)
 			if err != nil {
 				return err
@@ -58,12 +62,12 @@ Exit status 0 when the operation ends done, 1 otherwise.`,
 			op := before
 			rerun := before.Status != journal.StatusDone
 			if rerun {
-				op, err = newEngine(db, client, cfg, log).RunKey(ctx, key)
+				op, err = newEngine(db, client, cfg, out.routes, log).RunKey(ctx, key)
 				if err != nil {
 					return fmt.Errorf("resync %s: %w", key, err)
 				}
 			}
-			out := resyncOutput{Key: op.Key, Status: string(op.Status), Rerun: rerun, Attempts: op.Attempts,
+			res := resyncOutput{Key: op.Key, Status: string(op.Status), Rerun: rerun, Attempts: op.Attempts,
 				Result: op.Result, LastError: op.LastError}
 			if verify && op.Status == journal.StatusDone {
 				extID := order.OneCExternalID(op.Source, op.ExternalID)
@@ -75,19 +79,19 @@ Exit status 0 when the operation ends done, 1 otherwise.`,
 				for _, o := range found {
 					v.Orders = append(v.Orders, fmt.Sprintf("№ %s of %s, ref %s, posted %v, deleted %v", o.Number, o.Date, o.Ref, o.Posted, o.Deleted))
 				}
-				out.Verify = v
+				res.Verify = v
 			}
 			if format == "json" {
-				if err := writeJSON(a.stdout, out); err != nil {
+				if err := writeJSON(a.stdout, res); err != nil {
 					return err
 				}
 			} else {
-				a.printResync(out)
+				a.printResync(res)
 			}
 			switch {
 			case op.Status != journal.StatusDone:
 				return failedQuietly(errors.New(op.LastError))
-			case out.Verify != nil && !out.Verify.Exists:
+			case res.Verify != nil && !res.Verify.Exists:
 				return failedQuietly(errors.New("not in 1C"))
 			}
 			return nil

@@ -36,6 +36,10 @@ func (a *app) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	out, err := newDelivery(cfg, nil)
+	if err != nil {
+		return err
+	}
 	db, err := a.openReadyDB(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -53,16 +57,22 @@ func (a *app) run(ctx context.Context) error {
 	}
 	cancel()
 
-	eng := newEngine(db, client, cfg, log)
+	eng := newEngine(db, client, cfg, out.routes, log)
+	relay := out.relay(db, cfg, log)
 	if err := eng.Start(ctx); err != nil {
 		return err
 	}
+	if err := relay.Start(ctx); err != nil {
+		eng.Stop()
+		return err
+	}
 	<-ctx.Done()
-	log.Info("stop requested: finishing calls in flight", "shutdown_timeout", cfg.Worker.ShutdownTimeout.String())
+	log.Info("stop requested: finishing calls and deliveries in flight", "shutdown_timeout", cfg.Worker.ShutdownTimeout.String())
 	start := time.Now()
 	eng.Stop()
-	st := eng.Stats()
+	relay.Stop()
+	st, rs := eng.Stats(), relay.Stats()
 	log.Info("ordersync stopped", "took", time.Since(start).Round(time.Millisecond).String(),
-		"done", st.Done, "retried", st.Retried, "failed", st.Failed)
+		"done", st.Done, "retried", st.Retried, "failed", st.Failed, "events_sent", rs.Sent, "events_dead", rs.Dead)
 	return nil
 }

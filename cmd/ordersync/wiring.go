@@ -11,6 +11,7 @@ import (
 	"github.com/ordersync/ordersync/internal/engine"
 	"github.com/ordersync/ordersync/internal/logging"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
+	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 )
 
@@ -114,7 +115,7 @@ func getRetries(n int) int {
 	return n
 }
 
-func newEngine(db *postgres.DB, client *httpservice.Client, cfg *config.Config, log *slog.Logger) *engine.Engine {
+func newEngine(db *postgres.DB, client *httpservice.Client, cfg *config.Config, routes outbox.Routes, log *slog.Logger) *engine.Engine {
 	return engine.New(db.Journal(), client, engine.Config{
 		Workers:         cfg.OneC.MaxConcurrency,
 		MaxAttempts:     cfg.Worker.MaxAttempts,
@@ -124,6 +125,7 @@ func newEngine(db *postgres.DB, client *httpservice.Client, cfg *config.Config, 
 		ShutdownTimeout: cfg.Worker.ShutdownTimeout,
 		OneCTimeout:     cfg.OneC.Timeout,
 		Location:        cfg.OneC.Location(),
+		Routes:          routes,
 		Logger:          log.With("component", "engine"),
 	})
 }
