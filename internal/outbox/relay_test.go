@@ -343,7 +343,10 @@ func TestFourRelaysDeliverEveryEventInLaneOrder(t *testing.T) {
 		cs.crash = func() bool { return rounds.Add(1)%97 == 0 } // now and then a relay "dies" before mark-sent
 		crashes = append(crashes, cs)
 		cfg := relayConfig(map[string]outbox.Publisher{"crm": rec})
-		cfg.Lease = 200 * time.Millisecond
+		// Long enough that no healthy round outlives it (a lease that runs out makes
+		// a legitimate duplicate, which this test would count against the crashes),
+		// short enough that crashed claims come back quickly.
+		cfg.Lease = 2 * time.Second
 		cfg.BatchSize = 50
 		cfg.Name = fmt.Sprintf("relay-%d", i)
 		relays[i] = outbox.NewRelay(cs, cfg)

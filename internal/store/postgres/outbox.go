@@ -92,7 +92,12 @@ func scanRecords(rows pgx.Rows) ([]outbox.Record, error) {
 // (committed), and a sent row is never claimed; so two relays that both see a lane
 // see the same head, and only one of them locks it.
 //
-// The UPDATE leases what was locked with a fresh token and counts the attempt.
+// The UPDATE leases what was locked with a fresh token and counts the attempt. It
+// finds the rows through an id array, not a join: pgx prepares the statement, and
+// after five runs PostgreSQL may use a generic plan, which estimated the CTE's size
+// from LIMIT $2 and hash-joined it against a sequential scan of the whole table (sent
+// rows and dead tuples included): 10 ms a claim over 2,000 unsent rows instead of
+// 0.6. An id array is an index scan on the primary key under every plan.
 const claimSQL = `
 WITH locked AS (
 	SELECT o.id AS locked_id
@@ -114,8 +119,7 @@ WITH locked AS (
 	FOR UPDATE OF o SKIP LOCKED
 )
 UPDATE outbox SET lease_until = $3, claim_token = $6, attempts = attempts + 1
-FROM locked
-WHERE id = locked.locked_id
+WHERE id = ANY (ARRAY(SELECT locked_id FROM locked))
 RETURNING ` + outboxColumns
 
 // Claim leases at most req.Limit lane heads (default 100) for req.Lease under a fresh
@@ -131,11 +135,41 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 	}
 	now := o.db.nowUTC()
 	token := uuid.NewString()
-	rows, err := o.db.pool.Query(ctx, claimSQL, now, limit, now.Add(req.Lease), nonNil(req.SkipDead), nonNil(req.Only), token)
-	if err != nil {
-		return outbox.Claim{}, fmt.Errorf("postgres: outbox claim: %w", interpretError(err))
+	// The walk in id order that stops after $2 heads is the plan wanted. Without
+	// statistics (a fresh or freshly filled table) the planner estimates one unsent
+	// row, reads every unsent row through the lane index, probes each, and sorts: 7 ms
+	// over 2,000 rows, growing with the backlog. Disabling sorts for this transaction
+	// leaves it the id-ordered walk. BEGIN, SET LOCAL, the claim and COMMIT travel in
+	// one round trip.
+	// (BEGIN is queued as a plain query, not with Batch.BeginTx: the pool keeps a
+	// BeginTx batch's connection until its Tx is ended, and this batch commits itself.
+	// Should the batch fail, the pool discards the connection left in a transaction.)
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`SET LOCAL enable_sort = off`)
+	b.Queue(claimSQL, now, limit, now.Add(req.Lease), nonNil(req.SkipDead), nonNil(req.Only), token)
+	b.Queue(`COMMIT`)
+	br := o.db.pool.SendBatch(ctx, b)
+	recs, err := func() ([]outbox.Record, error) {
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				return nil, err
+			}
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		recs, err := scanRecords(rows)
+		if err != nil {
+			return nil, err
+		}
+		_, err = br.Exec()
+		return recs, err
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
 	}
-	recs, err := scanRecords(rows)
 	if err != nil {
 		return outbox.Claim{}, fmt.Errorf("postgres: outbox claim: %w", interpretError(err))
 	}

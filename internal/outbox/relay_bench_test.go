@@ -1,0 +1,172 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/outbox/webhook"
+	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/stdwebhook"
+	"github.com/ordersync/ordersync/internal/store/postgres"
+)
+
+// fill enqueues n events, one lane each (one order.created per order), in
+// transactions of 500.
+func (w *world) fill(b *testing.B, n int, dest string) {
+	b.Helper()
+	run := uuid.NewString()[:8]
+	for start := 0; start < n; start += 500 {
+		var batch []outbox.Message
+		for i := start; i < min(start+500, n); i++ {
+			batch = append(batch, msg(dest, fmt.Sprintf("site:order:%s-%d", run, i), i))
+		}
+		w.enqueue(batch...)
+	}
+}
+
+// BenchmarkRelayThroughput drains a backlog of one-event lanes through one relay,
+// to an in-process no-op destination and to a local HTTP sink that checks every
+// signature, for several batch sizes. It reports events/s.
+func BenchmarkRelayThroughput(b *testing.B) {
+	sink, err := sim.NewWebhookSink(sim.WebhookSinkOptions{Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := sink.Start("127.0.0.1:0"); err != nil {
+		b.Fatal(err)
+	}
+	defer sink.Close()
+	hook, err := webhook.New(webhook.Config{Name: "sink", URL: sink.URL(),
+		Secrets: []stdwebhook.Secret{stdwebhook.MustParseSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	noop := outbox.PublisherFunc(func(context.Context, outbox.Record) error { return nil })
+	for _, dest := range []struct {
+		name string
+		pub  outbox.Publisher
+	}{{"noop", noop}, {"http", hook}} {
+		for _, batch := range []int{1, 50, 500} {
+			b.Run(fmt.Sprintf("dest=%s/batch=%d", dest.name, batch), func(b *testing.B) {
+				w := newWorld(b)
+				const events = 5000
+				cfg := relayConfig(map[string]outbox.Publisher{dest.name: dest.pub})
+				cfg.BatchSize = batch
+				cfg.Concurrency = 16
+				relay := outbox.NewRelay(w.db.Outbox(), cfg)
+				var elapsed time.Duration
+				for range b.N {
+					b.StopTimer()
+					w.fill(b, events, dest.name)
+					b.StartTimer()
+					start := time.Now()
+					sent := 0
+					for sent < events {
+						n, err := relay.RunOnce(context.Background())
+						if err != nil {
+							b.Fatal(err)
+						}
+						if n == 0 {
+							b.Fatalf("relay idle with %d of %d sent", sent, events)
+						}
+						sent += n
+					}
+					elapsed += time.Since(start)
+				}
+				b.ReportMetric(float64(b.N*events)/elapsed.Seconds(), "events/s")
+			})
+		}
+	}
+}
+
+// BenchmarkRelayLag commits 1,000 events/s, one per transaction as the engine does,
+// with a relay woken by LISTEN/NOTIFY, and reports the delay from commit to
+// delivery at p50 and p99.
+func BenchmarkRelayLag(b *testing.B) {
+	for _, listen := range []bool{true, false} {
+		b.Run(fmt.Sprintf("listen=%v", listen), func(b *testing.B) {
+			w := newWorld(b)
+			var (
+				mu        sync.Mutex
+				committed = map[string]time.Time{}
+				lags      []time.Duration
+			)
+			pub := outbox.PublisherFunc(func(_ context.Context, r outbox.Record) error {
+				now := time.Now()
+				mu.Lock()
+				if t, ok := committed[r.EventID]; ok {
+					lags = append(lags, now.Sub(t))
+				}
+				mu.Unlock()
+				return nil
+			})
+			cfg := relayConfig(map[string]outbox.Publisher{"crm": pub})
+			cfg.PollInterval = 100 * time.Millisecond // the fallback; LISTEN should make it irrelevant
+			if listen {
+				cfg.Listener = w.db.Listener()
+			}
+			relay := outbox.NewRelay(w.db.Outbox(), cfg)
+			relay.Start(context.Background())
+			defer relay.Stop()
+			time.Sleep(100 * time.Millisecond) // LISTEN in place
+
+			const rate = 1000
+			n := max(b.N, 3*rate) // three seconds at least
+			tick := time.NewTicker(time.Second / rate)
+			defer tick.Stop()
+			ctx := context.Background()
+			var late atomic.Int64
+			b.ResetTimer()
+			for i := range n {
+				<-tick.C
+				id := uuid.NewString()
+				tx, err := w.db.Pool().Begin(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				m := msg("crm", fmt.Sprintf("site:order:%d", i), i)
+				m.ID = id
+				if err := postgres.Enqueue(ctx, tx, m); err != nil {
+					b.Fatal(err)
+				}
+				mu.Lock() // recorded before the commit: a delivery cannot beat its own commit
+				committed[id] = time.Now()
+				mu.Unlock()
+				if err := tx.Commit(ctx); err != nil {
+					b.Fatal(err)
+				}
+				if len(tick.C) > 0 {
+					late.Add(1)
+				}
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				mu.Lock()
+				got := len(lags)
+				mu.Unlock()
+				if got == n || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			b.StopTimer()
+			mu.Lock()
+			defer mu.Unlock()
+			if len(lags) != n {
+				b.Fatalf("%d of %d events delivered", len(lags), n)
+			}
+			slices.Sort(lags)
+			b.ReportMetric(float64(lags[len(lags)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds())/1000, "p99-ms")
+			b.ReportMetric(float64(late.Load()), "ticks-behind")
+		})
+	}
+}
