@@ -102,7 +102,7 @@ func TestOrderCreatedReachesTheWebhookSignedExactlyOnce(t *testing.T) {
 		OccurredAt  string `json:"occurred_at"`
 		Data        struct {
 			Order struct {
-				ExternalID string          `json:"external_id"`
+				ExternalID string `json:"external_id"`
 				Lines      []struct{ Price json.Number }
 			} `json:"order"`
 			OneC struct{ Ref, Number string } `json:"onec"`
