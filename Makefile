@@ -19,8 +19,9 @@ lint:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# Benchmarks print their own figures (orders/s, events/s, round trips, lag).
 bench:
-	scripts/with-postgres $(GO) test -run '^$$' -bench . -benchmem -count 6 ./internal/engine/
+	scripts/with-postgres $(GO) test -run '^$$' -bench . -benchtime 1x -count 3 ./internal/engine/ ./internal/outbox/ ./internal/store/postgres/
 
 run: build
 	$(BIN) run $(if $(CONFIG),--config $(CONFIG))
