@@ -37,11 +37,12 @@ const DefaultPath = "/etc/ordersync/ordersync.yaml"
 
 // Config is the whole configuration. Load returns it merged, decoded and validated.
 type Config struct {
-	Database Database `koanf:"database"`
-	OneC     OneC     `koanf:"onec"`
-	Worker   Worker   `koanf:"worker"`
-	Log      Log      `koanf:"log"`
-	Relay    Relay    `koanf:"relay"`
+	Database   Database   `koanf:"database"`
+	OneC       OneC       `koanf:"onec"`
+	Worker     Worker     `koanf:"worker"`
+	Log        Log        `koanf:"log"`
+	Connectors Connectors `koanf:"connectors"`
+	Relay      Relay      `koanf:"relay"`
 
 	source string // the file loaded, "" when none
 }
@@ -122,14 +123,15 @@ type Destination struct {
 	Timeout time.Duration `koanf:"timeout"` // of one delivery
 	OnDead  string        `koanf:"on_dead"` // OnDeadBlock or OnDeadSkip
 	// Connector publishes the events of a connector destination: kaspi, ozon or
-	// wildberries. Empty for webhooks.
+	// wildberries, enabled in Connectors. Empty for webhooks.
 	Connector string `koanf:"connector"`
 }
 
 // eventTypes are the event types a destination may subscribe to.
 var eventTypes = []string{outbox.OrderCreated, outbox.OrderCancelled, outbox.StockSnapshot}
 
-// publishingConnectors are the connectors that can be a destination.
+// publishingConnectors are the connectors that can be a destination: the sections
+// of Connectors.
 var publishingConnectors = []string{"kaspi", "ozon", "wildberries"}
 
 // defaults is the configuration before any file or environment variable.
@@ -155,6 +157,37 @@ func defaults() Config {
 		Log: Log{
 			Level:  "info",
 			Format: "auto",
+		},
+		Connectors: Connectors{
+			Kaspi: Kaspi{
+				BaseURL:       "https://kaspi.kz/shop/api/v2",
+				PollInterval:  time.Minute,
+				Lookback:      72 * time.Hour,
+				AcceptOrders:  true,
+				States:        []string{"NEW", "PICKUP", "DELIVERY", "KASPI_DELIVERY"},
+				Statuses:      []string{"APPROVED_BY_BANK"},
+				PageSize:      100,
+				Timeout:       30 * time.Second,
+				RatePerSecond: 5,
+			},
+			Ozon: Ozon{
+				BaseURL:       "https://api-seller.ozon.ru",
+				APIVersion:    OzonV4,
+				PollInterval:  time.Minute,
+				Lookback:      72 * time.Hour,
+				PageSize:      100,
+				Timeout:       30 * time.Second,
+				RatePerSecond: 10,
+			},
+			Wildberries: Wildberries{
+				BaseURL:       "https://marketplace-api.wildberries.ru",
+				PollInterval:  time.Minute,
+				Lookback:      72 * time.Hour,
+				SupplyName:    "ordersync",
+				PageSize:      1000,
+				Timeout:       30 * time.Second,
+				RatePerSecond: 5,
+			},
 		},
 		Relay: Relay{
 			Concurrency:   16,
@@ -190,6 +223,7 @@ func (c *Config) derive() {
 	}
 	c.Log.Level = strings.ToLower(c.Log.Level)
 	c.Log.Format = strings.ToLower(c.Log.Format)
+	c.Connectors.derive()
 	// An empty list is no list, however it was written ([], or an empty variable).
 	for name, d := range c.Relay.Destinations {
 		if len(d.Secrets) == 0 {
@@ -227,7 +261,9 @@ func (c *Config) validate(p *problems) {
 	c.OneC.validate(p)
 	c.Worker.validate(p)
 	c.Log.validate(p)
+	c.Connectors.validate(p)
 	c.Relay.validate(p)
+	c.checkConnectorDestinations(p)
 }
 
 func (d Database) validate(p *problems) {

@@ -113,6 +113,43 @@ func TestDefaults(t *testing.T) {
 			ShutdownTimeout: 30 * time.Second,
 		},
 		Log: Log{Level: "info", Format: "auto"},
+		Connectors: Connectors{
+			SKUMap: "",
+			Kaspi: Kaspi{
+				Enabled:       false,
+				BaseURL:       "https://kaspi.kz/shop/api/v2",
+				PollInterval:  time.Minute,
+				Lookback:      72 * time.Hour,
+				AcceptOrders:  true,
+				States:        []string{"NEW", "PICKUP", "DELIVERY", "KASPI_DELIVERY"},
+				Statuses:      []string{"APPROVED_BY_BANK"},
+				PageSize:      100,
+				Timeout:       30 * time.Second,
+				RatePerSecond: 5,
+			},
+			Ozon: Ozon{
+				Enabled:       false,
+				BaseURL:       "https://api-seller.ozon.ru",
+				APIVersion:    "v4",
+				PollInterval:  time.Minute,
+				Lookback:      72 * time.Hour,
+				Acknowledge:   false,
+				PageSize:      100,
+				Timeout:       30 * time.Second,
+				RatePerSecond: 10,
+			},
+			Wildberries: Wildberries{
+				Enabled:       false,
+				BaseURL:       "https://marketplace-api.wildberries.ru",
+				PollInterval:  time.Minute,
+				Lookback:      72 * time.Hour,
+				Acknowledge:   false,
+				SupplyName:    "ordersync",
+				PageSize:      1000,
+				Timeout:       30 * time.Second,
+				RatePerSecond: 5,
+			},
+		},
 		Relay: Relay{
 			Concurrency:   16,
 			BatchSize:     100,
@@ -236,9 +273,10 @@ log:
 			PollInterval:    250 * time.Millisecond,
 			ShutdownTimeout: time.Minute,
 		},
-		Log:    Log{Level: "debug", Format: "text"},
-		Relay:  defaults().Relay,
-		source: testPath,
+		Log:        Log{Level: "debug", Format: "text"},
+		Connectors: defaults().Connectors,
+		Relay:      defaults().Relay,
+		source:     testPath,
 	}
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("loaded:\n got %+v\nwant %+v", *cfg, want)
@@ -330,9 +368,10 @@ func TestEnvNesting(t *testing.T) {
 			PollInterval:    100 * time.Millisecond,
 			ShutdownTimeout: 5 * time.Second,
 		},
-		Log:    Log{Level: "warn", Format: "json"},
-		Relay:  defaults().Relay,
-		source: testPath,
+		Log:        Log{Level: "warn", Format: "json"},
+		Connectors: defaults().Connectors,
+		Relay:      defaults().Relay,
+		source:     testPath,
 	}
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("from environment:\n got %+v\nwant %+v", *cfg, want)

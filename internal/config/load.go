@@ -31,7 +31,8 @@ type LoadOptions struct {
 	// Environ is the environment as "NAME=value" entries; ORDERSYNC_ entries
 	// override keys. Nil means os.Environ(); pass an empty slice for none.
 	Environ []string
-	// ReadFile reads the configuration file and the _file secrets. Nil means
+	// ReadFile reads the configuration file, the _file secrets and the files that
+	// keys name (connectors.sku_map, to check that it can be read). Nil means
 	// os.ReadFile.
 	ReadFile func(name string) ([]byte, error)
 }
@@ -112,6 +113,7 @@ func Load(opts LoadOptions) (*Config, error) {
 	}
 	var vp problems
 	cfg.validate(&vp)
+	cfg.Connectors.checkFiles(readFile, &vp)
 	for _, pr := range vp {
 		if !bad[pr.Key] { // a key that failed to decode kept its default; say it once
 			p = append(p, pr)

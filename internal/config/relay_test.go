@@ -32,6 +32,8 @@ relay:
 func TestRelayFile(t *testing.T) {
 	t.Parallel()
 	cfg := mustLoadYAML(t, `
+connectors:
+  kaspi: {enabled: true, token: kaspi-token, warehouse: WH1}
 relay:
   concurrency: 4
   batch_size: 500
@@ -112,7 +114,8 @@ func TestRelayDestinationDefaults(t *testing.T) {
 	}
 
 	// A name YAML reads as a number is a name like any other.
-	cfg = mustLoadYAML(t, "relay:\n  destinations:\n    2024:\n      type: connector\n      connector: ozon\n      events: [order.created]\n")
+	cfg = mustLoadYAML(t, "relay:\n  destinations:\n    2024:\n      type: connector\n      connector: ozon\n      events: [order.created]\n",
+		enabledEnv("ozon")...)
 	if got, want := cfg.Relay.Destinations["2024"].Connector, "ozon"; got != want {
 		t.Errorf("destination 2024: connector = %q, want %q (destinations %+v)", got, want, cfg.Relay.Destinations)
 	}
@@ -140,6 +143,10 @@ func TestRelayEnvOnlyDestination(t *testing.T) {
 		"ORDERSYNC_RELAY__DESTINATIONS__OZON__TYPE=connector",
 		"ORDERSYNC_RELAY__DESTINATIONS__OZON__CONNECTOR=ozon",
 		"ORDERSYNC_RELAY__DESTINATIONS__OZON__EVENTS=order.created",
+		"ORDERSYNC_CONNECTORS__OZON__ENABLED=true",
+		"ORDERSYNC_CONNECTORS__OZON__CLIENT_ID=123456",
+		"ORDERSYNC_CONNECTORS__OZON__API_KEY=ozon-key",
+		"ORDERSYNC_CONNECTORS__OZON__WAREHOUSE=WH1",
 	)
 	if got, want := cfg.Relay.Concurrency, 32; got != want {
 		t.Errorf("relay.concurrency = %d, want %d", got, want)
@@ -353,7 +360,7 @@ relay:
       type: connector
       connector: kaspi
       events: [order.created]
-`)
+`, enabledEnv("kaspi")...)
 	wantProblem(t, err, "relay.destinations.CRM", `invalid name "CRM"`, "[a-z0-9_-]{1,64}", testPath)
 	wantProblem(t, err, "relay.destinations.my.crm", `invalid name "my.crm"`)
 	wantProblem(t, err, "relay.destinations."+long, "invalid name")
@@ -475,7 +482,13 @@ relay:
 
 func TestRelayEffective(t *testing.T) {
 	t.Parallel()
+	const token = "kaspi-token-0123"
 	src := `
+connectors:
+  kaspi:
+    enabled: true
+    token: ` + token + `
+    warehouse: WH1
 relay:
   concurrency: 8
   destinations:
@@ -540,7 +553,7 @@ relay:
 	if !strings.HasSuffix(text, wantRelay) {
 		t.Errorf("effective configuration ends:\n%s\nwant it to end:\n%s", text[strings.Index(text, "relay:"):], wantRelay)
 	}
-	for _, s := range []string{testSecret, testSecret2, testSecret3, "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"} {
+	for _, s := range []string{testSecret, testSecret2, testSecret3, "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", token} {
 		if strings.Contains(text, s) {
 			t.Errorf("effective configuration shows secret %q:\n%s", s, text)
 		}
@@ -550,6 +563,7 @@ relay:
 	// configuration.
 	restored := strings.Replace(text, "['***']", "['"+testSecret3+"']", 1)
 	restored = strings.Replace(restored, "['***', '***']", "['"+testSecret+"', '"+testSecret2+"']", 1)
+	restored = strings.Replace(restored, "    token: '***'\n", "    token: "+token+"\n", 1)
 	again := mustLoadYAML(t, restored)
 	if !reflect.DeepEqual(again, cfg) {
 		t.Errorf("round trip:\n got %+v\nwant %+v\nfrom:\n%s", again.Relay, cfg.Relay, restored)

@@ -59,6 +59,10 @@ type Order struct {
 	Lines      []Line           `json:"lines"`
 	Total      *decimal.Decimal `json:"total,omitempty"`
 	Comment    string           `json:"comment"`
+	// MarketplaceID is the marketplace's own id of the order when it is not the
+	// external id (Kaspi: the order id, where external_id is its code); connectors
+	// need it to acknowledge the order. Optional.
+	MarketplaceID string `json:"marketplace_id,omitempty"`
 }
 
 // Operation kinds recorded in the journal.
@@ -81,10 +85,14 @@ func (o Order) CreateKey() string { return Key(o.Source, "order", o.ExternalID, 
 // CancelKey is the journal key of cancelling this order.
 func (o Order) CancelKey() string { return Key(o.Source, "order", o.ExternalID, "cancel") }
 
-// AggregateID names the order as one aggregate across its operations (its create
-// and its cancel share it): <source>:order:<external_id>. The outbox orders each
-// order's events by it.
-func AggregateID(source, externalID string) string { return source + ":order:" + externalID }
+// AggregateOfKey is the aggregate an operation key belongs to: the key without its
+// action (kaspi:order:512344101:create → kaspi:order:512344101).
+func AggregateOfKey(key string) string {
+	if i := strings.LastIndexByte(key, ':'); i > 0 {
+		return key[:i]
+	}
+	return key
+}
 
 // OneCExternalID is the value stored in 1C's external-ID attribute: <source>:<external_id>.
 func (o Order) OneCExternalID() string { return OneCExternalID(o.Source, o.ExternalID) }
@@ -107,6 +115,24 @@ func (o Order) EffectiveNumber() string {
 		return o.Number
 	}
 	return o.ExternalID
+}
+
+// Cancel is the payload of a cancel operation: the marketplace (or a sender)
+// cancelled the order whose create operation is CreateKey.
+type Cancel struct {
+	Source     string `json:"source"`
+	ExternalID string `json:"external_id"`
+	Reason     string `json:"reason"`
+	CreateKey  string `json:"create_key"`
+}
+
+// CancelKeyOf is the cancel operation's key for a create key
+// (kaspi:order:1:create → kaspi:order:1:cancel); "" for a key that is not a create.
+func CancelKeyOf(createKey string) string {
+	if base, ok := strings.CutSuffix(createKey, ":create"); ok {
+		return base + ":cancel"
+	}
+	return ""
 }
 
 // FieldError says which field of an order is wrong and why.

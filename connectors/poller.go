@@ -1,0 +1,310 @@
+package connectors
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/order"
+)
+
+// Cursor is a connector's position and health, kept in the database
+// (connector_cursors) so that a restart resumes where the last complete listing ended.
+type Cursor struct {
+	Connector string `json:"connector"`
+	// Position is the end of the last window listed completely: every order up to it
+	// was registered or recorded. Zero before the first complete listing.
+	Position      time.Time  `json:"position"`
+	LastPollAt    *time.Time `json:"last_poll_at"`
+	LastSuccessAt *time.Time `json:"last_success_at"`
+	LastError     string     `json:"last_error"`
+	OrdersSeen    int64      `json:"orders_seen"` // items handled, repeats included
+	Unreadable    int64      `json:"unreadable"`  // items whose id could not be read
+}
+
+// CursorStore keeps cursors.
+type CursorStore interface {
+	// Cursor returns the connector's cursor, the zero Cursor (with Connector set)
+	// when there is none yet.
+	Cursor(ctx context.Context, connector string) (Cursor, error)
+	// SaveCursor writes the whole cursor (an upsert on the connector's name).
+	SaveCursor(ctx context.Context, c Cursor) error
+	// Cursors lists every connector's cursor, by name.
+	Cursors(ctx context.Context) ([]Cursor, error)
+}
+
+// Registrar is the part of the journal the poller writes to.
+type Registrar interface {
+	Register(ctx context.Context, op journal.NewOperation) (journal.Registration, error)
+	RegisterFailed(ctx context.Context, op journal.NewOperation, reason string) (journal.Registration, error)
+	Revise(ctx context.Context, op journal.NewOperation) (journal.Operation, error)
+}
+
+// PollerConfig configures a Poller.
+type PollerConfig struct {
+	Interval time.Duration // connectors.<name>.poll_interval, default 1m
+	// Lookback is the overlap: each listing starts this long before the cursor (or
+	// before now on the first run), so orders that appear late or across a clock
+	// skew are still seen; repeats are absorbed by registration. Default 72h.
+	Lookback time.Duration
+	Journal  Registrar
+	Cursors  CursorStore
+	SKUs     *SKUMap // nil: identity
+	// Registered is called after a listing registered something new (wake the engine).
+	Registered func()
+	Now        func() time.Time
+	Logger     *slog.Logger
+}
+
+// PollStats counts what one listing did.
+type PollStats struct {
+	Seen, Registered, Duplicates, Conflicts, Revised, Failed, Cancels, Unreadable int
+}
+
+// Poller lists a marketplace on a schedule and registers what it finds.
+type Poller struct {
+	mp  Marketplace
+	cfg PollerConfig
+	log *slog.Logger
+
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+	stopped atomic.Bool // an authentication failure stopped the connector
+}
+
+// NewPoller returns a poller for mp.
+func NewPoller(mp Marketplace, cfg PollerConfig) *Poller {
+	cfg.Interval = cmp.Or(cfg.Interval, time.Minute)
+	cfg.Lookback = cmp.Or(cfg.Lookback, 72*time.Hour)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Poller{mp: mp, cfg: cfg, log: cfg.Logger.With("connector", mp.Name())}
+}
+
+// Start polls at once and then every Interval until Stop. An authentication failure
+// stops this poller only.
+func (p *Poller) Start(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cancel != nil {
+		return errors.New("connectors: poller already started")
+	}
+	ctx, p.cancel = context.WithCancel(ctx)
+	p.done = make(chan struct{})
+	go func() {
+		defer close(p.done)
+		t := time.NewTimer(0)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			_, err := p.PollOnce(ctx)
+			var ae *AuthError
+			switch {
+			case ctx.Err() != nil:
+				return
+			case errors.As(err, &ae):
+				p.stopped.Store(true)
+				p.log.Error("connector stopped: fix the credential and restart ordersync", "err", err)
+				return
+			case err != nil:
+				p.log.Error("poll failed; the cursor stays, the next poll lists the window again", "err", err)
+			}
+			t.Reset(p.cfg.Interval)
+		}
+	}()
+	return nil
+}
+
+// Stop ends polling and waits for a listing in progress. Safe twice and before Start.
+func (p *Poller) Stop() {
+	p.mu.Lock()
+	cancel, done := p.cancel, p.done
+	p.cancel = nil
+	p.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+// PollOnce lists the window from the cursor (less the lookback) to now, registers
+// every order, and moves the cursor to the window's end only when all of it was
+// registered or recorded.
+func (p *Poller) PollOnce(ctx context.Context) (PollStats, error) {
+	name := p.mp.Name()
+	cur, err := p.cfg.Cursors.Cursor(ctx, name)
+	if err != nil {
+		return PollStats{}, fmt.Errorf("%s: read cursor: %w", name, err)
+	}
+	cur.Connector = name
+	now := p.cfg.Now().UTC()
+	from := now.Add(-p.cfg.Lookback)
+	if !cur.Position.IsZero() {
+		from = cur.Position.Add(-p.cfg.Lookback)
+	}
+	if p.cfg.SKUs != nil {
+		if changed, err := p.cfg.SKUs.Reload(); err != nil {
+			p.log.ErrorContext(ctx, "SKU map not reloaded; the last good one stays in force", "err", err)
+		} else if changed {
+			p.log.InfoContext(ctx, "SKU map reloaded", "path", p.cfg.SKUs.Path())
+		}
+	}
+
+	var st PollStats
+	err = p.mp.List(ctx, from, now, func(page []Item) error {
+		for _, it := range page {
+			if err := p.handle(ctx, it, &st); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	cur.LastPollAt = &now
+	cur.OrdersSeen += int64(st.Seen)
+	cur.Unreadable += int64(st.Unreadable)
+	if err == nil {
+		cur.Position, cur.LastSuccessAt, cur.LastError = now, &now, ""
+	} else {
+		cur.LastError = err.Error()
+	}
+	if serr := p.cfg.Cursors.SaveCursor(context.WithoutCancel(ctx), cur); serr != nil && err == nil {
+		err = fmt.Errorf("%s: save cursor: %w", name, serr)
+	}
+	if st.Registered+st.Revised+st.Cancels > 0 && p.cfg.Registered != nil {
+		p.cfg.Registered()
+	}
+	p.log.InfoContext(ctx, "poll", "from", from, "to", now, "seen", st.Seen, "registered", st.Registered,
+		"duplicates", st.Duplicates, "failed", st.Failed, "cancels", st.Cancels, "unreadable", st.Unreadable, "ok", err == nil)
+	return st, err
+}
+
+// Stopped reports whether an authentication failure stopped the poller.
+func (p *Poller) Stopped() bool { return p.stopped.Load() }
+
+// Handle registers one item as the poller does; the resync command uses it.
+func (p *Poller) Handle(ctx context.Context, it Item) (PollStats, error) {
+	var st PollStats
+	err := p.handle(ctx, it, &st)
+	return st, err
+}
+
+// handle registers one item. Only a database error stops the listing: a bad order
+// is recorded as a failed operation and the page goes on.
+func (p *Poller) handle(ctx context.Context, it Item, st *PollStats) error {
+	st.Seen++
+	name := p.mp.Name()
+	if it.ID == "" {
+		st.Unreadable++
+		p.log.ErrorContext(ctx, "an order without a readable id was skipped", "err", it.Err, "raw", snippet(it.Raw))
+		return nil
+	}
+	createKey := it.CreateKey(name)
+	log := p.log.With("key", createKey)
+
+	mapErr := it.Err
+	var o order.Order
+	if mapErr == nil && it.Order == nil {
+		mapErr = errors.New("the connector mapped no order")
+	}
+	if mapErr == nil {
+		o = *it.Order
+		o.Lines = append([]order.Line(nil), it.Order.Lines...)
+		o.Source = name
+		if o.ExternalID == "" {
+			o.ExternalID = it.ID
+		}
+		if err := p.cfg.SKUs.Apply(name, &o); err != nil {
+			mapErr = err
+		} else {
+			mapErr = o.Validate()
+		}
+	}
+
+	if mapErr != nil {
+		if it.Cancelled {
+			// A cancelled order that does not map need not be created: its cancel is
+			// what matters, and it ends done with a note if nothing was created.
+			return p.registerCancel(ctx, it, st)
+		}
+		raw := it.Raw
+		if !json.Valid(raw) {
+			raw, _ = json.Marshal(map[string]string{"unparsed": string(it.Raw)})
+		}
+		op := journal.NewOperation{Key: createKey, Kind: order.KindCreate, Source: name, ExternalID: it.ID, Payload: raw}
+		reg, err := p.cfg.Journal.RegisterFailed(ctx, op, mapErr.Error())
+		if err != nil {
+			return fmt.Errorf("record failed order %s: %w", createKey, err)
+		}
+		if reg.Outcome == journal.Registered {
+			st.Failed++
+			log.WarnContext(ctx, "order recorded as failed", "reason", mapErr.Error())
+		} else {
+			st.Duplicates++
+		}
+		return nil
+	}
+
+	op := journal.NewOperation{Key: createKey, Kind: order.KindCreate, Source: name, ExternalID: o.ExternalID, Payload: o.Canonical()}
+	reg, err := p.cfg.Journal.Register(ctx, op)
+	if err != nil {
+		return fmt.Errorf("register %s: %w", createKey, err)
+	}
+	switch reg.Outcome {
+	case journal.Registered:
+		st.Registered++
+		log.InfoContext(ctx, "order registered")
+	case journal.Duplicate:
+		st.Duplicates++
+	case journal.Conflicted:
+		saved := reg.Operation
+		if saved.Status == journal.StatusFailed && saved.Attempts == 0 {
+			// It failed to map before and maps now (the SKU map was fixed).
+			if _, err := p.cfg.Journal.Revise(ctx, op); err != nil && !errors.Is(err, journal.ErrNotRevisable) {
+				return fmt.Errorf("revise %s: %w", createKey, err)
+			} else if err == nil {
+				st.Revised++
+				log.InfoContext(ctx, "an order that had failed to map maps now: it is pending again")
+				break
+			}
+		}
+		// The marketplace changed an order already registered: recorded, not applied.
+		st.Conflicts++
+		log.WarnContext(ctx, "the marketplace changed a registered order; the change is recorded as a conflict, 1C keeps the first version")
+	}
+	if it.Cancelled {
+		return p.registerCancel(ctx, it, st)
+	}
+	return nil
+}
+
+func (p *Poller) registerCancel(ctx context.Context, it Item, st *PollStats) error {
+	name := p.mp.Name()
+	payload, _ := json.Marshal(CancelPayload{Source: name, ExternalID: it.ID, Reason: it.CancelReason, CreateKey: it.CreateKey(name)})
+	op := journal.NewOperation{Key: it.CancelKey(name), Kind: order.KindCancel, Source: name, ExternalID: it.ID, Payload: payload}
+	reg, err := p.cfg.Journal.Register(ctx, op)
+	if err != nil {
+		return fmt.Errorf("register %s: %w", op.Key, err)
+	}
+	if reg.Outcome == journal.Registered {
+		st.Cancels++
+		p.log.InfoContext(ctx, "cancel registered", "key", op.Key, "reason", it.CancelReason)
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package connectors
+
+import (
+	"bytes"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ordersync/ordersync/internal/order"
+)
+
+// SKUMap maps a marketplace SKU to the 1C SKU. With no file it is the identity. A
+// file is CSV, marketplace,marketplace_sku,onec_sku (a header line of those names and
+// lines starting with # are skipped); it is read again when it changes, and a file
+// that no longer parses leaves the last good map in force.
+type SKUMap struct {
+	path string
+
+	mu      sync.RWMutex
+	m       map[string]map[string]string // marketplace → its SKU → 1C SKU
+	modTime time.Time
+	size    int64
+}
+
+// NewSKUMap reads path; "" is the identity map.
+func NewSKUMap(path string) (*SKUMap, error) {
+	s := &SKUMap{path: path}
+	if path == "" {
+		return s, nil
+	}
+	if _, err := s.Reload(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Path is the file, "" for the identity map.
+func (s *SKUMap) Path() string { return s.path }
+
+// Reload reads the file again when its size or modification time changed. It
+// reports whether it did.
+func (s *SKUMap) Reload() (bool, error) {
+	if s.path == "" {
+		return false, nil
+	}
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return false, fmt.Errorf("connectors.sku_map: %w", err)
+	}
+	s.mu.RLock()
+	same := s.m != nil && fi.ModTime().Equal(s.modTime) && fi.Size() == s.size
+	s.mu.RUnlock()
+	if same {
+		return false, nil
+	}
+	data, err := os.ReadFile(s.path)
+	if err != nil {
+		return false, fmt.Errorf("connectors.sku_map: %w", err)
+	}
+	m, err := parseSKUMap(data)
+	if err != nil {
+		return false, fmt.Errorf("connectors.sku_map: %s: %w", s.path, err)
+	}
+	s.mu.Lock()
+	s.m, s.modTime, s.size = m, fi.ModTime(), fi.Size()
+	s.mu.Unlock()
+	return true, nil
+}
+
+func parseSKUMap(data []byte) (map[string]map[string]string, error) {
+	r := csv.NewReader(bytes.NewReader(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))))
+	r.Comment = '#'
+	r.FieldsPerRecord = 3
+	r.TrimLeadingSpace = true
+	m := map[string]map[string]string{}
+	for first := true; ; first = false {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return m, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		line, _ := r.FieldPos(0)
+		for i := range rec {
+			rec[i] = strings.TrimSpace(rec[i])
+		}
+		if first && strings.EqualFold(rec[0], "marketplace") && strings.EqualFold(rec[1], "marketplace_sku") {
+			continue
+		}
+		mp, from, to := strings.ToLower(rec[0]), rec[1], rec[2]
+		if mp == "" || from == "" || to == "" {
+			return nil, fmt.Errorf("line %d: marketplace, marketplace_sku and onec_sku are all required", line)
+		}
+		if m[mp] == nil {
+			m[mp] = map[string]string{}
+		}
+		if prev, dup := m[mp][from]; dup && prev != to {
+			return nil, fmt.Errorf("line %d: %s SKU %q is mapped twice (to %q and %q)", line, mp, from, prev, to)
+		}
+		m[mp][from] = to
+	}
+}
+
+// Lookup maps one SKU. The identity map always finds it.
+func (s *SKUMap) Lookup(marketplace, sku string) (string, bool) {
+	if s == nil || s.path == "" {
+		return sku, true
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	to, ok := s.m[marketplace][sku]
+	return to, ok
+}
+
+// Apply maps every line of o in place. An unmapped SKU is a *order.ValidationError
+// naming the line, so the order fails with a reason and the rest of the page goes on.
+func (s *SKUMap) Apply(marketplace string, o *order.Order) error {
+	var ps []order.FieldError
+	for i := range o.Lines {
+		to, ok := s.Lookup(marketplace, o.Lines[i].SKU)
+		if !ok {
+			ps = append(ps, order.FieldError{
+				Field:   fmt.Sprintf("lines[%d].sku", i),
+				Message: fmt.Sprintf("%s SKU %q has no 1C SKU in connectors.sku_map (%s): add a line %s,%s,<1C SKU>", marketplace, o.Lines[i].SKU, s.path, marketplace, o.Lines[i].SKU),
+			})
+			continue
+		}
+		o.Lines[i].SKU = to
+	}
+	if len(ps) > 0 {
+		return &order.ValidationError{Problems: ps}
+	}
+	return nil
+}

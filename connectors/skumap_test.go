@@ -1,0 +1,74 @@
+package connectors
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ordersync/ordersync/internal/order"
+)
+
+func TestSKUMapIdentityFileReloadAndUnmapped(t *testing.T) {
+	t.Parallel()
+	id, err := NewSKUMap("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if to, ok := id.Lookup("kaspi", "X-1"); !ok || to != "X-1" {
+		t.Fatalf("identity: %q %v", to, ok)
+	}
+
+	path := filepath.Join(t.TempDir(), "sku-map.csv")
+	os.WriteFile(path, []byte("marketplace,marketplace_sku,onec_sku\n# comment\nkaspi, 100500 ,SKU-1\nozon,OFFER-7,SKU-7\n"), 0o600)
+	m, err := NewSKUMap(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &order.Order{Lines: []order.Line{{SKU: "100500"}, {SKU: "999"}}}
+	err = m.Apply("kaspi", o)
+	var ve *order.ValidationError
+	if !errors.As(err, &ve) || len(ve.Problems) != 1 || ve.Problems[0].Field != "lines[1].sku" || !strings.Contains(ve.Problems[0].Message, "999") {
+		t.Fatalf("Apply = %v, want lines[1].sku unmapped", err)
+	}
+	if o.Lines[0].SKU != "SKU-1" {
+		t.Fatalf("mapped line = %q, want SKU-1", o.Lines[0].SKU)
+	}
+	if _, ok := m.Lookup("kaspi", "OFFER-7"); ok {
+		t.Fatalf("an ozon mapping applied to kaspi")
+	}
+
+	// The file changes: the next reload picks it up.
+	os.WriteFile(path, []byte("kaspi,100500,SKU-1\nkaspi,999,SKU-9\n"), 0o600)
+	os.Chtimes(path, time.Now().Add(time.Minute), time.Now().Add(time.Minute))
+	if changed, err := m.Reload(); !changed || err != nil {
+		t.Fatalf("Reload = %v, %v; want a reload", changed, err)
+	}
+	if to, ok := m.Lookup("kaspi", "999"); !ok || to != "SKU-9" {
+		t.Fatalf("after reload: %q %v", to, ok)
+	}
+	// A broken file keeps the last good map and says where it broke.
+	os.WriteFile(path, []byte("kaspi,100500,SKU-1\nkaspi,100500,SKU-2\n"), 0o600)
+	os.Chtimes(path, time.Now().Add(2*time.Minute), time.Now().Add(2*time.Minute))
+	if _, err := m.Reload(); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("Reload of a bad file = %v, want an error naming line 2", err)
+	}
+	if to, _ := m.Lookup("kaspi", "999"); to != "SKU-9" {
+		t.Fatalf("a bad file replaced the map")
+	}
+}
+
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 9, 16, 10, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Duration{"3": 3 * time.Second, "Wed, 16 Sep 2026 10:00:05 GMT": 5 * time.Second, "0": 0} {
+		if got, ok := RetryAfter(in, now); !ok || got != want {
+			t.Errorf("RetryAfter(%q) = %s %v, want %s", in, got, ok, want)
+		}
+	}
+	if _, ok := RetryAfter("soon", now); ok {
+		t.Errorf("RetryAfter(soon) parsed")
+	}
+}

@@ -1,0 +1,301 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Connectors are the marketplace connectors (connectors/kaspi, connectors/ozon,
+// connectors/wildberries). A connector that is not enabled is not checked beyond
+// the types of its keys.
+type Connectors struct {
+	// SKUMap is a CSV file of marketplace,marketplace_sku,onec_sku that maps the
+	// marketplaces' SKUs to 1C's. Empty means the identity. When set, the file must
+	// be readable; its content is the connectors' to read.
+	SKUMap      string      `koanf:"sku_map"`
+	Kaspi       Kaspi       `koanf:"kaspi"`
+	Ozon        Ozon        `koanf:"ozon"`
+	Wildberries Wildberries `koanf:"wildberries"`
+}
+
+// Kaspi is the Kaspi.kz merchant API connector (JSON:API, X-Auth-Token).
+type Kaspi struct {
+	Enabled      bool          `koanf:"enabled"`
+	BaseURL      string        `koanf:"base_url"` // absolute http(s) URL
+	Token        string        `koanf:"token" secret:"true"`
+	PollInterval time.Duration `koanf:"poll_interval"`
+	Lookback     time.Duration `koanf:"lookback"` // overlap of each listing; at least PollInterval
+	// AcceptOrders acknowledges each order with ACCEPTED_BY_MERCHANT once 1C holds it.
+	AcceptOrders bool   `koanf:"accept_orders"`
+	Warehouse    string `koanf:"warehouse"` // the 1C warehouse of these orders
+	// States are the order states listed (filter[orders][state]), Statuses the
+	// order statuses imported.
+	States        []string      `koanf:"states"`
+	Statuses      []string      `koanf:"statuses"`
+	PageSize      int           `koanf:"page_size"` // page[size], 1..100
+	Timeout       time.Duration `koanf:"timeout"`   // of one HTTP call
+	RatePerSecond int           `koanf:"rate_per_second"`
+}
+
+// Ozon is the Ozon Seller API connector (FBS postings; Client-Id and Api-Key).
+type Ozon struct {
+	Enabled      bool          `koanf:"enabled"`
+	BaseURL      string        `koanf:"base_url"`
+	ClientID     string        `koanf:"client_id"`
+	APIKey       string        `koanf:"api_key" secret:"true"`
+	APIVersion   string        `koanf:"api_version"` // OzonV4 (cursor paging) or OzonV3 (limit/offset)
+	PollInterval time.Duration `koanf:"poll_interval"`
+	Lookback     time.Duration `koanf:"lookback"`
+	Warehouse    string        `koanf:"warehouse"`
+	// Acknowledge moves postings on once 1C holds them (see the connector for how).
+	Acknowledge   bool          `koanf:"acknowledge"`
+	PageSize      int           `koanf:"page_size"` // 1..1000
+	Timeout       time.Duration `koanf:"timeout"`
+	RatePerSecond int           `koanf:"rate_per_second"`
+}
+
+// Ozon API versions of the FBS listing.
+const (
+	OzonV4 = "v4"
+	OzonV3 = "v3"
+)
+
+// Wildberries is the Wildberries marketplace API connector (FBS orders;
+// Authorization header).
+type Wildberries struct {
+	Enabled      bool          `koanf:"enabled"`
+	BaseURL      string        `koanf:"base_url"`
+	Token        string        `koanf:"token" secret:"true"`
+	PollInterval time.Duration `koanf:"poll_interval"`
+	Lookback     time.Duration `koanf:"lookback"`
+	Warehouse    string        `koanf:"warehouse"`
+	// Acknowledge adds each order to a supply (which confirms it) once 1C holds it.
+	Acknowledge   bool          `koanf:"acknowledge"`
+	SupplyName    string        `koanf:"supply_name"` // the supply's name, 1..128 characters
+	PageSize      int           `koanf:"page_size"`   // 1..1000
+	Timeout       time.Duration `koanf:"timeout"`
+	RatePerSecond int           `koanf:"rate_per_second"`
+}
+
+// enabled reports whether the connector named name (kaspi, ozon, wildberries) is
+// enabled; false for a name that is no connector.
+func (c Connectors) enabled(name string) bool {
+	switch name {
+	case "kaspi":
+		return c.Kaspi.Enabled
+	case "ozon":
+		return c.Ozon.Enabled
+	case "wildberries":
+		return c.Wildberries.Enabled
+	}
+	return false
+}
+
+// derive normalises spelling and empty lists.
+func (c *Connectors) derive() {
+	c.Ozon.APIVersion = strings.ToLower(c.Ozon.APIVersion)
+	// An empty list is no list, however it was written ([], or an empty variable).
+	if len(c.Kaspi.States) == 0 {
+		c.Kaspi.States = nil
+	}
+	if len(c.Kaspi.Statuses) == 0 {
+		c.Kaspi.Statuses = nil
+	}
+}
+
+// validate checks the connectors that are enabled. The SKU map file is checked in
+// checkFiles, which reads it.
+func (c Connectors) validate(p *problems) {
+	c.Kaspi.validate("connectors.kaspi", p)
+	c.Ozon.validate("connectors.ozon", p)
+	c.Wildberries.validate("connectors.wildberries", p)
+}
+
+// checkFiles checks that the files named by keys can be read.
+func (c Connectors) checkFiles(readFile func(string) ([]byte, error), p *problems) {
+	if c.SKUMap == "" {
+		return
+	}
+	if _, err := readFile(c.SKUMap); err != nil {
+		p.add("connectors.sku_map", fmt.Sprintf("cannot read %s: %s", c.SKUMap, reason(err)))
+	}
+}
+
+func (k Kaspi) validate(key string, p *problems) {
+	if !k.Enabled {
+		return
+	}
+	connectorCommon{
+		key:          key,
+		baseURL:      k.BaseURL,
+		pollInterval: k.PollInterval,
+		lookback:     k.Lookback,
+		warehouse:    k.Warehouse,
+		pageSize:     k.PageSize,
+		maxPageSize:  100,
+		timeout:      k.Timeout,
+		rate:         k.RatePerSecond,
+	}.validate(p)
+	requireSecret(key, "token", k.Token, p)
+	checkNames(key+".states", "order state", "NEW", k.States, p)
+	checkNames(key+".statuses", "order status", "APPROVED_BY_BANK", k.Statuses, p)
+}
+
+func (o Ozon) validate(key string, p *problems) {
+	if !o.Enabled {
+		return
+	}
+	connectorCommon{
+		key:          key,
+		baseURL:      o.BaseURL,
+		pollInterval: o.PollInterval,
+		lookback:     o.Lookback,
+		warehouse:    o.Warehouse,
+		pageSize:     o.PageSize,
+		maxPageSize:  1000,
+		timeout:      o.Timeout,
+		rate:         o.RatePerSecond,
+	}.validate(p)
+	switch {
+	case o.ClientID == "":
+		p.add(key+".client_id", "is required when "+key+".enabled is true: the Client-Id from the seller account's API keys page")
+	case hasControl(o.ClientID):
+		p.add(key+".client_id", "must not contain line breaks or other control characters")
+	}
+	requireSecret(key, "api_key", o.APIKey, p)
+	switch o.APIVersion {
+	case OzonV4, OzonV3:
+	default:
+		p.add(key+".api_version", fmt.Sprintf("must be one of %s, %s, got %q", OzonV4, OzonV3, o.APIVersion))
+	}
+}
+
+func (w Wildberries) validate(key string, p *problems) {
+	if !w.Enabled {
+		return
+	}
+	connectorCommon{
+		key:          key,
+		baseURL:      w.BaseURL,
+		pollInterval: w.PollInterval,
+		lookback:     w.Lookback,
+		warehouse:    w.Warehouse,
+		pageSize:     w.PageSize,
+		maxPageSize:  1000,
+		timeout:      w.Timeout,
+		rate:         w.RatePerSecond,
+	}.validate(p)
+	requireSecret(key, "token", w.Token, p)
+	// Wildberries accepts supply names of 1 to 128 characters.
+	if w.Acknowledge {
+		switch n := utf8.RuneCountInString(strings.TrimSpace(w.SupplyName)); {
+		case n == 0:
+			p.add(key+".supply_name", "is required when "+key+".acknowledge is true: the name of the supplies ordersync creates")
+		case utf8.RuneCountInString(w.SupplyName) > 128:
+			p.add(key+".supply_name", fmt.Sprintf("must be at most 128 characters, got %d", utf8.RuneCountInString(w.SupplyName)))
+		}
+	}
+}
+
+// connectorCommon is what every enabled connector has, for the checks they share.
+type connectorCommon struct {
+	key                             string // connectors.kaspi
+	baseURL                         string
+	pollInterval, lookback, timeout time.Duration
+	warehouse                       string
+	pageSize, maxPageSize           int
+	rate                            int
+}
+
+func (c connectorCommon) validate(p *problems) {
+	switch u, err := url.Parse(c.baseURL); {
+	case c.baseURL == "":
+		p.add(c.key+".base_url", "is required when "+c.key+".enabled is true: an absolute http:// or https:// URL")
+	case err != nil:
+		p.add(c.key+".base_url", "must be an absolute http:// or https:// URL, got an unparsable value")
+	case u.User != nil:
+		// Not echoed: the userinfo may hold a password.
+		p.add(c.key+".base_url", "must not contain a user name or password")
+	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		p.add(c.key+".base_url", fmt.Sprintf("must be an absolute http:// or https:// URL, got %q", c.baseURL))
+	case u.RawQuery != "" || u.Fragment != "":
+		p.add(c.key+".base_url", fmt.Sprintf("must not have a query or fragment, got %q", c.baseURL))
+	}
+	if c.pollInterval <= 0 {
+		p.add(c.key+".poll_interval", fmt.Sprintf("must be greater than 0, got %s", formatDuration(c.pollInterval)))
+	}
+	switch {
+	case c.lookback <= 0:
+		p.add(c.key+".lookback", fmt.Sprintf("must be greater than 0, got %s", formatDuration(c.lookback)))
+	case c.pollInterval > 0 && c.lookback < c.pollInterval:
+		p.add(c.key+".lookback", fmt.Sprintf("must be at least %s.poll_interval (%s), got %s",
+			c.key, formatDuration(c.pollInterval), formatDuration(c.lookback)))
+	}
+	if strings.TrimSpace(c.warehouse) == "" {
+		p.add(c.key+".warehouse", "is required when "+c.key+".enabled is true: the 1C warehouse of these orders")
+	}
+	if c.pageSize < 1 || c.pageSize > c.maxPageSize {
+		p.add(c.key+".page_size", fmt.Sprintf("must be between 1 and %d, got %d", c.maxPageSize, c.pageSize))
+	}
+	if c.timeout <= 0 {
+		p.add(c.key+".timeout", fmt.Sprintf("must be greater than 0, got %s", formatDuration(c.timeout)))
+	}
+	if c.rate <= 0 {
+		p.add(c.key+".rate_per_second", fmt.Sprintf("must be greater than 0, got %d", c.rate))
+	}
+}
+
+// requireSecret checks the credential name of the enabled connector key, never
+// showing it.
+func requireSecret(key, name, value string, p *problems) {
+	k := key + "." + name
+	switch {
+	case value == "":
+		p.add(k, "is required when "+key+".enabled is true (or set "+k+"_file)")
+	case hasControl(value):
+		p.add(k, "must not contain line breaks or other control characters (a file with more than one line?)")
+	}
+}
+
+// checkNames checks a list of marketplace names (states, statuses): at least one,
+// none empty, none twice.
+func checkNames(key, what, example string, list []string, p *problems) {
+	if len(list) == 0 {
+		p.add(key, fmt.Sprintf("must list at least one %s, such as %s", what, example))
+	}
+	for i, s := range list {
+		switch {
+		case strings.TrimSpace(s) == "":
+			p.add(fmt.Sprintf("%s[%d]", key, i), "must not be empty")
+		case slices.Index(list, s) < i:
+			p.add(fmt.Sprintf("%s[%d]", key, i), fmt.Sprintf("%q is listed twice", s))
+		}
+	}
+}
+
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, unicode.IsControl)
+}
+
+// checkConnectorDestinations reports relay destinations of type connector whose
+// connector is not enabled: the relay would have no one to deliver their events.
+func (c *Config) checkConnectorDestinations(p *problems) {
+	names := make([]string, 0, len(c.Relay.Destinations))
+	for name := range c.Relay.Destinations {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		d := c.Relay.Destinations[name]
+		if d.Type != DestinationConnector || !slices.Contains(publishingConnectors, d.Connector) || c.Connectors.enabled(d.Connector) {
+			continue
+		}
+		p.add("relay.destinations."+name+".connector",
+			fmt.Sprintf("connector %s is not enabled (connectors.%s.enabled)", d.Connector, d.Connector))
+	}
+}
