@@ -41,10 +41,14 @@ type Item struct {
 }
 
 // CreateKey is the journal key of creating the item's order: kaspi:order:<code>:create.
-func (it Item) CreateKey(source string) string { return order.Key(source, it.entity(), it.ID, "create") }
+func (it Item) CreateKey(source string) string {
+	return order.Key(source, it.entity(), it.ID, "create")
+}
 
 // CancelKey is the journal key of cancelling it: kaspi:order:<code>:cancel.
-func (it Item) CancelKey(source string) string { return order.Key(source, it.entity(), it.ID, "cancel") }
+func (it Item) CancelKey(source string) string {
+	return order.Key(source, it.entity(), it.ID, "cancel")
+}
 
 func (it Item) entity() string {
 	if it.Entity == "" {

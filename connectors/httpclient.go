@@ -35,7 +35,9 @@ type ClientConfig struct {
 type readKey struct{}
 
 // Read marks a request as a read, safe to retry (Ozon reads with POST). Writes are
-// never retried by the client: the acknowledgement publishers decide.
+// never retried by the client: the acknowledgement publishers decide. The mark lives
+// in the request's context, so set the context first: Read(r.SetContext(ctx));
+// a SetContext after Read drops it.
 func Read(r *resty.Request) *resty.Request {
 	return r.SetContext(context.WithValue(r.Context(), readKey{}, true))
 }
