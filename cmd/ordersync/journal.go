@@ -271,7 +271,11 @@ func (a *app) printDetail(d journal.Detail) {
 	if len(d.Conflicts) > 0 {
 		fmt.Fprintf(w, "\nconflicts (same key, another payload; nothing was overwritten):\n")
 		for _, c := range d.Conflicts {
-			fmt.Fprintf(w, "  %s  payload sha256 %s\n", ts(c.At), c.PayloadSHA256)
+			seen := ""
+			if c.Times > 1 {
+				seen = fmt.Sprintf("  (%d times, last %s)", c.Times, ts(c.LastAt))
+			}
+			fmt.Fprintf(w, "  %s  payload sha256 %s%s\n", ts(c.At), c.PayloadSHA256, seen)
 		}
 	}
 }

@@ -16,8 +16,6 @@ import (
 	"github.com/ordersync/ordersync/internal/outbox"
 )
 
-const kindCreate = order.KindCreate
-
 // onecDateLayout is 1C's zone-less date-time.
 const onecDateLayout = "2006-01-02T15:04:05"
 
@@ -38,6 +36,12 @@ func (e *Engine) findOrCreate(ctx context.Context, log *slog.Logger, op journal.
 		return verdict{result: foundResult(extID, found, "1C already held the order: nothing was created")}
 	}
 
+	if op.CancelRequested {
+		// The marketplace cancelled it before it reached 1C: creating it now would
+		// leave a created, uncancelled order.
+		return verdict{class: onec.Permanent, err: fmt.Errorf("cancelled (%s) before it was created in 1C: not created",
+			order.CancelKeyOf(op.Key))}
+	}
 	req := ToCreateOrder(o, e.cfg.Location)
 	created, err := e.client.CreateOrder(ctx, req)
 	if err == nil {
@@ -137,17 +141,20 @@ func ToCreateOrder(o order.Order, loc *time.Location) onec.CreateOrder {
 	}
 }
 
-// event is what a done verdict tells the world. For a create: order.created, its
-// data the canonical order and the 1C order that holds it.
-func (v verdict) event(op journal.Operation, now time.Time) outbox.Event {
+// eventFor is what a done operation tells the world: order.created with the
+// canonical order and the 1C order that holds it, or order.cancelled.
+func eventFor(op journal.Operation, res *journal.Result, now time.Time) outbox.Event {
+	if op.Kind == order.KindCancel {
+		return cancelEvent(op, res, now)
+	}
 	data, _ := json.Marshal(struct {
 		Order json.RawMessage `json:"order"`
 		OneC  *journal.Result `json:"onec"`
-	}{op.Payload, v.result})
+	}{op.Payload, res})
 	return outbox.Event{
 		Type:          outbox.OrderCreated,
 		AggregateType: "order",
-		AggregateID:   order.AggregateID(op.Source, op.ExternalID),
+		AggregateID:   order.AggregateOfKey(op.Key),
 		Data:          data,
 		OccurredAt:    now,
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/ordersync/ordersync/internal/backoff"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/onec"
+	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
 )
 
@@ -270,7 +271,7 @@ func (e *Engine) process(ctx context.Context, claim journal.Claim) error {
 	f := e.finishFor(v, attempt)
 	f.Exchanges = exchangesJSON(rec.Exchanges())
 	if f.Status == journal.StatusDone {
-		f.Messages = e.cfg.Routes.Address(v.event(op, e.cfg.Now()))
+		f.Messages = e.cfg.Routes.Address(eventFor(op, v.result, e.cfg.Now()))
 	}
 	if err := claim.Finish(context.WithoutCancel(ctx), f); err != nil {
 		e.finishErrors.Add(1)
@@ -308,8 +309,10 @@ type verdict struct {
 
 func (e *Engine) carryOut(ctx context.Context, log *slog.Logger, op journal.Operation) verdict {
 	switch op.Kind {
-	case kindCreate:
+	case order.KindCreate:
 		return e.findOrCreate(ctx, log, op)
+	case order.KindCancel:
+		return e.cancelOrder(ctx, log, op)
 	default:
 		return verdict{class: onec.Permanent, err: fmt.Errorf("unknown operation kind %q", op.Kind)}
 	}

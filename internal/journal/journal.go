@@ -70,6 +70,9 @@ type Operation struct {
 	NextAttemptAt time.Time       `json:"next_attempt_at"`
 	CreatedAt     time.Time       `json:"created_at"`
 	UpdatedAt     time.Time       `json:"updated_at"`
+	// CancelRequested is set on a claimed create whose order has a cancel operation
+	// registered (its key with :cancel for :create): the engine then never creates it.
+	CancelRequested bool `json:"-"`
 }
 
 // Result is what 1C answered when the operation succeeded.
@@ -97,10 +100,12 @@ type Attempt struct {
 	Exchanges json.RawMessage `json:"exchanges,omitempty"`
 }
 
-// Conflict records a registration under an existing key with a different payload.
-// The saved operation is never overwritten.
+// Conflict records registrations under an existing key with a different payload,
+// one record per distinct payload. The saved operation is never overwritten.
 type Conflict struct {
-	At            time.Time       `json:"at"`
+	At            time.Time       `json:"at"`      // first seen
+	LastAt        time.Time       `json:"last_at"` // last seen
+	Times         int             `json:"times"`   // registrations that brought this payload
 	PayloadSHA256 string          `json:"payload_sha256"`
 	Payload       json.RawMessage `json:"payload"`
 }
@@ -190,4 +195,34 @@ type Store interface {
 	// Requeue makes a failed or pending operation due now. A done one is left alone
 	// and ErrNotPending is returned.
 	Requeue(ctx context.Context, key string) (Operation, error)
+
+	// RegisterFailed registers an operation that is failed from the start: a
+	// marketplace order that could not be mapped (a missing field, an unmapped SKU).
+	// It never reaches 1C; the reason is its last error. An existing key behaves as
+	// in Register.
+	RegisterFailed(ctx context.Context, op NewOperation, reason string) (Registration, error)
+	// Revise replaces the payload of an operation that failed without ever reaching
+	// 1C (no attempt was made: it failed at registration) and makes it pending again:
+	// the order maps now (the SKU map was fixed). The superseded payload is kept as a
+	// conflict record. Any other operation answers ErrNotRevisable.
+	Revise(ctx context.Context, op NewOperation) (Operation, error)
+	// Lock takes the row lock of an operation, waiting for it (bounded), in a
+	// transaction of its own: a cancel uses it to settle its create first. ErrBusy
+	// when the wait runs out, ErrNotFound for an unknown key.
+	Lock(ctx context.Context, key string) (Locked, error)
+}
+
+// ErrNotRevisable answers Revise for an operation that reached 1C or is not failed.
+var ErrNotRevisable = errors.New("journal: only an operation that failed before reaching 1C can be revised")
+
+// Locked is an operation held under its row lock by Store.Lock.
+type Locked interface {
+	Operation() Operation
+	// Fail marks the locked operation failed with the reason, closes any attempt a
+	// stopped worker left open as interrupted (a failed operation is never claimed
+	// again to do it), and commits. An operation that is not pending is left alone
+	// and a *NotPendingError returned.
+	Fail(ctx context.Context, reason string) error
+	// Release rolls back and lets the lock go. Safe after Fail and twice.
+	Release(ctx context.Context) error
 }

@@ -27,13 +27,23 @@ var ErrClaimClosed = errors.New("postgres: the claim is already finished or rele
 // SHARE on the operation row, which FOR UPDATE would block until the claim ends — a
 // deadlock between the claim's two connections that the server cannot see. FOR NO KEY
 // UPDATE still excludes every other claim and every UPDATE of the row.
-const claimDueSQL = `SELECT ` + opColumns + ` FROM operations
+//
+// A claim also says whether the order of a create has a cancel registered (its key
+// with :cancel for :create): the engine then never creates it.
+const claimDueSQL = `SELECT ` + opColumns + cancelRequestedColumn + ` FROM operations
 WHERE status = 'pending' AND next_attempt_at <= $1
 ORDER BY next_attempt_at, key
 LIMIT 1
 FOR NO KEY UPDATE SKIP LOCKED`
 
-const claimKeySQL = `SELECT ` + opColumns + ` FROM operations WHERE key = $1 FOR NO KEY UPDATE`
+const claimKeySQL = `SELECT ` + opColumns + cancelRequestedColumn + ` FROM operations WHERE key = $1 FOR NO KEY UPDATE`
+
+// lockKeySQL is Store.Lock's: the row under the same lock, without claim extras.
+const lockKeySQL = `SELECT ` + opColumns + ` FROM operations WHERE key = $1 FOR NO KEY UPDATE`
+
+const cancelRequestedColumn = `,
+	operations.key LIKE '%:create' AND EXISTS (
+		SELECT 1 FROM operations c WHERE c.key = left(operations.key, -7) || ':cancel')`
 
 // attemptSQL runs on a connection of its own, in autocommit, while the claim holds the
 // row lock: it closes the attempts a stopped worker left open and opens the next one.
@@ -130,7 +140,10 @@ func (j *Journal) claim(ctx context.Context, worker, key string) (_ journal.Clai
 				return journal.Operation{}, err
 			}
 		}
-		return scanOperation(br.QueryRow())
+		var cancelRequested bool
+		op, err := scanOperation(br.QueryRow(), &cancelRequested)
+		op.CancelRequested = cancelRequested
+		return op, err
 	}()
 	if cerr := br.Close(); err == nil {
 		err = cerr

@@ -1,6 +1,7 @@
 // Package postgres is the PostgreSQL store: it connects (pgxpool), applies the embedded
 // migrations under an advisory lock, refuses a schema that is behind, and implements
-// journal.Store. Runtime SQL lives next to the code that runs it.
+// journal.Store, outbox.Store and connectors.CursorStore. Runtime SQL lives next to
+// the code that runs it.
 //
 // A claim holds its operation's row lock (SELECT … FOR NO KEY UPDATE) in an open
 // transaction on one pooled connection while the engine talks to 1C; the attempt row
@@ -34,16 +35,19 @@ type Config struct {
 	// pool_* parameters are honoured.
 	URL string
 	// MaxConns bounds the pool (default 10, at least 2: a claim holds one connection
-	// while its attempt row is written on another). Open claims are limited to
-	// MaxConns-1 so that attempt rows and other queries always find a connection.
+	// while its attempt row is written on another). Open claims and locks (Lock) are
+	// limited to MaxConns-1 together so that attempt rows and other queries always
+	// find a connection; a cancel holds a claim and a lock at once, so give each
+	// worker two.
 	MaxConns int32
 	// ClaimIdleTimeout is the idle_in_transaction_session_timeout of claim
 	// transactions: how long a claim may sit idle (waiting for 1C) before the server
 	// ends its session and so releases the row lock. Set it above onec.timeout
 	// (default 2m).
 	ClaimIdleTimeout time.Duration
-	// ClaimLockTimeout is the lock_timeout with which ClaimKey and Requeue wait for a
-	// row another worker holds; past it they answer journal.ErrBusy (default 30s).
+	// ClaimLockTimeout is the lock_timeout with which ClaimKey, Requeue, Revise and
+	// Lock wait for a row another worker holds; past it they answer journal.ErrBusy
+	// (default 30s). Lock counts its wait for a free claim slot in it.
 	ClaimLockTimeout time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -71,8 +75,8 @@ type DB struct {
 	target  string // host:port/database, for messages
 	journal *Journal
 
-	// claimSlots bounds the claims open at once to MaxConns-1: each holds a
-	// connection, and writing its attempt row needs another.
+	// claimSlots bounds the claims and locks open at once to MaxConns-1: each holds a
+	// connection, and writing a claim's attempt row needs another.
 	claimSlots chan struct{}
 }
 

@@ -28,14 +28,16 @@ const DefaultListLimit = 100
 const opColumns = `key, kind, source, external_id, status, payload, payload_sha256, result,
 	attempts, last_error, next_attempt_at, created_at, updated_at`
 
-func scanOperation(row pgx.Row) (journal.Operation, error) {
+// scanOperation reads opColumns, then any extra columns into extra.
+func scanOperation(row pgx.Row, extra ...any) (journal.Operation, error) {
 	var (
 		op              journal.Operation
 		status          string
 		payload, result []byte
 	)
-	err := row.Scan(&op.Key, &op.Kind, &op.Source, &op.ExternalID, &status, &payload, &op.PayloadSHA256, &result,
-		&op.Attempts, &op.LastError, &op.NextAttemptAt, &op.CreatedAt, &op.UpdatedAt)
+	dest := append([]any{&op.Key, &op.Kind, &op.Source, &op.ExternalID, &status, &payload, &op.PayloadSHA256, &result,
+		&op.Attempts, &op.LastError, &op.NextAttemptAt, &op.CreatedAt, &op.UpdatedAt}, extra...)
+	err := row.Scan(dest...)
 	if err != nil {
 		return journal.Operation{}, err
 	}
@@ -72,10 +74,12 @@ func validateNew(op journal.NewOperation) error {
 	return nil
 }
 
+// registerSQL inserts a new operation, pending ($5 = 'pending', due now) or failed
+// from the start ($5 = 'failed', $8 its reason), unless the key exists.
 const registerSQL = `
 INSERT INTO operations (key, kind, source, external_id, status, payload, payload_sha256,
 	attempts, last_error, next_attempt_at, created_at, updated_at)
-VALUES ($1, $2, $3, $4, 'pending', $5, $6, 0, '', $7, $7, $7)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $9, $9)
 ON CONFLICT (key) DO NOTHING
 RETURNING ` + opColumns
 
@@ -86,8 +90,10 @@ const registerExistingSQL = `
 WITH saved AS (
 	SELECT ` + opColumns + ` FROM operations WHERE key = $1
 ), conflict AS (
-	INSERT INTO operation_conflicts (operation_key, at, payload_sha256, payload)
-	SELECT key, $2, $3, $4 FROM saved WHERE payload_sha256 <> $3
+	INSERT INTO operation_conflicts (operation_key, at, last_at, payload_sha256, payload)
+	SELECT key, $2, $2, $3, $4 FROM saved WHERE payload_sha256 <> $3
+	ON CONFLICT (operation_key, payload_sha256)
+	DO UPDATE SET times = operation_conflicts.times + 1, last_at = excluded.last_at
 )
 SELECT ` + opColumns + ` FROM saved`
 
@@ -96,22 +102,45 @@ SELECT ` + opColumns + ` FROM saved`
 // otherwise records a conflict and answers Conflicted with the saved, untouched
 // operation. One round trip for a new operation, two for an existing key.
 func (j *Journal) Register(ctx context.Context, op journal.NewOperation) (journal.Registration, error) {
-	if err := validateNew(op); err != nil {
-		return journal.Registration{}, fmt.Errorf("postgres: register %q: %w", op.Key, err)
+	return j.register(ctx, op, journal.StatusPending, "")
+}
+
+// RegisterFailed inserts a new operation that is failed from the start, reason its
+// last error, with no attempt: a marketplace order that could not be mapped. It is
+// never claimed (only pending operations are); Revise makes it pending once it maps.
+// An existing key behaves as in Register — Duplicate or a recorded conflict — and is
+// never failed by it. One round trip for a new operation, two for an existing key.
+func (j *Journal) RegisterFailed(ctx context.Context, op journal.NewOperation, reason string) (journal.Registration, error) {
+	return j.register(ctx, op, journal.StatusFailed, reason)
+}
+
+// register is Register (status pending) or RegisterFailed (status failed, reason).
+func (j *Journal) register(ctx context.Context, op journal.NewOperation, status journal.Status, reason string) (journal.Registration, error) {
+	verb := "register"
+	if status == journal.StatusFailed {
+		verb = "record failed operation"
 	}
+	err := validateNew(op)
+	if err == nil && status == journal.StatusFailed && reason == "" {
+		err = errors.New("the reason is required")
+	}
+	if err != nil {
+		return journal.Registration{}, fmt.Errorf("postgres: %s %q: %w", verb, op.Key, err)
+	}
+	what := verb + " " + op.Key
 	sum := order.SHA256Hex(op.Payload)
 	now := j.db.nowUTC()
 	saved, err := scanOperation(j.db.pool.QueryRow(ctx, registerSQL,
-		op.Key, op.Kind, op.Source, op.ExternalID, []byte(op.Payload), sum, now))
+		op.Key, op.Kind, op.Source, op.ExternalID, string(status), []byte(op.Payload), sum, reason, now))
 	if err == nil {
 		return journal.Registration{Outcome: journal.Registered, Operation: saved}, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return journal.Registration{}, fmt.Errorf("postgres: register %s: %w", op.Key, interpretError(err))
+		return journal.Registration{}, fmt.Errorf("postgres: %s: %w", what, interpretError(err))
 	}
 	saved, err = scanOperation(j.db.pool.QueryRow(ctx, registerExistingSQL, op.Key, now, sum, []byte(op.Payload)))
 	if err != nil {
-		return journal.Registration{}, fmt.Errorf("postgres: register %s: read the saved operation: %w", op.Key, interpretError(err))
+		return journal.Registration{}, fmt.Errorf("postgres: %s: read the saved operation: %w", what, interpretError(err))
 	}
 	if saved.PayloadSHA256 == sum {
 		return journal.Registration{Outcome: journal.Duplicate, Operation: saved}, nil
@@ -137,7 +166,7 @@ func (j *Journal) Show(ctx context.Context, key string) (journal.Detail, error) 
 	b.Queue(`SELECT `+opColumns+` FROM operations WHERE key = $1`, key)
 	b.Queue(`SELECT attempt, worker, coalesce(outcome, ''), started_at, finished_at, error, onec_ref, exchanges
 		FROM operation_attempts WHERE operation_key = $1 ORDER BY attempt`, key)
-	b.Queue(`SELECT at, payload_sha256, payload FROM operation_conflicts
+	b.Queue(`SELECT at, last_at, times, payload_sha256, payload FROM operation_conflicts
 		WHERE operation_key = $1 ORDER BY at, id`, key)
 	br := j.db.pool.SendBatch(ctx, b)
 	d, err := readDetail(br)
@@ -196,8 +225,8 @@ func readDetail(br pgx.BatchResults) (journal.Detail, error) {
 			c       journal.Conflict
 			payload []byte
 		)
-		err := row.Scan(&c.At, &c.PayloadSHA256, &payload)
-		c.At = c.At.UTC()
+		err := row.Scan(&c.At, &c.LastAt, &c.Times, &c.PayloadSHA256, &payload)
+		c.At, c.LastAt = c.At.UTC(), c.LastAt.UTC()
 		c.Payload = json.RawMessage(payload)
 		return c, err
 	})
@@ -299,6 +328,100 @@ func (j *Journal) Requeue(ctx context.Context, key string) (journal.Operation, e
 	}
 	return journal.Operation{}, &journal.NotPendingError{Operation: op}
 }
+
+// reviseLockSQL takes the row lock before reviseSQL looks at the row. They are two
+// statements so that reviseSQL's snapshot is taken after the lock is granted: under
+// READ COMMITTED a single statement that waited for the lock would re-read the row
+// but not the attempt rows a claim committed meanwhile, and could revise an operation
+// that has just reached 1C.
+const reviseLockSQL = `SELECT FROM operations WHERE key = $1 FOR NO KEY UPDATE`
+
+// reviseSQL revises the operation only when it is failed and has no attempt row: it
+// never reached 1C (operations.attempts would miss an attempt whose worker died). The
+// superseded payload becomes a conflict row, unless it is the new one. It answers one
+// row: revised and the operation as written, or not revised, whether an attempt row
+// exists, and the operation as it stands; none for an unknown key.
+const reviseSQL = `
+WITH cur AS (
+	SELECT ` + opColumns + `,
+		EXISTS (SELECT FROM operation_attempts WHERE operation_key = $1) AS reached
+	FROM operations WHERE key = $1
+), ok AS (
+	SELECT key, payload, payload_sha256 FROM cur WHERE status = 'failed' AND NOT reached
+), superseded AS (
+	INSERT INTO operation_conflicts (operation_key, at, last_at, payload_sha256, payload)
+	SELECT key, $2, $2, payload_sha256, payload FROM ok WHERE payload_sha256 <> $7
+	ON CONFLICT (operation_key, payload_sha256)
+	DO UPDATE SET times = operation_conflicts.times + 1, last_at = excluded.last_at
+), revised AS (
+	UPDATE operations SET kind = $3, source = $4, external_id = $5, payload = $6, payload_sha256 = $7,
+		status = 'pending', last_error = '', next_attempt_at = $2, updated_at = $2
+	WHERE key = $1 AND EXISTS (SELECT FROM ok)
+	RETURNING ` + opColumns + `
+)
+SELECT true, false, ` + opColumns + ` FROM revised
+UNION ALL
+SELECT false, reached, ` + opColumns + ` FROM cur WHERE NOT EXISTS (SELECT FROM revised)`
+
+// Revise replaces the payload (and kind, source, external id) of an operation that
+// failed without reaching 1C — failed, with no attempt row — keeps the superseded
+// payload as a conflict row, and makes the operation pending and due now. Any other
+// operation answers journal.ErrNotRevisable and is left alone; an unknown key
+// journal.ErrNotFound. It waits at most ClaimLockTimeout for whoever holds the row
+// (journal.ErrBusy past that). One round trip: BEGIN, lock_timeout, the row lock, the
+// revision and COMMIT are pipelined.
+func (j *Journal) Revise(ctx context.Context, op journal.NewOperation) (journal.Operation, error) {
+	if err := validateNew(op); err != nil {
+		return journal.Operation{}, fmt.Errorf("postgres: revise %q: %w", op.Key, err)
+	}
+	conn, err := j.db.pool.Acquire(ctx)
+	if err != nil {
+		return journal.Operation{}, fmt.Errorf("postgres: revise %s: %w", op.Key, err)
+	}
+	defer endTx(ctx, conn)
+	now := j.db.nowUTC()
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	b.Queue(`SELECT set_config('lock_timeout', $1, true)`, millis(j.db.cfg.ClaimLockTimeout))
+	b.Queue(reviseLockSQL, op.Key)
+	b.Queue(reviseSQL, op.Key, now, op.Kind, op.Source, op.ExternalID, []byte(op.Payload), order.SHA256Hex(op.Payload))
+	b.Queue(`COMMIT`)
+	br := conn.SendBatch(ctx, b)
+	var revised, reached bool
+	saved, err := func() (journal.Operation, error) {
+		for range 3 { // BEGIN, set_config, the lock
+			if _, err := br.Exec(); err != nil {
+				return journal.Operation{}, err
+			}
+		}
+		saved, err := scanOperation(prefixedRow{br.QueryRow(), []any{&revised, &reached}})
+		if err != nil {
+			return journal.Operation{}, err // COMMIT was skipped: endTx rolls back
+		}
+		_, err = br.Exec() // COMMIT
+		return saved, err
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err != nil:
+		return journal.Operation{}, fmt.Errorf("postgres: revise %s: %w", op.Key, interpretError(err))
+	case !revised && saved.Status != journal.StatusFailed:
+		return journal.Operation{}, fmt.Errorf("postgres: revise %s: %w (it is %s)", op.Key, journal.ErrNotRevisable, saved.Status)
+	case !revised:
+		return journal.Operation{}, fmt.Errorf("postgres: revise %s: %w (it failed after an attempt in 1C)", op.Key, journal.ErrNotRevisable)
+	}
+	return saved, nil
+}
+
+// prefixedRow scans a row whose first columns go to dest and the rest to Scan's.
+type prefixedRow struct {
+	row  pgx.Row
+	dest []any
+}
+
+func (r prefixedRow) Scan(dest ...any) error { return r.row.Scan(append(r.dest, dest...)...) }
 
 // endTx rolls back whatever transaction conn is still in (a batch whose COMMIT was
 // skipped after an error) and returns conn to the pool.

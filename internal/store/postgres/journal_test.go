@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/store/storetest"
 	"github.com/ordersync/ordersync/internal/testdb"
@@ -30,5 +31,12 @@ func TestJournal(t *testing.T) {
 	t.Parallel()
 	storetest.Journal(t, func(t *testing.T) journal.Store {
 		return newDB(t, Config{}).Journal()
+	})
+}
+
+func TestCursors(t *testing.T) {
+	t.Parallel()
+	storetest.Cursors(t, func(t *testing.T) connectors.CursorStore {
+		return newDB(t, Config{}).Cursors()
 	})
 }

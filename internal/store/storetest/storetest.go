@@ -1,6 +1,7 @@
-// Package storetest is the conformance suite of journal.Store: the behaviour every
-// store (PostgreSQL, SQLite) must show, run by each store's tests with a constructor
-// that returns a fresh, migrated, empty store per call:
+// Package storetest is the conformance suite of journal.Store (and of outbox.Store and
+// connectors.CursorStore): the behaviour every store (PostgreSQL, SQLite) must show,
+// run by each store's tests with a constructor that returns a fresh, migrated, empty
+// store per call:
 //
 //	func TestJournal(t *testing.T) {
 //		storetest.Journal(t, func(t *testing.T) journal.Store { return newStore(t) })
@@ -56,6 +57,22 @@ func Journal(t *testing.T, newStore func(t *testing.T) journal.Store) {
 		{"List", testList},
 		{"ShowOrdering", testShowOrdering},
 		{"ExactDecimals", testExactDecimals},
+		{"RegisterFailedNew", testRegisterFailedNew},
+		{"RegisterFailedValidates", testRegisterFailedValidates},
+		{"RegisterFailedDuplicate", testRegisterFailedDuplicate},
+		{"RegisterFailedConflict", testRegisterFailedConflict},
+		{"RegisterFailedExistingKeyStays", testRegisterFailedExistingKeyStays},
+		{"ReviseFailedAtRegistration", testReviseFailedAtRegistration},
+		{"ReviseAfterConflictingRegistration", testReviseAfterConflictingRegistration},
+		{"ReviseRefusesWhatReached1C", testReviseRefusesWhatReached1C},
+		{"ReviseRefusesInterruptedAttempt", testReviseRefusesInterruptedAttempt},
+		{"ReviseRefusesDoneAndPending", testReviseRefusesDoneAndPending},
+		{"ReviseUnknownAndInvalid", testReviseUnknownAndInvalid},
+		{"LockUnknown", testLockUnknown},
+		{"LockHoldsTheRow", testLockHoldsTheRow},
+		{"LockFail", testLockFail},
+		{"LockReleaseTwice", testLockReleaseTwice},
+		{"LockWhileHoldingAClaim", testLockWhileHoldingAClaim},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -341,8 +358,18 @@ func testRegisterConflictIsRecorded(t *testing.T, s journal.Store) {
 	if got := register(t, s, b).Outcome; got != journal.Conflicted {
 		t.Fatalf("other payload again: got %s, want %s", got, journal.Conflicted)
 	}
+	// The same conflicting payload is one record, counted; another one is a second.
+	cs := show(t, s, a.Key).Conflicts
+	if len(cs) != 1 || cs[0].Times != 2 || cs[0].LastAt.Before(cs[0].At) {
+		t.Fatalf("conflicts after the same one again: got %+v, want one record seen twice", cs)
+	}
+	c2 := b
+	c2.Payload = json.RawMessage(`{"n": 3}`)
+	if got := register(t, s, c2).Outcome; got != journal.Conflicted {
+		t.Fatalf("third payload: got %s, want %s", got, journal.Conflicted)
+	}
 	if got := len(show(t, s, a.Key).Conflicts); got != 2 {
-		t.Fatalf("conflicts after a second one: got %d, want 2", got)
+		t.Fatalf("conflicts after a different one: got %d, want 2", got)
 	}
 }
 

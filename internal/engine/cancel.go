@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/onec"
+	"github.com/ordersync/ordersync/internal/order"
+	"github.com/ordersync/ordersync/internal/outbox"
+)
+
+// cancelOrder carries out a cancel operation while the caller holds its row lock. It
+// settles the order's create first, so that a cancel arriving before the create has
+// succeeded never leaves a created, uncancelled order in 1C:
+//
+//   - create done: cancel in 1C;
+//   - create pending: take the create's row lock (waiting while a worker is creating
+//     it right now), then ask 1C: an order there (a create whose reply was lost) is
+//     cancelled; none means nothing was created, and the create is failed under its
+//     lock so it never will be;
+//   - create failed, or never registered: cancel in 1C whatever it holds; when it
+//     holds nothing the cancel ends done with a note, not failed.
+func (e *Engine) cancelOrder(ctx context.Context, log *slog.Logger, op journal.Operation) verdict {
+	var c order.Cancel
+	if err := json.Unmarshal(op.Payload, &c); err != nil {
+		return verdict{class: onec.Permanent, err: fmt.Errorf("payload: %w", err)}
+	}
+	if c.Source == "" || c.ExternalID == "" {
+		return verdict{class: onec.Permanent, err: errors.New("payload: source and external_id are required")}
+	}
+	extID := order.OneCExternalID(c.Source, c.ExternalID)
+	createKey := c.CreateKey
+	if createKey == "" {
+		createKey = order.Key(c.Source, "order", c.ExternalID, "create")
+	}
+
+	create, err := e.store.Get(ctx, createKey)
+	switch {
+	case errors.Is(err, journal.ErrNotFound):
+		return e.cancelIfPresent(ctx, extID, c.Reason, "no create operation was registered")
+	case err != nil:
+		return verdict{class: onec.Transient, err: fmt.Errorf("read %s: %w", createKey, err)}
+	case create.Status == journal.StatusDone:
+		return e.cancelIn1C(ctx, extID, c.Reason)
+	case create.Status == journal.StatusFailed:
+		return e.cancelIfPresent(ctx, extID, c.Reason, "its create failed: "+create.LastError)
+	}
+
+	// The create is pending: hold it still while 1C is asked.
+	lock, err := e.store.Lock(ctx, createKey)
+	if errors.Is(err, journal.ErrBusy) {
+		return verdict{class: onec.Transient, err: fmt.Errorf("%s is being created right now; the cancel follows it", createKey)}
+	}
+	if err != nil {
+		return verdict{class: onec.Transient, err: fmt.Errorf("lock %s: %w", createKey, err)}
+	}
+	defer lock.Release(context.WithoutCancel(ctx))
+	switch cur := lock.Operation(); cur.Status {
+	case journal.StatusDone:
+		lock.Release(ctx)
+		return e.cancelIn1C(ctx, extID, c.Reason)
+	case journal.StatusFailed:
+		lock.Release(ctx)
+		return e.cancelIfPresent(ctx, extID, c.Reason, "its create failed: "+cur.LastError)
+	}
+	found, err := e.client.FindOrders(ctx, extID)
+	if err != nil {
+		return verdict{class: onec.ClassOf(err), err: err}
+	}
+	if len(found) > 0 {
+		// A create whose reply was lost: the order is there. Cancel it; the create
+		// will find it and end done.
+		log.WarnContext(ctx, "1C holds the order its pending create is still retrying; cancelling it")
+		return e.cancelIn1C(ctx, extID, c.Reason)
+	}
+	reason := fmt.Sprintf("cancelled (%s) before it was created in 1C: nothing was created", op.Key)
+	if c.Reason != "" {
+		reason += "; reason: " + c.Reason
+	}
+	if err := lock.Fail(ctx, reason); err != nil {
+		return verdict{class: onec.Transient, err: fmt.Errorf("fail %s: %w", createKey, err)}
+	}
+	return verdict{result: &journal.Result{Note: fmt.Sprintf("cancelled before creation: %s was stopped, 1C holds no order %s", createKey, extID)}}
+}
+
+// cancelIfPresent cancels the order when 1C holds it, and otherwise ends done with a
+// note saying why there was nothing to cancel.
+func (e *Engine) cancelIfPresent(ctx context.Context, extID, reason, why string) verdict {
+	found, err := e.client.FindOrders(ctx, extID)
+	if err != nil {
+		return verdict{class: onec.ClassOf(err), err: err}
+	}
+	if len(found) == 0 {
+		return verdict{result: &journal.Result{Note: fmt.Sprintf("nothing to cancel: 1C holds no order %s (%s)", extID, why)}}
+	}
+	return e.cancelIn1C(ctx, extID, reason)
+}
+
+// cancelIn1C asks 1C to cancel; contract v1's cancel is idempotent, so a retry after
+// a lost reply is safe. A 404 means 1C holds no such order: done, with a note.
+func (e *Engine) cancelIn1C(ctx context.Context, extID, reason string) verdict {
+	res, err := e.client.CancelOrder(ctx, extID, reason)
+	if err == nil {
+		return verdict{result: &journal.Result{Ref: res.Ref, Note: "cancelled in 1C"}, ref: res.Ref}
+	}
+	var oe *onec.Error
+	if errors.As(err, &oe) && oe.Status == http.StatusNotFound {
+		return verdict{result: &journal.Result{Note: fmt.Sprintf("nothing to cancel: 1C answered 404 for %s (deleted in 1C?)", extID)}}
+	}
+	class := onec.ClassOf(err)
+	if class == onec.Unknown {
+		class = onec.Transient // the cancel is idempotent: asking again is safe
+	}
+	return verdict{class: class, err: err}
+}
+
+// cancelEvent is what a done cancel tells the world: order.cancelled, its data the
+// cancel and 1C's answer.
+func cancelEvent(op journal.Operation, res *journal.Result, now time.Time) outbox.Event {
+	data, _ := json.Marshal(struct {
+		Cancel json.RawMessage `json:"cancel"`
+		OneC   *journal.Result `json:"onec"`
+	}{op.Payload, res})
+	return outbox.Event{
+		Type:          outbox.OrderCancelled,
+		AggregateType: "order",
+		AggregateID:   order.AggregateOfKey(op.Key),
+		Data:          data,
+		OccurredAt:    now,
+	}
+}
