@@ -179,9 +179,13 @@ func (p *Poller) PollOnce(ctx context.Context) (PollStats, error) {
 	cur.LastPollAt = &now
 	cur.OrdersSeen += int64(st.Seen)
 	cur.Unreadable += int64(st.Unreadable)
-	if err == nil {
+	switch {
+	case err == nil:
 		cur.Position, cur.LastSuccessAt, cur.LastError = now, &now, ""
-	} else {
+	case ctx.Err() != nil:
+		// Stopped mid-listing (shutdown): not a marketplace error. The cursor stays
+		// and the next start lists the window again.
+	default:
 		cur.LastError = err.Error()
 	}
 	if serr := p.cfg.Cursors.SaveCursor(context.WithoutCancel(ctx), cur); serr != nil && err == nil {

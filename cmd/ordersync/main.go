@@ -88,6 +88,7 @@ journal row.`,
 		a.journalCommand(),
 		a.resyncCommand(),
 		a.outboxCommand(),
+		a.connectorsCommand(),
 		a.simCommand(),
 		a.versionCommand(),
 	)

@@ -20,20 +20,22 @@ type delivery struct {
 	skipDead   []string
 }
 
-// connectorPublishers are the marketplace acknowledgements the connectors offer,
-// by connector name. The connectors register theirs as they are enabled.
-type connectorPublishers map[string]outbox.Publisher
+// connectorPublisher is a marketplace acknowledgement a connector offers, with the
+// source its orders carry (the prefix of their aggregates).
+type connectorPublisher struct {
+	source    string
+	publisher outbox.Publisher
+}
+
+// connectorPublishers are the acknowledgements of the enabled connectors, by the
+// connector's configuration name (kaspi, ozon, wildberries).
+type connectorPublishers map[string]connectorPublisher
 
 // newDelivery builds the destinations of relay.destinations. A connector
 // destination needs its connector enabled; that is a configuration error otherwise.
 func newDelivery(cfg *config.Config, connectors connectorPublishers) (*delivery, error) {
 	d := &delivery{routes: outbox.Routes{}, publishers: map[string]outbox.Publisher{}}
-	names := make([]string, 0, len(cfg.Relay.Destinations))
-	for name := range cfg.Relay.Destinations {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range sortedKeys(cfg.Relay.Destinations) {
 		dest := cfg.Relay.Destinations[name]
 		key := "relay.destinations." + name
 		switch dest.Type {
@@ -53,22 +55,56 @@ func newDelivery(cfg *config.Config, connectors connectorPublishers) (*delivery,
 			d.publishers[name] = p
 		case config.DestinationConnector:
 			p, ok := connectors[dest.Connector]
-			if !ok {
+			if !ok || p.publisher == nil {
 				return nil, usageError(fmt.Errorf("config: %s.connector: connector %q is not enabled (enable connectors.%s, or remove this destination)",
 					key, dest.Connector, dest.Connector))
 			}
-			d.publishers[name] = p
+			d.publishers[name] = p.publisher
 		default:
 			return nil, usageError(fmt.Errorf("config: %s.type: unknown destination type %q", key, dest.Type))
 		}
-		for _, ev := range dest.Events {
-			d.routes[ev] = append(d.routes[ev], name)
+		prefix := ""
+		if dest.Type == config.DestinationConnector {
+			prefix = connectors[dest.Connector].source + ":" // a marketplace hears only its own orders
 		}
+		d.routes.Add(name, prefix, dest.Events...)
 		if dest.OnDead == config.OnDeadSkip {
 			d.skipDead = append(d.skipDead, name)
 		}
 	}
+	// A connector that acknowledges orders and has no destination of its own gets
+	// one, named after it, for the order.created events of its own orders.
+	for _, name := range sortedKeys(connectors) {
+		cp := connectors[name]
+		if cp.publisher == nil || usesConnector(cfg, name) {
+			continue
+		}
+		if _, taken := cfg.Relay.Destinations[name]; taken {
+			return nil, usageError(fmt.Errorf("config: relay.destinations.%s: the name is taken, but connectors.%s acknowledges orders "+
+				"through a destination of that name: rename relay.destinations.%s", name, name, name))
+		}
+		d.publishers[name] = cp.publisher
+		d.routes.Add(name, cp.source+":", outbox.OrderCreated)
+	}
 	return d, nil
+}
+
+func usesConnector(cfg *config.Config, connector string) bool {
+	for _, dest := range cfg.Relay.Destinations {
+		if dest.Type == config.DestinationConnector && dest.Connector == connector {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 func (d *delivery) relay(db *postgres.DB, cfg *config.Config, log *slog.Logger) *outbox.Relay {

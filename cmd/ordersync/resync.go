@@ -16,18 +16,29 @@ func (a *app) resyncCommand() *cobra.Command {
 		format string
 	)
 	c := &cobra.Command{
-		Use:   "resync KEY",
+		Use:   "resync KEY | resync CONNECTOR ID",
 		Short: "Carry out one operation now, in the foreground, and print the outcome",
 		Long: `resync retries a failed or pending operation now (finding the order in 1C before
 creating it, as always) and prints the outcome. A done operation prints its saved
 result; with --verify, 1C is asked by external id whether the order still exists.
-Exit status 0 when the operation ends done, 1 otherwise.`,
-		Args: cobra.ExactArgs(1),
+Exit status 0 when the operation ends done, 1 otherwise.
+
+With a connector and a marketplace order id (resync kaspi 512344101), the order is
+fetched fresh from the marketplace and goes the same way as a polled one: registered
+(or, if it had failed to map and maps now, revised), then carried out in the
+foreground, its cancel too when the marketplace cancelled it.`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format, "table", "json"); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
+			if len(args) == 2 {
+				if verify {
+					return usageError(errors.New("resync: --verify takes a journal key, not a connector and an id"))
+				}
+				return a.resyncMarketplace(ctx, args[0], args[1], format)
+			}
 			key := args[0]
 			cfg, err := a.loadConfig()
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/onec"
 )
 
@@ -36,7 +37,15 @@ func (a *app) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := newDelivery(cfg, nil)
+	markets, err := enabledConnectors(cfg, log)
+	if err != nil {
+		return err
+	}
+	skus, err := connectors.NewSKUMap(cfg.Connectors.SKUMap)
+	if err != nil {
+		return usageError(err)
+	}
+	out, err := newDelivery(cfg, publishers(markets))
 	if err != nil {
 		return err
 	}
@@ -66,7 +75,19 @@ func (a *app) run(ctx context.Context) error {
 		eng.Stop()
 		return err
 	}
+	pollers := newPollers(markets, db, skus, eng.Wake, log)
+	for _, p := range pollers {
+		if err := p.Start(ctx); err != nil {
+			return err
+		}
+	}
+	if len(markets) > 0 {
+		log.InfoContext(ctx, "connectors polling", "connectors", connectorNames(markets))
+	}
 	<-ctx.Done()
+	for _, p := range pollers {
+		p.Stop()
+	}
 	log.Info("stop requested: finishing calls and deliveries in flight", "shutdown_timeout", cfg.Worker.ShutdownTimeout.String())
 	start := time.Now()
 	eng.Stop()

@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -47,15 +48,32 @@ type Message struct {
 	Event
 }
 
-// Routes maps an event type to the destinations subscribed to it.
-type Routes map[string][]string
+// Route subscribes a destination to an event type, optionally only for aggregates
+// whose id starts with Prefix (a marketplace's acknowledgement hears only its own
+// orders: "kaspi:").
+type Route struct {
+	Destination string
+	Prefix      string
+}
 
-// Address returns one message per destination subscribed to the event's type, in
-// the order the routes list them.
+// Routes maps an event type to its routes.
+type Routes map[string][]Route
+
+// Add subscribes destination to the event types, for aggregates starting with prefix.
+func (r Routes) Add(destination, prefix string, types ...string) {
+	for _, t := range types {
+		r[t] = append(r[t], Route{Destination: destination, Prefix: prefix})
+	}
+}
+
+// Address returns one message per destination subscribed to the event, in the order
+// the routes list them.
 func (r Routes) Address(ev Event) []Message {
 	var ms []Message
-	for _, d := range r[ev.Type] {
-		ms = append(ms, Message{Destination: d, Event: ev})
+	for _, rt := range r[ev.Type] {
+		if strings.HasPrefix(ev.AggregateID, rt.Prefix) {
+			ms = append(ms, Message{Destination: rt.Destination, Event: ev})
+		}
 	}
 	return ms
 }

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ordersync/ordersync/connectors"
+	"github.com/ordersync/ordersync/connectors/kaspi"
+	"github.com/ordersync/ordersync/connectors/ozon"
+	"github.com/ordersync/ordersync/connectors/wildberries"
+	"github.com/ordersync/ordersync/internal/config"
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/store/postgres"
+)
+
+// marketplace is one enabled connector.
+type marketplace struct {
+	name     string // its configuration name: kaspi, ozon, wildberries
+	mp       connectors.Marketplace
+	ack      outbox.Publisher // the acknowledgement, when configured to acknowledge
+	interval time.Duration
+	lookback time.Duration
+}
+
+// enabledConnectors builds the connectors the configuration enables.
+func enabledConnectors(cfg *config.Config, log *slog.Logger) ([]marketplace, error) {
+	var ms []marketplace
+	c := cfg.Connectors
+	if k := c.Kaspi; k.Enabled {
+		conn, err := kaspi.New(kaspi.Config{BaseURL: k.BaseURL, Token: k.Token, Warehouse: k.Warehouse,
+			States: k.States, Statuses: k.Statuses, PageSize: k.PageSize, Timeout: k.Timeout,
+			RatePerSecond: float64(k.RatePerSecond), Logger: log.With("connector", "kaspi")})
+		if err != nil {
+			return nil, usageError(fmt.Errorf("config: %w", err))
+		}
+		m := marketplace{name: "kaspi", mp: conn, interval: k.PollInterval, lookback: k.Lookback}
+		if k.AcceptOrders {
+			m.ack = conn.Publisher()
+		}
+		ms = append(ms, m)
+	}
+	if o := c.Ozon; o.Enabled {
+		conn, err := ozon.New(ozon.Config{BaseURL: o.BaseURL, ClientID: o.ClientID, APIKey: o.APIKey,
+			APIVersion: o.APIVersion, Warehouse: o.Warehouse, Acknowledge: o.Acknowledge, PageSize: o.PageSize,
+			Timeout: o.Timeout, RatePerSecond: float64(o.RatePerSecond), Logger: log.With("connector", "ozon")})
+		if err != nil {
+			return nil, usageError(fmt.Errorf("config: %w", err))
+		}
+		m := marketplace{name: "ozon", mp: conn, interval: o.PollInterval, lookback: o.Lookback}
+		if o.Acknowledge {
+			m.ack = conn.Publisher()
+		}
+		ms = append(ms, m)
+	}
+	if w := c.Wildberries; w.Enabled {
+		conn, err := wildberries.New(wildberries.Config{BaseURL: w.BaseURL, Token: w.Token, Warehouse: w.Warehouse,
+			Acknowledge: w.Acknowledge, SupplyName: w.SupplyName, PageSize: w.PageSize, Timeout: w.Timeout,
+			RatePerSecond: float64(w.RatePerSecond), Logger: log.With("connector", "wildberries")})
+		if err != nil {
+			return nil, usageError(fmt.Errorf("config: %w", err))
+		}
+		m := marketplace{name: "wildberries", mp: conn, interval: w.PollInterval, lookback: w.Lookback}
+		if w.Acknowledge {
+			m.ack = conn.Publisher()
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
+}
+
+// publishers offers the connectors' acknowledgements to the relay.
+func publishers(ms []marketplace) connectorPublishers {
+	ps := connectorPublishers{}
+	for _, m := range ms {
+		ps[m.name] = connectorPublisher{source: m.mp.Name(), publisher: m.ack}
+	}
+	return ps
+}
+
+func newPollers(ms []marketplace, db *postgres.DB, skus *connectors.SKUMap, wake func(), log *slog.Logger) []*connectors.Poller {
+	ps := make([]*connectors.Poller, len(ms))
+	for i, m := range ms {
+		ps[i] = connectors.NewPoller(m.mp, connectors.PollerConfig{
+			Interval: m.interval, Lookback: m.lookback, Journal: db.Journal(), Cursors: db.Cursors(),
+			SKUs: skus, Registered: wake, Logger: log.With("component", "poller"),
+		})
+	}
+	return ps
+}
+
+func (a *app) connectorsCommand() *cobra.Command {
+	c := &cobra.Command{Use: "connectors", Short: "Marketplace connectors"}
+	var format string
+	st := &cobra.Command{
+		Use:   "status",
+		Short: "Each connector's cursor, last successful poll, last error and orders seen",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format, "table", "json"); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			log, err := a.logger(cfg)
+			if err != nil {
+				return err
+			}
+			db, err := a.openReadyDB(ctx, cfg, log)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			cursors, err := db.Cursors().Cursors(ctx)
+			if err != nil {
+				return err
+			}
+			enabled := map[string]bool{"kaspi": cfg.Connectors.Kaspi.Enabled, "ozon": cfg.Connectors.Ozon.Enabled,
+				"wb": cfg.Connectors.Wildberries.Enabled}
+			type row struct {
+				connectors.Cursor
+				Enabled bool `json:"enabled"`
+			}
+			var rows []row
+			seen := map[string]bool{}
+			for _, c := range cursors {
+				rows = append(rows, row{c, enabled[c.Connector]})
+				seen[c.Connector] = true
+			}
+			for _, name := range []string{"kaspi", "ozon", "wb"} {
+				if enabled[name] && !seen[name] {
+					rows = append(rows, row{connectors.Cursor{Connector: name}, true})
+				}
+			}
+			if format == "json" {
+				if rows == nil {
+					rows = []row{}
+				}
+				return writeJSON(a.stdout, rows)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "CONNECTOR\tENABLED\tCURSOR\tLAST POLL\tLAST SUCCESS\tSEEN\tUNREADABLE\tLAST ERROR")
+			when := func(t *time.Time) string {
+				if t == nil || t.IsZero() {
+					return "never"
+				}
+				return t.Local().Format("2006-01-02 15:04:05")
+			}
+			for _, r := range rows {
+				pos := r.Position
+				fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\t%d\t%d\t%s\n", r.Connector, r.Enabled, when(&pos), when(r.LastPollAt),
+					when(r.LastSuccessAt), r.OrdersSeen, r.Unreadable, truncate(r.LastError, 200))
+			}
+			return tw.Flush()
+		},
+	}
+	st.Flags().StringVar(&format, "format", "table", "output: table or json")
+	c.AddCommand(st)
+	return c
+}
+
+// resyncMarketplace is `resync <connector> <id>`: fetch the order fresh, run it
+// through the poller's registration, and carry its operations out in the foreground.
+func (a *app) resyncMarketplace(ctx context.Context, name, id string, format string) error {
+	cfg, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	log, err := a.logger(cfg)
+	if err != nil {
+		return err
+	}
+	ms, err := enabledConnectors(cfg, log)
+	if err != nil {
+		return err
+	}
+	var m *marketplace
+	for i := range ms {
+		if ms[i].name == name || ms[i].mp.Name() == name {
+			m = &ms[i]
+		}
+	}
+	if m == nil {
+		return usageError(fmt.Errorf("resync: no enabled connector %q (enabled: %s)", name, connectorNames(ms)))
+	}
+	client, err := a.newClient(cfg, log)
+	if err != nil {
+		return err
+	}
+	out, err := newDelivery(cfg, publishers(ms))
+	if err != nil {
+		return err
+	}
+	skus, err := connectors.NewSKUMap(cfg.Connectors.SKUMap)
+	if err != nil {
+		return usageError(err)
+	}
+	db, err := a.openReadyDB(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	it, err := m.mp.Get(ctx, id)
+	if errors.Is(err, connectors.ErrNotFound) {
+		return fmt.Errorf("resync: %s knows no order %q", name, id)
+	}
+	if err != nil {
+		return fmt.Errorf("resync: fetch %s %s: %w", name, id, err)
+	}
+	poller := newPollers([]marketplace{*m}, db, skus, nil, log)[0]
+	if _, err := poller.Handle(ctx, it); err != nil {
+		return fmt.Errorf("resync: register %s %s: %w", name, id, err)
+	}
+	eng := newEngine(db, client, cfg, out.routes, log)
+	source := m.mp.Name()
+	keys := []string{it.CreateKey(source)}
+	if it.Cancelled {
+		keys = append(keys, it.CancelKey(source))
+	}
+	failed := false
+	var results []resyncOutput
+	for _, key := range keys {
+		op, err := db.Journal().Get(ctx, key)
+		if errors.Is(err, journal.ErrNotFound) {
+			continue // a cancelled order that did not map has no create
+		}
+		if err != nil {
+			return err
+		}
+		rerun := op.Status != journal.StatusDone
+		if rerun {
+			if op, err = eng.RunKey(ctx, key); err != nil {
+				return fmt.Errorf("resync %s: %w", key, err)
+			}
+		}
+		results = append(results, resyncOutput{Key: key, Status: string(op.Status), Rerun: rerun,
+			Attempts: op.Attempts, Result: op.Result, LastError: op.LastError})
+		failed = failed || op.Status != journal.StatusDone
+	}
+	if format == "json" {
+		if err := writeJSON(a.stdout, results); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range results {
+			a.printResync(r)
+		}
+	}
+	if failed {
+		return failedQuietly(errors.New("not done"))
+	}
+	return nil
+}
+
+func connectorNames(ms []marketplace) string {
+	if len(ms) == 0 {
+		return "none"
+	}
+	var names []string
+	for _, m := range ms {
+		names = append(names, m.name)
+	}
+	return strings.Join(names, ", ")
+}
