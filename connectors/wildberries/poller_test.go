@@ -195,3 +195,34 @@ func TestPollerUnmappedSKUFailsOnlyThatOrder(t *testing.T) {
 		t.Fatalf("operations %v, want 4 creates and 1 cancel", keys)
 	}
 }
+
+func TestPollerRegistersCancel(t *testing.T) {
+	t.Parallel()
+	s, c := newTest(t)
+	db := openDB(t)
+	now := testNow
+	s.AddOrder(wbOrder(700, now.Add(-time.Hour)))
+	p := newPoller(c, db, &now, nil)
+	ctx := context.Background()
+	if st, err := p.PollOnce(ctx); err != nil || st.Registered != 1 || st.Cancels != 0 {
+		t.Fatalf("first poll: %+v, %v", st, err)
+	}
+	s.SetStatus(700, "cancel", "canceled_by_client")
+	now = now.Add(time.Minute)
+	if st, err := p.PollOnce(ctx); err != nil || st.Cancels != 1 {
+		t.Fatalf("poll after the cancellation: %+v, %v; want its cancel registered", st, err)
+	}
+	ops := wbOperations(t, db)
+	cancel, ok := ops["wb:order:700:cancel"]
+	if !ok || cancel.Kind != order.KindCancel || cancel.Status != journal.StatusPending {
+		t.Fatalf("cancel operation %+v (present %v), want a pending order.cancel", cancel, ok)
+	}
+	var payload order.Cancel
+	if err := json.Unmarshal(cancel.Payload, &payload); err != nil || payload.CreateKey != "wb:order:700:create" {
+		t.Fatalf("cancel payload %s (%v), want it to name the create", cancel.Payload, err)
+	}
+	// Polling again registers nothing more.
+	if st, err := p.PollOnce(ctx); err != nil || st.Cancels != 0 || st.Registered != 0 {
+		t.Fatalf("third poll: %+v, %v; want nothing new", st, err)
+	}
+}
