@@ -160,6 +160,9 @@ type Finish struct {
 	// Messages are outbox events written in the same transaction as the verdict
 	// (ARCHITECTURE.md rule 6): a result and its consequences commit together.
 	Messages []outbox.Message
+	// Payload, when set, replaces the operation's payload (and its SHA-256): a create
+	// registered with a fetch payload keeps the order that was fetched for it.
+	Payload json.RawMessage
 }
 
 // Claim is one operation claimed by one worker. In PostgreSQL it holds the row lock

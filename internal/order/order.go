@@ -135,6 +135,33 @@ func CancelKeyOf(createKey string) string {
 	return ""
 }
 
+// Fetch is the payload of a create whose order is not known yet: a push that only
+// names it (an Ozon posting number, a Bitrix24 deal id). The engine fetches the order
+// from Connector before it calls 1C, and the operation keeps what was fetched.
+type Fetch struct {
+	Connector string `json:"connector"`
+	ID        string `json:"id"`
+}
+
+// FetchPayload is the payload of such a create.
+func FetchPayload(connector, id string) []byte {
+	b, _ := json.Marshal(struct {
+		Fetch Fetch `json:"fetch"`
+	}{Fetch{Connector: connector, ID: id}})
+	return b
+}
+
+// ParseFetch reports whether payload is a fetch payload, and what it names.
+func ParseFetch(payload []byte) (Fetch, bool) {
+	var p struct {
+		Fetch *Fetch `json:"fetch"`
+	}
+	if json.Unmarshal(payload, &p) != nil || p.Fetch == nil || p.Fetch.Connector == "" || p.Fetch.ID == "" {
+		return Fetch{}, false
+	}
+	return *p.Fetch, true
+}
+
 // FieldError says which field of an order is wrong and why.
 type FieldError struct {
 	Field   string
