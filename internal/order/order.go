@@ -143,6 +143,11 @@ type Fetch struct {
 	ID        string `json:"id"`
 }
 
+// ErrNotReady is what a fetcher answers (wrapped, with the reason) when the source
+// says the order must not be created yet: a Bitrix24 deal not in a create stage. The
+// operation waits for the next push about it.
+var ErrNotReady = errors.New("the order is not ready to be created")
+
 // FetchPayload is the payload of such a create.
 func FetchPayload(connector, id string) []byte {
 	b, _ := json.Marshal(struct {
