@@ -7,8 +7,9 @@
 // defaults() and its checks in validate(); keys, environment variables, the _file
 // form of secrets and the effective output follow from the struct. Secrets carry the
 // struct tag `secret:"true"` (masked whole, or each item of a list) or `secret:"url"`
-// (a URL whose password is masked). Fields are strings, ints, bools, durations and
-// lists of strings ([]string; comma-separated in the environment).
+// (a URL whose password is masked). Fields are strings, ints, bools, durations,
+// sizes (int64, a number of bytes written 1MiB, 512KiB, 2MB or 1048576; see
+// size.go) and lists of strings ([]string; comma-separated in the environment).
 //
 // A section whose keys are names the user chooses (relay.destinations.crm) is a
 // map[string]SomeStruct with a `name:"regexp"` tag for the names allowed; the
@@ -40,8 +41,10 @@ type Config struct {
 	Database   Database   `koanf:"database"`
 	OneC       OneC       `koanf:"onec"`
 	Worker     Worker     `koanf:"worker"`
+	HTTP       HTTP       `koanf:"http"`
 	Log        Log        `koanf:"log"`
 	Connectors Connectors `koanf:"connectors"`
+	Webhooks   Webhooks   `koanf:"webhooks"`
 	Relay      Relay      `koanf:"relay"`
 
 	source string // the file loaded, "" when none
@@ -154,6 +157,13 @@ func defaults() Config {
 			PollInterval:    time.Second,
 			ShutdownTimeout: 30 * time.Second,
 		},
+		HTTP: HTTP{
+			Listen:          "127.0.0.1:8080",
+			ReadTimeout:     10 * time.Second,
+			WriteTimeout:    10 * time.Second,
+			IdleTimeout:     60 * time.Second,
+			ShutdownTimeout: 10 * time.Second,
+		},
 		Log: Log{
 			Level:  "info",
 			Format: "auto",
@@ -187,6 +197,19 @@ func defaults() Config {
 				PageSize:      1000,
 				Timeout:       30 * time.Second,
 				RatePerSecond: 5,
+			},
+		},
+		Webhooks: Webhooks{
+			MaxBody:   1 << 20,
+			Tolerance: 5 * time.Minute,
+			Ozon: OzonWebhook{
+				// The networks Ozon publishes for its pushes.
+				AllowNetworks: []string{"195.34.21.0/24", "185.73.192.0/22", "91.223.93.0/24"},
+			},
+			Bitrix24: Bitrix24Webhook{
+				CreateStages:  []string{"WON"},
+				RatePerSecond: 2,
+				Timeout:       30 * time.Second,
 			},
 		},
 		Relay: Relay{
@@ -224,6 +247,7 @@ func (c *Config) derive() {
 	c.Log.Level = strings.ToLower(c.Log.Level)
 	c.Log.Format = strings.ToLower(c.Log.Format)
 	c.Connectors.derive()
+	c.Webhooks.derive()
 	// An empty list is no list, however it was written ([], or an empty variable).
 	for name, d := range c.Relay.Destinations {
 		if len(d.Secrets) == 0 {
@@ -260,10 +284,13 @@ func (c *Config) validate(p *problems) {
 	c.Database.validate(p)
 	c.OneC.validate(p)
 	c.Worker.validate(p)
+	c.HTTP.validate(p)
 	c.Log.validate(p)
 	c.Connectors.validate(p)
+	c.Webhooks.validate(p)
 	c.Relay.validate(p)
 	c.checkConnectorDestinations(p)
+	c.checkWebhookNeeds(p)
 }
 
 func (d Database) validate(p *problems) {

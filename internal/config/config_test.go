@@ -112,6 +112,13 @@ func TestDefaults(t *testing.T) {
 			PollInterval:    time.Second,
 			ShutdownTimeout: 30 * time.Second,
 		},
+		HTTP: HTTP{
+			Listen:          "127.0.0.1:8080",
+			ReadTimeout:     10 * time.Second,
+			WriteTimeout:    10 * time.Second,
+			IdleTimeout:     time.Minute,
+			ShutdownTimeout: 10 * time.Second,
+		},
 		Log: Log{Level: "info", Format: "auto"},
 		Connectors: Connectors{
 			SKUMap: "",
@@ -148,6 +155,22 @@ func TestDefaults(t *testing.T) {
 				PageSize:      1000,
 				Timeout:       30 * time.Second,
 				RatePerSecond: 5,
+			},
+		},
+		Webhooks: Webhooks{
+			MaxBody:   1 << 20,
+			Tolerance: 5 * time.Minute,
+			Sources:   nil,
+			Ozon: OzonWebhook{
+				Enabled:        false,
+				AllowNetworks:  []string{"195.34.21.0/24", "185.73.192.0/22", "91.223.93.0/24"},
+				TrustedProxies: nil,
+			},
+			Bitrix24: Bitrix24Webhook{
+				Enabled:       false,
+				CreateStages:  []string{"WON"},
+				RatePerSecond: 2,
+				Timeout:       30 * time.Second,
 			},
 		},
 		Relay: Relay{
@@ -273,8 +296,10 @@ log:
 			PollInterval:    250 * time.Millisecond,
 			ShutdownTimeout: time.Minute,
 		},
+		HTTP:       defaults().HTTP,
 		Log:        Log{Level: "debug", Format: "text"},
 		Connectors: defaults().Connectors,
+		Webhooks:   defaults().Webhooks,
 		Relay:      defaults().Relay,
 		source:     testPath,
 	}
@@ -368,8 +393,10 @@ func TestEnvNesting(t *testing.T) {
 			PollInterval:    100 * time.Millisecond,
 			ShutdownTimeout: 5 * time.Second,
 		},
+		HTTP:       defaults().HTTP,
 		Log:        Log{Level: "warn", Format: "json"},
 		Connectors: defaults().Connectors,
+		Webhooks:   defaults().Webhooks,
 		Relay:      defaults().Relay,
 		source:     testPath,
 	}
@@ -862,6 +889,7 @@ func TestExampleFile(t *testing.T) {
 		"database.url": true, "onec.base_url": true, "onec.username": true, "onec.password": true,
 		"relay.destinations.*.type": true, "relay.destinations.*.url": true, "relay.destinations.*.secrets": true,
 		"relay.destinations.*.events": true, "relay.destinations.*.connector": true,
+		"webhooks.sources.*.secrets": true,
 	}
 	def := defaults()
 	def.derive()

@@ -213,19 +213,7 @@ type connectorCommon struct {
 }
 
 func (c connectorCommon) validate(p *problems) {
-	switch u, err := url.Parse(c.baseURL); {
-	case c.baseURL == "":
-		p.add(c.key+".base_url", "is required when "+c.key+".enabled is true: an absolute http:// or https:// URL")
-	case err != nil:
-		p.add(c.key+".base_url", "must be an absolute http:// or https:// URL, got an unparsable value")
-	case u.User != nil:
-		// Not echoed: the userinfo may hold a password.
-		p.add(c.key+".base_url", "must not contain a user name or password")
-	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		p.add(c.key+".base_url", fmt.Sprintf("must be an absolute http:// or https:// URL, got %q", c.baseURL))
-	case u.RawQuery != "" || u.Fragment != "":
-		p.add(c.key+".base_url", fmt.Sprintf("must not have a query or fragment, got %q", c.baseURL))
-	}
+	checkBaseURL(c.key+".base_url", c.baseURL, c.key+".enabled", p)
 	if c.pollInterval <= 0 {
 		p.add(c.key+".poll_interval", fmt.Sprintf("must be greater than 0, got %s", formatDuration(c.pollInterval)))
 	}
@@ -247,6 +235,24 @@ func (c connectorCommon) validate(p *problems) {
 	}
 	if c.rate <= 0 {
 		p.add(c.key+".rate_per_second", fmt.Sprintf("must be greater than 0, got %d", c.rate))
+	}
+}
+
+// checkBaseURL checks key, the root URL of a marketplace API, which is required
+// while the boolean key enabledKey is true.
+func checkBaseURL(key, baseURL, enabledKey string, p *problems) {
+	switch u, err := url.Parse(baseURL); {
+	case baseURL == "":
+		p.add(key, "is required when "+enabledKey+" is true: an absolute http:// or https:// URL")
+	case err != nil:
+		p.add(key, "must be an absolute http:// or https:// URL, got an unparsable value")
+	case u.User != nil:
+		// Not echoed: the userinfo may hold a password.
+		p.add(key, "must not contain a user name or password")
+	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		p.add(key, fmt.Sprintf("must be an absolute http:// or https:// URL, got %q", baseURL))
+	case u.RawQuery != "" || u.Fragment != "":
+		p.add(key, fmt.Sprintf("must not have a query or fragment, got %q", baseURL))
 	}
 }
 

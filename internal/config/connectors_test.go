@@ -374,7 +374,7 @@ func TestConnectorsEffective(t *testing.T) {
     page_size: 1
     timeout: 1m
     rate_per_second: 1
-relay:
+webhooks:
 `
 	if !strings.Contains(text, want) {
 		t.Errorf("effective configuration:\n%s\nwant it to contain:\n%s", text, want)

@@ -16,10 +16,10 @@ import (
 const mask = "***"
 
 // Effective returns the configuration as YAML, in struct order, with every key
-// (defaults included), durations as Go durations (30s), lists in flow style
-// ([order.created, order.cancelled]), the entries of a map section by name, and
-// secrets masked: a secret that is set prints as '***' (each item of a list of
-// secrets), a URL prints with its password replaced
+// (defaults included), durations as Go durations (30s), sizes with a unit (1MiB;
+// see size.go), lists in flow style ([order.created, order.cancelled]), the entries
+// of a map section by name, and secrets masked: a secret that is set prints as
+// '***' (each item of a list of secrets), a URL prints with its password replaced
 // (postgres://ordersync:***@host/db). Loading the output with the secrets restored
 // gives the same configuration.
 func (c *Config) Effective() ([]byte, error) {
@@ -95,6 +95,9 @@ func effectiveSection(v reflect.Value, pattern string) (*yaml.Node, error) {
 func effectiveValue(f field, v reflect.Value) any {
 	if f.typ == durationType {
 		return formatDuration(time.Duration(v.Int()))
+	}
+	if f.typ == sizeType {
+		return sizeValue(v.Int())
 	}
 	if f.isList() {
 		list := make([]string, v.Len())

@@ -44,6 +44,7 @@ type mapSection struct {
 var (
 	durationType = reflect.TypeFor[time.Duration]()
 	listType     = reflect.TypeFor[[]string]()
+	sizeType     = reflect.TypeFor[int64]() // a size in bytes (size.go)
 )
 
 type keyTable struct {
@@ -136,7 +137,7 @@ func (t *keyTable) walk(typ reflect.Type, prefix string, index []int, in *mapSec
 		switch sf.Type.Kind() {
 		case reflect.String, reflect.Int, reflect.Bool:
 		default:
-			if sf.Type != durationType && sf.Type != listType {
+			if sf.Type != durationType && sf.Type != listType && sf.Type != sizeType {
 				// A new kind of field needs conversion from the environment,
 				// decoding and effective output; fail loudly in every test.
 				panic("config: field " + key + " has unsupported type " + sf.Type.String())

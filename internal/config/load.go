@@ -499,6 +499,12 @@ func fromString(typ reflect.Type, s string) (any, *typeError) {
 			return nil, &typeError{want: wantDuration, got: s}
 		}
 		return d, nil
+	case typ == sizeType:
+		n, ok := parseSize(s)
+		if !ok {
+			return nil, &typeError{want: wantSize, got: s}
+		}
+		return n, nil
 	case typ.Kind() == reflect.Int:
 		n, err := strconv.Atoi(s)
 		if err != nil {
@@ -531,9 +537,9 @@ func splitList(s string) []string {
 }
 
 // strictHook accepts only values of the field's own type: no number for a string,
-// no bare number for a duration (30 would be 30ns), no string for a number. YAML
-// gives strings, bools, ints and floats; the environment layer gives the field's
-// type already.
+// no bare number for a duration (30 would be 30ns), no string for a number (a size,
+// though, is a number of bytes or a string with a unit). YAML gives strings, bools,
+// ints and floats; the environment layer gives the field's type already.
 func strictHook(from, to reflect.Value) (any, error) {
 	if !from.IsValid() {
 		return nil, nil
@@ -554,6 +560,21 @@ func strictHook(from, to reflect.Value) (any, error) {
 			return nil, &typeError{want: "a duration with a unit, such as 30s", got: v}
 		default:
 			return nil, &typeError{want: wantDuration, got: v}
+		}
+	case to.Type() == sizeType:
+		switch v := data.(type) {
+		case int64:
+			return v, nil
+		case int:
+			return int64(v), nil
+		case string:
+			n, ok := parseSize(v)
+			if !ok {
+				return nil, &typeError{want: wantSize, got: v}
+			}
+			return n, nil
+		default:
+			return nil, &typeError{want: wantSize, got: data}
 		}
 	case to.Kind() == reflect.String:
 		if _, ok := data.(string); !ok {
