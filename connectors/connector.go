@@ -9,7 +9,6 @@ package connectors
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -90,8 +89,9 @@ func (e *AuthError) Error() string {
 
 func (e *AuthError) Unwrap() error { return e.Err }
 
-// ErrNotFound is Get's answer for an order the marketplace does not know.
-var ErrNotFound = errors.New("connectors: no such order at the marketplace")
+// ErrNotFound is Get's answer for an order the marketplace does not know. It is
+// order.ErrNoSuchOrder, so the engine's fetchers fail such a create at once.
+var ErrNotFound = order.ErrNoSuchOrder
 
 // CancelPayload is the payload of a cancel operation.
 type CancelPayload = order.Cancel

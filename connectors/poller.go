@@ -312,3 +312,41 @@ func (p *Poller) registerCancel(ctx context.Context, it Item, st *PollStats) err
 	}
 	return nil
 }
+
+// Fetcher fetches one order of a marketplace for the engine, when a push only named
+// it (an Ozon posting announced by TYPE_NEW_POSTING): Get, then the same SKU map and
+// validation as a polled order.
+type Fetcher struct {
+	Marketplace Marketplace
+	SKUs        *SKUMap
+}
+
+// Fetch returns the mapped canonical order of id.
+func (f Fetcher) Fetch(ctx context.Context, id string) (order.Order, error) {
+	it, err := f.Marketplace.Get(ctx, id)
+	if err != nil {
+		return order.Order{}, err
+	}
+	if it.Cancelled {
+		return order.Order{}, fmt.Errorf("%s %s is cancelled at the marketplace: %w", f.Marketplace.Name(), id, order.ErrNoSuchOrder)
+	}
+	if it.Err != nil {
+		var ve *order.ValidationError
+		if errors.As(it.Err, &ve) {
+			return order.Order{}, it.Err
+		}
+		// A mapping failure is the order's, not the connection's: it will not heal
+		// by retrying.
+		return order.Order{}, &order.ValidationError{Problems: []order.FieldError{{Field: "(order)", Message: it.Err.Error()}}}
+	}
+	if it.Order == nil {
+		return order.Order{}, fmt.Errorf("%s %s: the connector mapped no order", f.Marketplace.Name(), id)
+	}
+	o := *it.Order
+	o.Lines = append([]order.Line(nil), it.Order.Lines...)
+	o.Source = f.Marketplace.Name()
+	if err := f.SKUs.Apply(o.Source, &o); err != nil {
+		return order.Order{}, err
+	}
+	return o, o.Validate()
+}

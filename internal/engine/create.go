@@ -22,10 +22,49 @@ const onecDateLayout = "2006-01-02T15:04:05"
 // findOrCreate asks 1C for the order by its external id and creates it only when 1C
 // holds none. It runs while the caller holds the journal row lock.
 func (e *Engine) findOrCreate(ctx context.Context, log *slog.Logger, op journal.Operation) verdict {
-	o, err := decodeOrder(op.Payload)
-	if err != nil {
-		return verdict{class: onec.Permanent, err: fmt.Errorf("payload: %w", err)}
+	o, fetched, v := e.orderOf(ctx, op)
+	if v != nil {
+		return *v
 	}
+	out := e.findOrCreateOrder(ctx, log, op, o)
+	out.payload = fetched
+	return out
+}
+
+// orderOf reads the operation's order: its payload, or, for a fetch payload, the
+// order fetched from the source now (returned canonical, to be kept as the payload).
+func (e *Engine) orderOf(ctx context.Context, op journal.Operation) (order.Order, []byte, *verdict) {
+	f, isFetch := order.ParseFetch(op.Payload)
+	if !isFetch {
+		o, err := decodeOrder(op.Payload)
+		if err != nil {
+			return o, nil, &verdict{class: onec.Permanent, err: fmt.Errorf("payload: %w", err)}
+		}
+		return o, nil, nil
+	}
+	fetcher, ok := e.cfg.Fetchers[f.Connector]
+	if !ok {
+		return order.Order{}, nil, &verdict{class: onec.Transient,
+			err: fmt.Errorf("the order is to be fetched from %s, which is not configured here", f.Connector)}
+	}
+	o, err := fetcher.Fetch(ctx, f.ID)
+	var ve *order.ValidationError
+	switch {
+	case errors.Is(err, order.ErrNotReady):
+		return o, nil, &verdict{waiting: true, err: fmt.Errorf("not created yet: %w", err)}
+	case errors.As(err, &ve), errors.Is(err, order.ErrNoSuchOrder):
+		return o, nil, &verdict{class: onec.Permanent, err: fmt.Errorf("fetch %s %s: %w", f.Connector, f.ID, err)}
+	case err != nil:
+		return o, nil, &verdict{class: onec.Transient, err: fmt.Errorf("fetch %s %s: %w", f.Connector, f.ID, err)}
+	}
+	o.Source, o.ExternalID = op.Source, op.ExternalID // the key was built from them
+	if err := o.Validate(); err != nil {
+		return o, nil, &verdict{class: onec.Permanent, err: fmt.Errorf("fetched %s %s: %w", f.Connector, f.ID, err)}
+	}
+	return o, o.Canonical(), nil
+}
+
+func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op journal.Operation, o order.Order) verdict {
 	extID := o.OneCExternalID()
 
 	found, err := e.client.FindOrders(ctx, extID)

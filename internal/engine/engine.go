@@ -42,6 +42,19 @@ type Config struct {
 	// Routes address the events of a verdict (order.created, …) to the outbox
 	// destinations subscribed to them; they commit with the verdict.
 	Routes outbox.Routes
+	// Fetchers complete creates registered with a fetch payload (a push that only
+	// named the order), by connector name: ozon, bitrix24.
+	Fetchers map[string]Fetcher
+	// WaitInterval is how long a create whose source says "not ready yet" waits
+	// before it is looked at again, unless a push wakes it first; default 24h.
+	WaitInterval time.Duration
+}
+
+// Fetcher fetches an order a push only named. An error wrapping order.ErrNotReady
+// makes the operation wait; an *order.ValidationError or connectors' not-found
+// fails it; anything else is retried.
+type Fetcher interface {
+	Fetch(ctx context.Context, id string) (order.Order, error)
 }
 
 // CallBudget bounds one find-or-create (a find with its retries, then a create) for a
@@ -84,6 +97,7 @@ func New(store journal.Store, client onec.Client, cfg Config) *Engine {
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, time.Second)
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, 30*time.Second)
 	cfg.OneCTimeout = cmp.Or(cfg.OneCTimeout, 30*time.Second)
+	cfg.WaitInterval = cmp.Or(cfg.WaitInterval, 24*time.Hour)
 	if cfg.Location == nil {
 		loc, err := time.LoadLocation("Asia/Almaty")
 		if err != nil {
@@ -305,6 +319,11 @@ type verdict struct {
 	class  onec.Class      // for failures
 	err    error
 	ref    string
+	// waiting: the source says the order is not ready (order.ErrNotReady); the
+	// operation waits WaitInterval or the next push about it, whatever its attempts.
+	waiting bool
+	// payload: the order fetched for a fetch payload, kept as the operation's payload.
+	payload []byte
 }
 
 func (e *Engine) carryOut(ctx context.Context, log *slog.Logger, op journal.Operation) verdict {
@@ -320,10 +339,19 @@ func (e *Engine) carryOut(ctx context.Context, log *slog.Logger, op journal.Oper
 
 // finishFor applies the retry policy to a verdict.
 func (e *Engine) finishFor(v verdict, attempt int) journal.Finish {
+	f := e.verdictFinish(v, attempt)
+	f.Payload = v.payload
+	return f
+}
+
+func (e *Engine) verdictFinish(v verdict, attempt int) journal.Finish {
 	if v.err == nil {
 		return journal.Finish{Status: journal.StatusDone, Result: v.result, Ref: v.result.Ref}
 	}
 	msg := v.err.Error()
+	if v.waiting {
+		return journal.Finish{Status: journal.StatusPending, Error: msg, NextAttemptAt: e.cfg.Now().Add(e.cfg.WaitInterval)}
+	}
 	if v.class == onec.Permanent {
 		return journal.Finish{Status: journal.StatusFailed, Error: msg, Ref: v.ref}
 	}
