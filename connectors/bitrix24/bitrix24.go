@@ -1,11 +1,11 @@
 // Package bitrix24 fetches Bitrix24 CRM deals and maps them to canonical orders. A
-// portal's outgoing webhook (ONCRMDEALADD, ONCRMDEALUPDATE) names only the deal id; the
-// inbox registers bitrix24:order:<deal id>:create with a fetch payload, and the engine
-// calls Client.Fetch before it calls 1C. Fetch reads the deal through the portal's
-// inbound REST webhook (webhooks.bitrix24.rest_url, https://<portal>/rest/<user id>/<code>/):
-// crm.deal.get, then — only for a deal in one of the create stages —
-// crm.deal.productrows.get, crm.contact.get (or crm.company.get when the deal has no
-// contact) and crm.product.get for the SKUs.
+// portal's outgoing webhook (ONCRMDEALADD, ONCRMDEALUPDATE) names only the deal id;
+// the inbox registers the deal's create (bitrix24:deal:<deal id>:create) with a
+// fetch payload, and the engine calls Client.Fetch before it calls 1C. Fetch reads
+// the deal through the portal's inbound REST webhook (webhooks.bitrix24.rest_url,
+// https://<portal>/rest/<user id>/<code>/): crm.deal.get, then — only for a deal in
+// one of the create stages — crm.deal.productrows.get, crm.contact.get (or
+// crm.company.get when the deal has no contact) and crm.product.get for the SKUs.
 //
 // The mapping:
 //   - source "bitrix24"; external_id and number are the deal id (TITLE is free text an
@@ -28,7 +28,8 @@
 // The webhook code in the REST URL is a password. The HTTP client never sees it:
 // requests are built with a placeholder in its place and a transport puts the code
 // in on the way out, so neither error texts (a transport error quotes the URL) nor
-// debug logs can carry it. Errors name webhooks.bitrix24.rest_url instead.
+// debug logs can carry it; a URL the portal sends back (a redirect, an error page
+// quoting the path) is scrubbed. Errors name webhooks.bitrix24.rest_url instead.
 package bitrix24
 
 import (
@@ -320,10 +321,11 @@ func (c *Client) call(ctx context.Context, method string, params map[string]any,
 			return fmt.Errorf("%s: %w", method, ctx.Err())
 		}
 		if errors.Is(err, resty.ErrAutoRedirectDisabled) {
+			// Not err itself: Go quotes the redirect's target, which may echo the code.
 			return fmt.Errorf("%s: the portal answers with a redirect: check %s (https, the portal's current address): %w",
-				method, KeyRESTURL, err)
+				method, KeyRESTURL, resty.ErrAutoRedirectDisabled)
 		}
-		return fmt.Errorf("%s: %w", method, err)
+		return fmt.Errorf("%s: %w", method, c.scrub(err))
 	}
 	st := resp.StatusCode()
 	c.log.DebugContext(ctx, "bitrix24 request", "method", method, "status", st)
@@ -368,6 +370,19 @@ func (c *Client) interpret(method string, status int, code, desc string) error {
 		return fmt.Errorf("%s: %w", method, connectors.ErrNotFound)
 	}
 	return &APIError{Method: method, Status: status, Code: code, Description: desc}
+}
+
+// scrub takes the webhook code out of a transport error. Requests carry only the
+// placeholder, but an error can quote a URL the portal sent back.
+func (c *Client) scrub(err error) error {
+	if c.code == "" || !strings.Contains(err.Error(), c.code) {
+		return err
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) && !strings.Contains(ue.Err.Error(), c.code) {
+		return &url.Error{Op: ue.Op, URL: strings.ReplaceAll(ue.URL, c.code, redacted), Err: ue.Err}
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), c.code, redacted))
 }
 
 // snippet is a short, single-line excerpt of a body, the webhook code scrubbed (a
