@@ -1,0 +1,211 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/order"
+	"github.com/ordersync/ordersync/internal/stdwebhook"
+	"github.com/ordersync/ordersync/internal/store/postgres"
+	"github.com/ordersync/ordersync/internal/testdb"
+)
+
+// pgHarness is a started server on the real PostgreSQL inbox.
+type pgHarness struct {
+	t    *testing.T
+	db   *postgres.DB
+	srv  *Server
+	base string
+}
+
+func newPGHarness(t *testing.T) *pgHarness {
+	t.Helper()
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, postgres.Config{URL: testdb.URL(t), MaxConns: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Config{
+		Listen:  "127.0.0.1:0",
+		Inbox:   db.Inbox(),
+		Sources: map[string]SourceConfig{"site": {Secrets: []stdwebhook.Secret{stdwebhook.MustParseSecret(siteSecret)}}},
+		// The test's connections come from 127.0.0.1.
+		Ozon:     &OzonConfig{AllowNetworks: append([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, DefaultOzonNetworks...)},
+		Bitrix24: &Bitrix24Config{ApplicationToken: bxTokenText},
+		Logger:   slog.New(slog.DiscardHandler),
+		Now:      func() time.Time { return testNow },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop(context.Background()) })
+	return &pgHarness{t: t, db: db, srv: srv, base: "http://" + srv.Addr()}
+}
+
+// post sends a test request over its own connection.
+func (h *pgHarness) post(r *http.Request) (int, string) {
+	h.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, h.base+r.URL.Path, r.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header = r.Header
+	resp, err := (&http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (h *pgHarness) count(table string) int {
+	h.t.Helper()
+	var n int
+	if err := h.db.Pool().QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		h.t.Fatal(err)
+	}
+	return n
+}
+
+// rows asserts the inbox and journal row counts.
+func (h *pgHarness) rows(events, conflicts, ops int) {
+	h.t.Helper()
+	e, c, o := h.count("inbox_events"), h.count("inbox_conflicts"), h.count("operations")
+	if e != events || c != conflicts || o != ops {
+		h.t.Fatalf("rows: %d inbox_events, %d inbox_conflicts, %d operations; want %d, %d, %d", e, c, o, events, conflicts, ops)
+	}
+}
+
+// A new event, an exact repeat, the same id with another body — counted in rows.
+func TestPostgresGeneric(t *testing.T) {
+	t.Parallel()
+	h := newPGHarness(t)
+	body := orderJSON("site", "PG-1")
+	st, first := h.post(signedRequest("site", "msg_pg1", testNow, body, siteSecret))
+	if st != http.StatusOK {
+		t.Fatalf("new: %d %s", st, first)
+	}
+	h.rows(1, 0, 1)
+	op, err := h.db.Journal().Get(context.Background(), "site:order:PG-1:create")
+	if err != nil || op.Status != journal.StatusPending {
+		t.Fatalf("operation %+v: %v", op, err)
+	}
+
+	st, again := h.post(signedRequest("site", "msg_pg1", testNow, body, siteSecret))
+	if st != http.StatusOK || again != first {
+		t.Fatalf("repeat: %d %s, want the saved %s", st, again, first)
+	}
+	h.rows(1, 0, 1)
+
+	st, _ = h.post(signedRequest("site", "msg_pg1", testNow, orderJSON("site", "PG-2"), siteSecret))
+	if st != http.StatusConflict {
+		t.Fatalf("changed body: %d, want 409", st)
+	}
+	h.rows(1, 1, 1)
+	d, err := h.db.Inbox().Show(context.Background(), "site", "msg_pg1")
+	if err != nil || !bytes.Equal(d.Body, body) {
+		t.Fatalf("stored event %+v: %v; want the first body", d.Record, err)
+	}
+
+	// Bad requests store nothing.
+	h.post(signedRequest("site", "msg_pg_bad", testNow, body, otherSecret))
+	h.post(signedRequest("site", "msg_pg_invalid", testNow, []byte(`{"source":"site"}`), siteSecret))
+	h.rows(1, 1, 1)
+}
+
+func TestPostgresOzonAndBitrix24(t *testing.T) {
+	t.Parallel()
+	h := newPGHarness(t)
+
+	if st, b := h.post(ozonRequest("", `{"message_type":"TYPE_PING","time":"2026-09-16T10:00:00Z"}`)); st != http.StatusOK {
+		t.Fatalf("ping: %d %s", st, b)
+	}
+	h.rows(0, 0, 0)
+	if st, b := h.post(ozonRequest("", ozonNewPosting)); st != http.StatusOK || b != `{"result":true}` {
+		t.Fatalf("new posting: %d %s", st, b)
+	}
+	if st, b := h.post(ozonRequest("", ozonCancel)); st != http.StatusOK {
+		t.Fatalf("cancel: %d %s", st, b)
+	}
+	h.rows(2, 0, 2)
+	op, err := h.db.Journal().Get(context.Background(), "ozon:posting:05708065-0029-1:create")
+	if f, ok := order.ParseFetch(op.Payload); err != nil || !ok || f.ID != "05708065-0029-1" {
+		t.Fatalf("create %+v: %v", op, err)
+	}
+	if op, err := h.db.Journal().Get(context.Background(), "ozon:posting:05708065-0029-1:cancel"); err != nil || op.Kind != order.KindCancel {
+		t.Fatalf("cancel %+v: %v", op, err)
+	}
+
+	if st, _ := h.post(bitrixRequest(bitrixForm("ONCRMDEALADD", "456", "1700000000", "wrong"))); st != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %d", st)
+	}
+	h.rows(2, 0, 2)
+	if st, b := h.post(bitrixRequest(bitrixForm("ONCRMDEALADD", "456", "1700000000", bxTokenText))); st != http.StatusOK {
+		t.Fatalf("deal: %d %s", st, b)
+	}
+	if st, b := h.post(bitrixRequest(bitrixForm("ONCRMDEALUPDATE", "456", "1700000060", bxTokenText))); st != http.StatusOK {
+		t.Fatalf("deal update: %d %s", st, b)
+	}
+	h.rows(4, 0, 3)
+	d, err := h.db.Inbox().Show(context.Background(), "bitrix24", "ONCRMDEALADD:456:1700000000")
+	if err != nil || bytes.Contains(d.Body, []byte(bxTokenText)) {
+		t.Fatalf("stored Bitrix24 event %q: %v; want it without the token", d.Body, err)
+	}
+}
+
+// 100 simultaneous deliveries of one event, each on its own connection: one inbox
+// row, one operation; every answer is the processed one, a duplicate of it, or a
+// request to retry.
+func TestPostgresSimultaneousDeliveries(t *testing.T) {
+	t.Parallel()
+	h := newPGHarness(t)
+	body := orderJSON("site", "SIM-1")
+	const n = 100
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		answers = map[string]int{}
+	)
+	start := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			st, b := h.post(signedRequest("site", "msg_sim", testNow, body, siteSecret))
+			mu.Lock()
+			answers[fmt.Sprintf("%d %s", st, b)]++
+			mu.Unlock()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	h.rows(1, 0, 1)
+	t.Logf("answers: %v", answers)
+	ok := `200 {"status":"processed","key":"site:order:SIM-1:create"}`
+	for a, k := range answers {
+		if a != ok && a[:3] != "409" {
+			t.Errorf("%d answers %s", k, a)
+		}
+	}
+	if answers[ok] == 0 {
+		t.Fatalf("no delivery was answered processed: %v", answers)
+	}
+}
