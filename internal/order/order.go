@@ -148,6 +148,10 @@ type Fetch struct {
 // operation waits for the next push about it.
 var ErrNotReady = errors.New("the order is not ready to be created")
 
+// ErrNoSuchOrder is what a fetcher answers (wrapped) for an order its source does
+// not know: the create fails, retrying would not change it.
+var ErrNoSuchOrder = errors.New("the source knows no such order")
+
 // FetchPayload is the payload of such a create.
 func FetchPayload(connector, id string) []byte {
 	b, _ := json.Marshal(struct {
