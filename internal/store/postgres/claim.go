@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/order"
 )
 
 // InterruptedError is written on an attempt left open when the next claim of its
@@ -64,10 +65,13 @@ WITH interrupted AS (
 SELECT opened.attempt, coalesce((SELECT array_agg(attempt ORDER BY attempt) FROM interrupted), '{}')
 FROM opened`
 
+// finishOperationSQL writes the verdict; $8 and $9, when not null, replace the payload
+// and its SHA-256 (Finish.Payload: the order fetched for a fetch payload).
 const finishOperationSQL = `
 UPDATE operations
 SET status = $2, result = $3, last_error = $4, attempts = $5,
-	next_attempt_at = coalesce($6, next_attempt_at), updated_at = $7
+	next_attempt_at = coalesce($6, next_attempt_at), updated_at = $7,
+	payload = coalesce($8, payload), payload_sha256 = coalesce($9, payload_sha256)
 WHERE key = $1`
 
 const finishAttemptSQL = `
@@ -195,8 +199,9 @@ var _ journal.Claim = (*claim)(nil)
 func (c *claim) Operation() journal.Operation { return c.op }
 func (c *claim) Attempt() int                 { return c.attempt }
 
-// Finish writes the operation's new state, closes the attempt row and enqueues
-// f.Messages in the claim's transaction, and commits: one round trip (UPDATE, UPDATE,
+// Finish writes the operation's new state (and f.Payload, when set, as its payload,
+// with that payload's SHA-256), closes the attempt row and enqueues f.Messages in the
+// claim's transaction, and commits: one round trip (UPDATE, UPDATE,
 // one outbox statement per message and a NOTIFY, COMMIT pipelined), so a verdict and
 // its events commit together (ARCHITECTURE.md rule 6). On an error the transaction is
 // rolled back — no event is left behind — and the attempt stays open, to be marked
@@ -221,6 +226,18 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 			return fmt.Errorf("postgres: finish %s: exchanges are not valid JSON", key)
 		}
 		exchanges = f.Exchanges
+	}
+	var (
+		payload       []byte
+		payloadSHA256 *string
+	)
+	if len(f.Payload) > 0 {
+		if !json.Valid(f.Payload) {
+			return fmt.Errorf("postgres: finish %s: payload is not valid JSON", key)
+		}
+		payload = f.Payload
+		sum := order.SHA256Hex(f.Payload)
+		payloadSHA256 = &sum
 	}
 	var result []byte
 	if f.Status == journal.StatusDone && f.Result != nil {
@@ -258,7 +275,7 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 	c.closed = true
 
 	b := &pgx.Batch{}
-	b.Queue(finishOperationSQL, key, string(f.Status), result, lastError, c.attempt, next, now)
+	b.Queue(finishOperationSQL, key, string(f.Status), result, lastError, c.attempt, next, now, payload, payloadSHA256)
 	b.Queue(finishAttemptSQL, key, c.attempt, now, string(outcome), f.Error, f.Ref, exchanges)
 	if len(messages) > 0 {
 		queueMessages(b, messages)

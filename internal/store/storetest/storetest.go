@@ -1,7 +1,7 @@
-// Package storetest is the conformance suite of journal.Store (and of outbox.Store and
-// connectors.CursorStore): the behaviour every store (PostgreSQL, SQLite) must show,
-// run by each store's tests with a constructor that returns a fresh, migrated, empty
-// store per call:
+// Package storetest is the conformance suite of journal.Store (and of outbox.Store,
+// inbox.Store and connectors.CursorStore): the behaviour every store (PostgreSQL,
+// SQLite) must show, run by each store's tests with a constructor that returns a
+// fresh, migrated, empty store per call:
 //
 //	func TestJournal(t *testing.T) {
 //		storetest.Journal(t, func(t *testing.T) journal.Store { return newStore(t) })
@@ -50,6 +50,7 @@ func Journal(t *testing.T, newStore func(t *testing.T) journal.Store) {
 		{"FinishDone", testFinishDone},
 		{"FinishPending", testFinishPending},
 		{"FinishFailed", testFinishFailed},
+		{"FinishPayload", testFinishPayload},
 		{"FinishOnceReleaseTwice", testFinishOnceReleaseTwice},
 		{"ReleaseThenInterrupted", testReleaseThenInterrupted},
 		{"ClaimKey", testClaimKey},
@@ -630,6 +631,52 @@ func testFinishFailed(t *testing.T, s journal.Store) {
 		t.Fatalf("attempt: got %+v, want failed with the error", a)
 	}
 	wantNothingDue(t, s)
+}
+
+// A create registered with a fetch payload keeps the order fetched for it: Finish with
+// Payload replaces the payload and its SHA-256 (of the bytes given), with any verdict;
+// a Finish without Payload leaves the payload alone.
+func testFinishPayload(t *testing.T, s journal.Store) {
+	key := "ozon:posting:05708065-0029-1:create"
+	fetch := newOp(key)
+	fetch.Payload = json.RawMessage(`{"fetch":{"source":"ozon","posting_number":"05708065-0029-1"}}`)
+	if r := register(t, s, fetch); r.Outcome != journal.Registered {
+		t.Fatalf("register the fetch payload: got %s, want %s", r.Outcome, journal.Registered)
+	}
+	fetched := json.RawMessage(`{"source": "ozon", "external_id": "05708065-0029-1",
+		"lines": [{"sku": "SKU-1", "quantity": 2, "price": 1500.10}], "total": 3000.20}`)
+
+	c := claimDue(t, s, "w")
+	finish(t, c, journal.Finish{Status: journal.StatusPending, Error: "1C answered 503",
+		NextAttemptAt: time.Now().Add(-time.Second), Payload: fetched})
+	op := get(t, s, key)
+	if got, want := op.PayloadSHA256, order.SHA256Hex(fetched); got != want {
+		t.Fatalf("payload_sha256 after finish with a payload: got %s, want %s (of the bytes given)", got, want)
+	}
+	sameJSON(t, "payload after finish with a payload", op.Payload, fetched)
+	if op.Status != journal.StatusPending || op.LastError != "1C answered 503" || op.Attempts != 1 {
+		t.Fatalf("verdict: got status %s last_error %q attempts %d, want the retry written with the payload", op.Status, op.LastError, op.Attempts)
+	}
+	if r := register(t, s, journal.NewOperation{Key: key, Kind: fetch.Kind, Source: fetch.Source, ExternalID: fetch.ExternalID, Payload: fetched}); r.Outcome != journal.Duplicate {
+		t.Fatalf("registering the fetched order: got %s, want %s (it is the saved payload now)", r.Outcome, journal.Duplicate)
+	}
+
+	// An invalid payload is refused before anything is written, and the claim stays
+	// open for a valid verdict; one without Payload keeps the payload.
+	c = claimDue(t, s, "w")
+	if err := c.Finish(t.Context(), journal.Finish{Status: journal.StatusDone, Payload: json.RawMessage(`{"a":`)}); err == nil {
+		t.Fatal("finish with an invalid payload: got nil, want an error")
+	}
+	res := &journal.Result{Ref: "7f1c2a3e-0000-4000-8000-000000000002", Number: "ТД-000124"}
+	finish(t, c, journal.Finish{Status: journal.StatusDone, Result: res, Ref: res.Ref})
+	op = get(t, s, key)
+	if op.Status != journal.StatusDone || op.PayloadSHA256 != order.SHA256Hex(fetched) {
+		t.Fatalf("after a finish without payload: got status %s payload_sha256 %s, want done with %s", op.Status, op.PayloadSHA256, order.SHA256Hex(fetched))
+	}
+	sameJSON(t, "payload after a finish without payload", op.Payload, fetched)
+	if d := show(t, s, key); len(d.Conflicts) != 0 || len(d.History) != 2 {
+		t.Fatalf("show: got %d conflicts and %d attempts, want none and 2", len(d.Conflicts), len(d.History))
+	}
 }
 
 func testFinishOnceReleaseTwice(t *testing.T, s journal.Store) {

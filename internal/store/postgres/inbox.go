@@ -1,0 +1,466 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ordersync/ordersync/internal/inbox"
+	"github.com/ordersync/ordersync/internal/order"
+)
+
+// Inbox is the PostgreSQL inbox.Store.
+//
+// Receive answers a known event from one read (a duplicate writes nothing), and
+// stores a new one with one statement that takes a transaction-scoped advisory lock
+// on the event, inserts the event and registers its operations: one round trip and
+// one transaction, so a failure leaves neither the event nor any operation and a
+// redelivery registers them exactly once.
+type Inbox struct {
+	db *DB
+	// beforeRegister, when set (tests only), runs after a lookup that found no event
+	// and before the registering statement: the window in which a concurrent delivery
+	// may commit the same event.
+	beforeRegister func()
+}
+
+var _ inbox.Store = (*Inbox)(nil)
+
+// Inbox is the webhook inbox store.
+func (db *DB) Inbox() *Inbox { return &Inbox{db: db} }
+
+// maxReceiveTries bounds how often Receive starts over: after a serialization
+// failure or a deadlock (a concurrent writer of the same operation or event), and
+// after a registering statement that found the event committed since the lookup.
+const maxReceiveTries = 5
+
+// inboxLookupSQL is the duplicate path: a plain read, no lock, no write.
+const inboxLookupSQL = `SELECT body_sha256, answer_status, coalesce(answer_content_type, ''), answer_body, operations
+FROM inbox_events WHERE source = $1 AND event_id = $2`
+
+// inboxConflictSQL records a delivery that reused a stored event id with another body.
+const inboxConflictSQL = `INSERT INTO inbox_conflicts (source, event_id, at, body_sha256, body) VALUES ($1, $2, $3, $4, $5)`
+
+// inboxReceiveSQL stores a new event and registers its operations, in one statement
+// run in a REPEATABLE READ transaction of its own (see register: one round trip).
+//
+//   - lock: pg_try_advisory_xact_lock on the event's key ($1). Not taken: another
+//     delivery of the event is being registered right now; nothing is written and
+//     the caller answers InProgress. Taken: it is held until commit, so a second
+//     delivery arriving meanwhile is told InProgress instead of waiting.
+//   - event: the event row, only under the lock, ON CONFLICT (source, event_id) DO
+//     NOTHING: a delivery that committed since the lookup leaves it empty, and
+//     nothing else happens (the caller reads the event again).
+//   - reg: the registrations, only when the event row was inserted.
+//   - inserted: new operations, pending and due now, ON CONFLICT (key) DO NOTHING.
+//   - existing: registrations whose key was already in the journal, each looked up
+//     by key (a correlated subquery: the plan uses the primary key whatever the
+//     statistics). The statement's snapshot does not show the rows it inserts
+//     itself, so these are exactly the keys that existed before it.
+//   - conflicted: an existing key with another payload, for a registration without
+//     IfAbsent: recorded as Register records it (one row per payload, counted).
+//   - woken: Wake registrations whose operation is not done: pending, due now. A row a
+//     claim holds is waited for (its verdict is then looked at: done stays done).
+//
+// Under REPEATABLE READ a key that a concurrent transaction committed after this
+// statement's snapshot (and so is missing from existing) does not slip through ON
+// CONFLICT DO NOTHING unseen: the server raises a serialization failure, nothing is
+// written, and Receive starts over with a snapshot that shows it. The same holds for
+// an operation updated after the snapshot (a claim that finished while woken waited)
+// and for the event row itself.
+const inboxReceiveSQL = `
+WITH lock AS MATERIALIZED (
+	SELECT pg_try_advisory_xact_lock($1) AS taken
+), event AS (
+	INSERT INTO inbox_events (source, event_id, body_sha256, body, content_type, status, received_at,
+		answer_status, answer_content_type, answer_body, operations)
+	SELECT $2, $3, $4, $5, nullif($6, ''), 'processed', $7, $8, nullif($9, ''), $10, $11
+	FROM lock WHERE taken
+	ON CONFLICT (source, event_id) DO NOTHING
+	RETURNING true
+), reg AS (
+	SELECT * FROM unnest($13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::bool[], $20::bool[])
+		AS r (key, kind, source, external_id, payload, payload_sha256, if_absent, wake)
+	WHERE EXISTS (SELECT FROM event)
+), inserted AS (
+	INSERT INTO operations (key, kind, source, external_id, status, payload, payload_sha256,
+		attempts, last_error, next_attempt_at, created_at, updated_at)
+	SELECT key, kind, source, external_id, 'pending', payload::jsonb, payload_sha256, 0, '', $12, $12, $12
+	FROM reg
+	ON CONFLICT (key) DO NOTHING
+	RETURNING key
+), existing AS (
+	SELECT * FROM (
+		SELECT key, payload, payload_sha256, if_absent, wake,
+			(SELECT o.payload_sha256 FROM operations o WHERE o.key = reg.key) AS saved_sha256
+		FROM reg OFFSET 0
+	) r WHERE saved_sha256 IS NOT NULL
+), conflicted AS (
+	INSERT INTO operation_conflicts (operation_key, at, last_at, payload_sha256, payload)
+	SELECT key, $12, $12, payload_sha256, payload::jsonb FROM existing
+	WHERE NOT if_absent AND payload_sha256 <> saved_sha256
+	ON CONFLICT (operation_key, payload_sha256)
+	DO UPDATE SET times = operation_conflicts.times + 1, last_at = excluded.last_at
+	RETURNING operation_key
+), woken AS (
+	UPDATE operations o SET status = 'pending', next_attempt_at = $12, updated_at = $12
+	FROM existing e
+	WHERE o.key = e.key AND e.wake AND o.status <> 'done'
+	RETURNING o.key
+)
+SELECT (SELECT taken FROM lock), EXISTS (SELECT FROM event),
+	ARRAY(SELECT key FROM inserted ORDER BY key),
+	ARRAY(SELECT operation_key FROM conflicted ORDER BY operation_key),
+	ARRAY(SELECT key FROM woken ORDER BY key)`
+
+// inboxLockKey is the advisory lock key of one event: the first 8 bytes of
+// SHA-256("inbox" NUL source NUL event id). Two events sharing a key (odds 2^-64)
+// would only make simultaneous deliveries of both answer InProgress to one another.
+func inboxLockKey(source, eventID string) int64 {
+	h := sha256.New()
+	h.Write([]byte("inbox\x00"))
+	h.Write([]byte(source))
+	h.Write([]byte{0})
+	h.Write([]byte(eventID))
+	return int64(binary.BigEndian.Uint64(h.Sum(nil)))
+}
+
+// savedEvent is what the lookup reads.
+type savedEvent struct {
+	bodySHA256 string
+	answer     inbox.Answer
+	operations []string
+}
+
+// receiveResult is what inboxReceiveSQL answers.
+type receiveResult struct {
+	taken, inserted        bool
+	registered, conflicted []string
+	woken                  []string
+}
+
+// Receive answers a known event from one read: Duplicate with the saved answer and
+// operations when the body's SHA-256 is the one stored (nothing is written), or
+// Conflict, recording the other body in inbox_conflicts. A new event is stored with
+// its operations by inboxReceiveSQL (see there) and answers Processed with answer;
+// InProgress when another delivery of the event holds its lock. The event is stored
+// with ev.ReceivedAt (the store's clock when zero); operations, conflicts and wakes
+// take the store's clock. Round trips: one for a duplicate, two for a new event or
+// a conflict.
+func (ib *Inbox) Receive(ctx context.Context, ev inbox.Event, regs []inbox.Registration, answer inbox.Answer) (inbox.Receipt, error) {
+	what := "inbox: receive " + ev.Source + " " + strconv.Quote(ev.ID)
+	if err := validateReceive(ev, regs, answer); err != nil {
+		return inbox.Receipt{}, fmt.Errorf("postgres: %s: %w", what, err)
+	}
+	sum := order.SHA256Hex(ev.Body)
+	for try := 1; ; try++ {
+		saved, found, err := ib.lookup(ctx, ev.Source, ev.ID)
+		if err != nil {
+			return inbox.Receipt{}, fmt.Errorf("postgres: %s: %w", what, err)
+		}
+		if found {
+			return ib.known(ctx, ev, sum, saved)
+		}
+		if ib.beforeRegister != nil {
+			ib.beforeRegister()
+		}
+		now := ib.db.nowUTC()
+		r, err := ib.register(ctx, receiveArgs(ev, sum, regs, answer, now))
+		switch {
+		case retryable(err) && try < maxReceiveTries:
+			ib.db.log.DebugContext(ctx, "inbox: a concurrent writer got in the way; receiving again",
+				"source", ev.Source, "event_id", ev.ID, "error", err)
+			continue
+		case err != nil:
+			return inbox.Receipt{}, fmt.Errorf("postgres: %s: %w", what, err)
+		case !r.taken:
+			return inbox.Receipt{Outcome: inbox.InProgress}, nil
+		case !r.inserted && try < maxReceiveTries:
+			continue // committed by another delivery since the lookup: read it
+		case !r.inserted:
+			return inbox.Receipt{}, fmt.Errorf("postgres: %s: the event was neither stored nor found after %d tries", what, try)
+		}
+		if len(r.conflicted) > 0 {
+			ib.db.log.WarnContext(ctx, "inbox: registrations conflict with saved operations",
+				"source", ev.Source, "event_id", ev.ID, "keys", r.conflicted)
+		}
+		return inbox.Receipt{Outcome: inbox.Processed, Answer: answer, Operations: regKeys(regs)}, nil
+	}
+}
+
+func validateReceive(ev inbox.Event, regs []inbox.Registration, answer inbox.Answer) error {
+	switch {
+	case ev.Source == "":
+		return errors.New("the source is required")
+	case ev.ID == "":
+		return errors.New("the event id is required")
+	case answer.Status < 100 || answer.Status > 599:
+		return fmt.Errorf("answer status %d is not an HTTP status", answer.Status)
+	}
+	seen := make(map[string]bool, len(regs))
+	for i, r := range regs {
+		if err := validateNew(r.Op); err != nil {
+			return fmt.Errorf("registration %d (%q): %w", i+1, r.Op.Key, err)
+		}
+		if seen[r.Op.Key] {
+			return fmt.Errorf("registration %d: key %q appears twice", i+1, r.Op.Key)
+		}
+		seen[r.Op.Key] = true
+	}
+	return nil
+}
+
+func regKeys(regs []inbox.Registration) []string {
+	keys := make([]string, len(regs))
+	for i, r := range regs {
+		keys[i] = r.Op.Key
+	}
+	return keys
+}
+
+// receiveArgs are inboxReceiveSQL's arguments. The registrations go in key order, so
+// that two events registering the same keys take their locks in the same order.
+func receiveArgs(ev inbox.Event, sum string, regs []inbox.Registration, answer inbox.Answer, now time.Time) []any {
+	received := now
+	if !ev.ReceivedAt.IsZero() {
+		received = ev.ReceivedAt.UTC().Truncate(time.Microsecond)
+	}
+	sorted := slices.SortedFunc(slices.Values(regs), func(a, b inbox.Registration) int { return strings.Compare(a.Op.Key, b.Op.Key) })
+	n := len(sorted)
+	var (
+		keys, kinds, sources, externalIDs = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		payloads, sums                    = make([]string, n), make([]string, n)
+		ifAbsent, wake                    = make([]bool, n), make([]bool, n)
+	)
+	for i, r := range sorted {
+		keys[i], kinds[i], sources[i], externalIDs[i] = r.Op.Key, r.Op.Kind, r.Op.Source, r.Op.ExternalID
+		payloads[i], sums[i] = string(r.Op.Payload), order.SHA256Hex(r.Op.Payload)
+		ifAbsent[i], wake[i] = r.IfAbsent, r.Wake
+	}
+	body := ev.Body
+	if body == nil {
+		body = []byte{}
+	}
+	var answerBody []byte
+	if len(answer.Body) > 0 {
+		answerBody = []byte(answer.Body)
+	}
+	return []any{
+		inboxLockKey(ev.Source, ev.ID),
+		ev.Source, ev.ID, sum, body, ev.ContentType, received,
+		answer.Status, answer.ContentType, answerBody, regKeys(regs), now,
+		keys, kinds, sources, externalIDs, payloads, sums, ifAbsent, wake,
+	}
+}
+
+// lookup reads a stored event; found is false when there is none.
+func (ib *Inbox) lookup(ctx context.Context, source, eventID string) (saved savedEvent, found bool, err error) {
+	var body []byte
+	err = ib.db.pool.QueryRow(ctx, inboxLookupSQL, source, eventID).Scan(
+		&saved.bodySHA256, &saved.answer.Status, &saved.answer.ContentType, &body, &saved.operations)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return savedEvent{}, false, nil
+	}
+	if err != nil {
+		return savedEvent{}, false, fmt.Errorf("look up the event: %w", err)
+	}
+	if body != nil {
+		saved.answer.Body = json.RawMessage(body)
+	}
+	return saved, true, nil
+}
+
+// known answers a delivery of a stored event: Duplicate without a write, or Conflict
+// with the other body recorded.
+func (ib *Inbox) known(ctx context.Context, ev inbox.Event, sum string, saved savedEvent) (inbox.Receipt, error) {
+	if saved.bodySHA256 == sum {
+		return inbox.Receipt{Outcome: inbox.Duplicate, Answer: saved.answer, Operations: saved.operations}, nil
+	}
+	body := ev.Body
+	if body == nil {
+		body = []byte{}
+	}
+	if _, err := ib.db.pool.Exec(ctx, inboxConflictSQL, ev.Source, ev.ID, ib.db.nowUTC(), sum, body); err != nil {
+		return inbox.Receipt{}, fmt.Errorf("postgres: inbox: receive %s %q: record the conflict: %w", ev.Source, ev.ID, err)
+	}
+	ib.db.log.WarnContext(ctx, "inbox: event id reused with another body",
+		"source", ev.Source, "event_id", ev.ID, "saved_sha256", saved.bodySHA256, "body_sha256", sum)
+	return inbox.Receipt{Outcome: inbox.Conflict, Operations: saved.operations}, nil
+}
+
+// register runs inboxReceiveSQL in a REPEATABLE READ transaction of its own: BEGIN,
+// plan_cache_mode, the statement and COMMIT pipelined in one round trip. On an error
+// the COMMIT is skipped and endTx rolls back.
+//
+// The statement runs on its generic plan (planned once per connection and again when
+// the tables' statistics change): the server's default plans it afresh on every
+// execution, which took about half of its server time. The generic plan finds
+// operations by key (a correlated subquery on the primary key) whatever the tables'
+// size; only the wake's join may scan the journal while its statistics say it is tiny
+// (a new database before its first autoanalyze), and only for a registration that
+// asks for a wake.
+func (ib *Inbox) register(ctx context.Context, args []any) (receiveResult, error) {
+	conn, err := ib.db.pool.Acquire(ctx)
+	if err != nil {
+		return receiveResult{}, err
+	}
+	defer endTx(ctx, conn)
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	b.Queue(`SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`)
+	b.Queue(inboxReceiveSQL, args...)
+	b.Queue("COMMIT")
+	br := conn.SendBatch(ctx, b)
+	var (
+		r      receiveResult
+		commit pgconn.CommandTag
+	)
+	err = func() error {
+		for range 2 { // BEGIN, plan_cache_mode
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		if err := br.QueryRow().Scan(&r.taken, &r.inserted, &r.registered, &r.conflicted, &r.woken); err != nil {
+			return err
+		}
+		var err error
+		commit, err = br.Exec()
+		return err
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && commit.String() != "COMMIT" {
+		err = fmt.Errorf("unexpected result of COMMIT: %q", commit.String())
+	}
+	return r, err
+}
+
+// retryable reports a serialization failure or a deadlock: the transaction was
+// rolled back and may run again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == codeSerializationFailure || pe.Code == codeDeadlockDetected)
+}
+
+const (
+	codeSerializationFailure = "40001"
+	codeDeadlockDetected     = "40P01"
+)
+
+const inboxColumns = `e.source, e.event_id, e.body_sha256, e.status, e.received_at, coalesce(e.content_type, ''),
+	e.answer_status, coalesce(e.answer_content_type, ''), e.answer_body, e.operations,
+	(SELECT count(*) FROM inbox_conflicts c WHERE c.source = e.source AND c.event_id = e.event_id)`
+
+// scanInboxRecord reads inboxColumns, then any extra columns into extra.
+func scanInboxRecord(row pgx.Row, extra ...any) (inbox.Record, error) {
+	var (
+		r          inbox.Record
+		answerBody []byte
+	)
+	dest := append([]any{&r.Source, &r.EventID, &r.BodySHA256, &r.Status, &r.ReceivedAt, &r.ContentType,
+		&r.Answer.Status, &r.Answer.ContentType, &answerBody, &r.Operations, &r.Conflicts}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return inbox.Record{}, err
+	}
+	r.ReceivedAt = r.ReceivedAt.UTC()
+	if answerBody != nil {
+		r.Answer.Body = json.RawMessage(answerBody)
+	}
+	return r, nil
+}
+
+// List returns stored events newest first (received_at descending, then source and
+// event id), filtered by source and status, at most Limit (default 100), each with
+// the number of conflicting deliveries. Bodies are left out (Show has them).
+func (ib *Inbox) List(ctx context.Context, f inbox.Filter) ([]inbox.Record, error) {
+	q := `SELECT ` + inboxColumns + ` FROM inbox_events e WHERE true`
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if f.Source != "" {
+		q += ` AND e.source = ` + arg(f.Source)
+	}
+	if f.Status != "" {
+		if f.Status != string(inbox.Processed) {
+			return nil, fmt.Errorf("postgres: inbox: list: unknown status %q (stored events are %s)", f.Status, inbox.Processed)
+		}
+		q += ` AND e.status = ` + arg(f.Status)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	q += ` ORDER BY e.received_at DESC, e.source, e.event_id LIMIT ` + arg(limit)
+	rows, err := ib.db.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: inbox: list: %w", err)
+	}
+	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (inbox.Record, error) { return scanInboxRecord(row) })
+	if err != nil {
+		return nil, fmt.Errorf("postgres: inbox: list: %w", err)
+	}
+	if recs == nil {
+		recs = []inbox.Record{}
+	}
+	return recs, nil
+}
+
+// Show returns one event with its body and its conflicting deliveries (by time), read
+// in one round trip; inbox.ErrNotFound for an unknown one.
+func (ib *Inbox) Show(ctx context.Context, source, eventID string) (inbox.Detail, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT `+inboxColumns+`, e.body FROM inbox_events e WHERE e.source = $1 AND e.event_id = $2`, source, eventID)
+	b.Queue(`SELECT at, body_sha256, body FROM inbox_conflicts WHERE source = $1 AND event_id = $2 ORDER BY at, id`, source, eventID)
+	br := ib.db.pool.SendBatch(ctx, b)
+	d, err := func() (inbox.Detail, error) {
+		var (
+			d    inbox.Detail
+			body []byte
+		)
+		rec, err := scanInboxRecord(br.QueryRow(), &body)
+		if err != nil {
+			return d, err
+		}
+		d.Record = rec
+		d.Body = body
+		d.BodyText = string(body)
+		rows, err := br.Query()
+		if err != nil {
+			return d, err
+		}
+		d.Conflicts, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (inbox.ConflictRecord, error) {
+			var c inbox.ConflictRecord
+			err := row.Scan(&c.At, &c.BodySHA256, &c.Body)
+			c.At = c.At.UTC()
+			return c, err
+		})
+		if d.Conflicts == nil {
+			d.Conflicts = []inbox.ConflictRecord{}
+		}
+		return d, err
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return inbox.Detail{}, fmt.Errorf("postgres: inbox: show %s %q: %w", source, eventID, inbox.ErrNotFound)
+	}
+	if err != nil {
+		return inbox.Detail{}, fmt.Errorf("postgres: inbox: show %s %q: %w", source, eventID, err)
+	}
+	return d, nil
+}

@@ -1,0 +1,467 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ordersync/ordersync/internal/inbox"
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/order"
+	"github.com/ordersync/ordersync/internal/store/storetest"
+	"github.com/ordersync/ordersync/internal/testdb"
+)
+
+// inboxTestConns is the pool of the inbox suite, whose simultaneous deliveries share
+// it. A test server allows 100 connections by default, to every package and test
+// that runs at the same time, so the 100 deliveries run on 32 connections: the rest
+// wait for one, and most of those find the event stored (duplicates).
+const inboxTestConns = 32
+
+func TestInbox(t *testing.T) {
+	t.Parallel()
+	storetest.Inbox(t, func(t *testing.T) (inbox.Store, journal.Store) {
+		db := newDB(t, Config{MaxConns: inboxTestConns})
+		return db.Inbox(), db.Journal()
+	})
+}
+
+// ---- helpers ----
+
+func inboxEv(id, body string) inbox.Event {
+	return inbox.Event{Source: "site", ID: id, Body: []byte(body), ContentType: "application/json", ReceivedAt: time.Now()}
+}
+
+func inboxReg(key string, n int) inbox.Registration {
+	return inbox.Registration{Op: journal.NewOperation{Key: key, Kind: order.KindCreate, Source: "site", ExternalID: key,
+		Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))}}
+}
+
+var inboxOK = inbox.Answer{Status: 200, ContentType: "application/json", Body: json.RawMessage(`{"ok":true}`)}
+
+func mustReceive(t *testing.T, ib *Inbox, ev inbox.Event, regs []inbox.Registration, want inbox.Outcome) inbox.Receipt {
+	t.Helper()
+	r, err := ib.Receive(context.Background(), ev, regs, inboxOK)
+	if err != nil {
+		t.Fatalf("receive %s: %v", ev.ID, err)
+	}
+	if r.Outcome != want {
+		t.Fatalf("receive %s: got %s, want %s", ev.ID, r.Outcome, want)
+	}
+	return r
+}
+
+// count runs a SELECT count(*) … and returns the number.
+func count(t *testing.T, db *DB, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.Pool().QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+func wantCounts(t *testing.T, db *DB, what string, events, ops int) {
+	t.Helper()
+	gotEvents := count(t, db, `SELECT count(*) FROM inbox_events`)
+	gotOps := count(t, db, `SELECT count(*) FROM operations`)
+	if gotEvents != events || gotOps != ops {
+		t.Fatalf("%s: %d events and %d operations, want %d and %d", what, gotEvents, gotOps, events, ops)
+	}
+}
+
+// lockWait waits until a session of this test's schema waits for a lock.
+func lockWait(db *DB) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var waiting bool
+		if err := db.Pool().QueryRow(context.Background(), `SELECT EXISTS (SELECT FROM pg_stat_activity
+			WHERE application_name = current_setting('application_name') AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
+			return err
+		}
+		if waiting {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return errors.New("no session of the test waits for a lock after 10s")
+}
+
+// ---- tests ----
+
+// A failure anywhere before commit leaves neither the event nor an operation: here a
+// deferred constraint trigger fails the COMMIT, after every row of the delivery was
+// written, and a row trigger fails the insert of one operation.
+func TestInboxFailureBeforeCommitLeavesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t, Config{})
+	ib := db.Inbox()
+	if _, err := db.Pool().Exec(ctx, `
+		CREATE FUNCTION fail_inbox_test() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'injected failure (%)', TG_NAME; END $$;
+		CREATE CONSTRAINT TRIGGER fail_at_commit AFTER INSERT ON inbox_events
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+			WHEN (NEW.event_id = 'fails-at-commit') EXECUTE FUNCTION fail_inbox_test();
+		CREATE TRIGGER fail_operation BEFORE INSERT ON operations
+			FOR EACH ROW WHEN (NEW.key = 'site:order:poison:create') EXECUTE FUNCTION fail_inbox_test();`); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		id   string
+		regs []inbox.Registration
+		drop string
+	}{
+		{"fails-at-commit", []inbox.Registration{inboxReg("site:order:G-1:create", 1), inboxReg("site:order:G-2:create", 1)},
+			`DROP TRIGGER fail_at_commit ON inbox_events`},
+		{"fails-in-an-operation", []inbox.Registration{inboxReg("site:order:G-3:create", 1), inboxReg("site:order:poison:create", 1)},
+			`DROP TRIGGER fail_operation ON operations`},
+	} {
+		before := count(t, db, `SELECT count(*) FROM operations`)
+		ev := inboxEv(tc.id, `{"id":"`+tc.id+`"}`)
+		if r, err := ib.Receive(ctx, ev, tc.regs, inboxOK); err == nil {
+			t.Fatalf("%s: got %s, want the injected failure", tc.id, r.Outcome)
+		} else {
+			t.Logf("%s: %v", tc.id, err)
+		}
+		if n := count(t, db, `SELECT count(*) FROM inbox_events WHERE event_id = $1`, tc.id); n != 0 {
+			t.Fatalf("%s: the event is stored after a failed delivery", tc.id)
+		}
+		if n := count(t, db, `SELECT count(*) FROM operations`); n != before {
+			t.Fatalf("%s: %d operations after a failed delivery, want %d", tc.id, n, before)
+		}
+		if _, err := db.Pool().Exec(ctx, tc.drop); err != nil {
+			t.Fatal(err)
+		}
+		mustReceive(t, ib, ev, tc.regs, inbox.Processed)
+		mustReceive(t, ib, ev, tc.regs, inbox.Duplicate)
+		if n := count(t, db, `SELECT count(*) FROM operations`); n != before+2 {
+			t.Fatalf("%s: %d operations after the redelivery, want %d", tc.id, n, before+2)
+		}
+	}
+	wantCounts(t, db, "in the end", 2, 4)
+}
+
+// A delivery of an event whose lock another transaction holds is in progress:
+// nothing is written, and the redelivery after that transaction is processed.
+func TestInboxInProgress(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t, Config{})
+	ib := db.Inbox()
+	ev := inboxEv("held", `{}`)
+	regs := []inbox.Registration{inboxReg("site:order:H-1:create", 1)}
+
+	tx, err := db.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, inboxLockKey(ev.Source, ev.ID)); err != nil {
+		t.Fatal(err)
+	}
+	r := mustReceive(t, ib, ev, regs, inbox.InProgress)
+	if r.Answer.Status != 0 || len(r.Operations) != 0 {
+		t.Fatalf("in progress: got %+v, want no answer and no operations", r)
+	}
+	wantCounts(t, db, "while another delivery holds the event", 0, 0)
+	mustReceive(t, ib, inboxEv("other-event", `{}`), nil, inbox.Processed) // other events go on
+
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustReceive(t, ib, ev, regs, inbox.Processed)
+	wantCounts(t, db, "after the holder ended", 2, 1)
+}
+
+// A delivery that commits between another's lookup and its statement: the statement
+// inserts nothing (the advisory lock was free again) and the event is read again.
+func TestInboxCommittedBetweenLookupAndInsert(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t, Config{})
+	for _, tc := range []struct {
+		name, first string
+		want        inbox.Outcome
+	}{
+		{"same body", `{"a":1}`, inbox.Duplicate},
+		{"other body", `{"a":2}`, inbox.Conflict},
+	} {
+		id := "race-" + tc.name
+		key := "site:order:" + id + ":create"
+		ib := db.Inbox()
+		var once sync.Once
+		ib.beforeRegister = func() {
+			once.Do(func() {
+				mustReceive(t, db.Inbox(), inboxEv(id, tc.first), []inbox.Registration{inboxReg(key, 1)}, inbox.Processed)
+			})
+		}
+		r := mustReceive(t, ib, inboxEv(id, `{"a":1}`), []inbox.Registration{inboxReg(key, 2)}, tc.want)
+		if !slices.Equal(r.Operations, []string{key}) {
+			t.Fatalf("%s: operations %q, want the first delivery's %q", tc.name, r.Operations, []string{key})
+		}
+		op, err := db.Journal().Get(ctx, key)
+		if err != nil || op.PayloadSHA256 != order.SHA256Hex([]byte(`{"n":1}`)) {
+			t.Fatalf("%s: operation %+v, %v; want the first delivery's", tc.name, op, err)
+		}
+	}
+	wantCounts(t, db, "after both races", 2, 2)
+	if n := count(t, db, `SELECT count(*) FROM inbox_conflicts`); n != 1 {
+		t.Fatalf("inbox conflicts: got %d, want 1", n)
+	}
+	if n := count(t, db, `SELECT count(*) FROM operation_conflicts`); n != 0 {
+		t.Fatalf("journal conflicts: got %d, want none (the losing deliveries registered nothing)", n)
+	}
+}
+
+// An operation that another transaction registers and commits while the statement
+// runs (after its snapshot) is not passed over: the statement fails to serialize,
+// and the delivery starts again and records the conflict with the committed payload.
+func TestInboxRegistrationCommittedDuringTheStatement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t, Config{})
+	key := "site:order:R-1:create"
+	other := []byte(`{"n":9}`)
+
+	tx, err := db.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, registerSQL, key, order.KindCreate, "site", key, "pending", other, order.SHA256Hex(other), "", time.Now().UTC()); err != nil {
+		t.Fatal(err)
+	}
+	committed := make(chan error, 1)
+	go func() {
+		if err := lockWait(db); err != nil { // the statement waits for the uncommitted key
+			committed <- err
+			return
+		}
+		committed <- tx.Commit(ctx)
+	}()
+	mustReceive(t, db.Inbox(), inboxEv("during", `{}`), []inbox.Registration{inboxReg(key, 1)}, inbox.Processed)
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+	d, err := db.Journal().Show(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.PayloadSHA256 != order.SHA256Hex(other) {
+		t.Fatalf("operation: payload_sha256 %s, want the committed one's %s", d.PayloadSHA256, order.SHA256Hex(other))
+	}
+	if len(d.Conflicts) != 1 || d.Conflicts[0].PayloadSHA256 != order.SHA256Hex([]byte(`{"n":1}`)) {
+		t.Fatalf("journal conflicts: got %+v, want the delivery's payload recorded", d.Conflicts)
+	}
+	wantCounts(t, db, "in the end", 1, 1)
+}
+
+// Wake of an operation a claim holds waits for the claim's verdict, then applies to
+// it: a retry is made due now, a done operation stays done.
+func TestInboxWakeWaitsForTheClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t, Config{})
+	j := db.Journal()
+	for _, tc := range []struct {
+		verdict journal.Finish
+		want    journal.Status
+		dueNow  bool
+	}{
+		{journal.Finish{Status: journal.StatusPending, Error: "portal 503", NextAttemptAt: time.Now().Add(time.Hour)}, journal.StatusPending, true},
+		{journal.Finish{Status: journal.StatusDone, Result: &journal.Result{Ref: "r", Number: "1"}}, journal.StatusDone, false},
+	} {
+		key := "bitrix24:deal:" + string(tc.verdict.Status) + ":create"
+		if _, err := j.Register(ctx, testOp(key)); err != nil {
+			t.Fatal(err)
+		}
+		c, err := j.ClaimKey(ctx, key, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wake := inboxReg(key, 1)
+		wake.IfAbsent, wake.Wake = true, true
+		done := make(chan inbox.Receipt, 1)
+		go func() {
+			r, err := db.Inbox().Receive(ctx, inboxEv("update-"+key, `{}`), []inbox.Registration{wake}, inboxOK)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- r
+		}()
+		if err := lockWait(db); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("%s: the wake returned %s while the claim held the row", key, r.Outcome)
+		default:
+		}
+		finishedAt := time.Now()
+		if err := c.Finish(ctx, tc.verdict); err != nil {
+			t.Fatal(err)
+		}
+		if r := <-done; r.Outcome != inbox.Processed {
+			t.Fatalf("%s: got %s, want %s", key, r.Outcome, inbox.Processed)
+		}
+		op, err := j.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op.Status != tc.want || (tc.dueNow && op.NextAttemptAt.Before(finishedAt.Add(-time.Second))) || (!tc.dueNow && op.Result == nil) {
+			t.Fatalf("%s after the wake: got status %s next_attempt_at %v result %v, want %s (due now: %v)",
+				key, op.Status, op.NextAttemptAt, op.Result, tc.want, tc.dueNow)
+		}
+	}
+}
+
+// Times come from Config.Now (UTC): the receipt time when the event has none, the
+// operations, both kinds of conflict and the wake.
+func TestInboxInjectedClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Date(2026, 9, 16, 10, 0, 0, 123456789, time.FixedZone("Asia/Almaty", 5*3600))
+	want := now.UTC().Truncate(time.Microsecond)
+	db := newDB(t, Config{Now: func() time.Time { return now }})
+	ib, j := db.Inbox(), db.Journal()
+
+	if _, err := j.Register(ctx, testOp("site:order:old:create")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool().Exec(ctx, `UPDATE operations SET next_attempt_at = $1 WHERE key = 'site:order:old:create'`, want.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	ev := inboxEv("clock", `{}`)
+	ev.ReceivedAt = time.Time{}
+	wake := inboxReg("site:order:old:create", 5)
+	wake.Wake = true
+	mustReceive(t, ib, ev, []inbox.Registration{inboxReg("site:order:new:create", 1), wake}, inbox.Processed)
+	mustReceive(t, ib, inbox.Event{Source: ev.Source, ID: ev.ID, Body: []byte(`{"other":1}`)}, nil, inbox.Conflict)
+
+	d, err := ib.Show(ctx, ev.Source, ev.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.ReceivedAt.Equal(want) || d.ReceivedAt.Location() != time.UTC || len(d.Conflicts) != 1 || !d.Conflicts[0].At.Equal(want) {
+		t.Fatalf("event: received_at %v, conflicts %+v; want %v", d.ReceivedAt, d.Conflicts, want)
+	}
+	created, err := j.Get(ctx, "site:order:new:create")
+	if err != nil {
+		t.Fatal(err)
+	}
+	woken, err := j.Show(ctx, "site:order:old:create")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !created.CreatedAt.Equal(want) || !created.NextAttemptAt.Equal(want) || !woken.NextAttemptAt.Equal(want) ||
+		!woken.UpdatedAt.Equal(want) || len(woken.Conflicts) != 1 || !woken.Conflicts[0].At.Equal(want) {
+		t.Fatalf("times: created %v/%v, woken %v/%v, conflicts %+v; want all %v",
+			created.CreatedAt, created.NextAttemptAt, woken.NextAttemptAt, woken.UpdatedAt, woken.Conflicts, want)
+	}
+}
+
+// TestInboxRoundTrips measures Receive on a warm pool: a new event is the lookup and
+// the pipelined statement (2), a duplicate the lookup alone (1), a conflict the
+// lookup and the conflict row (2).
+func TestInboxRoundTrips(t *testing.T) {
+	t.Parallel()
+	var rt testdb.RoundTrips
+	db := newDB(t, Config{ConfigurePool: func(c *pgxpool.Config) {
+		rt.Install(c)
+		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	}})
+	ib := db.Inbox()
+	var newRT, dupRT, conflictRT int64
+	for i := range 6 {
+		id := fmt.Sprintf("rt-%d", i)
+		regs := []inbox.Registration{inboxReg("site:order:"+id+":create", 1), inboxReg("site:order:"+id+":cancel", 1)}
+		newRT = rt.Measure(func() { mustReceive(t, ib, inboxEv(id, `{"a":1}`), regs, inbox.Processed) })
+		dupRT = rt.Measure(func() { mustReceive(t, ib, inboxEv(id, `{"a":1}`), regs, inbox.Duplicate) })
+		conflictRT = rt.Measure(func() { mustReceive(t, ib, inboxEv(id, `{"a":2}`), regs, inbox.Conflict) })
+		t.Logf("event %d: new %d, duplicate %d, conflict %d round trips", i+1, newRT, dupRT, conflictRT)
+	}
+	if newRT != 2 || dupRT != 1 || conflictRT != 2 {
+		t.Fatalf("warm path: new %d, duplicate %d, conflict %d round trips; want 2, 1, 2", newRT, dupRT, conflictRT)
+	}
+}
+
+// A duplicate writes nothing: its one statement is the lookup, which generates no WAL
+// (EXPLAIN (ANALYZE, WAL) counts what that statement alone wrote, whatever else the
+// server does meanwhile) and finds the event by its primary key, and the rows it
+// answers from keep their versions.
+func TestInboxDuplicateWritesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t, Config{})
+	ib := db.Inbox()
+	ev := inboxEv("dup", `{"a":1}`)
+	key := "site:order:dup:create"
+	mustReceive(t, ib, ev, []inbox.Registration{inboxReg(key, 1)}, inbox.Processed)
+	versions := func() string {
+		var s string
+		if err := db.Pool().QueryRow(ctx, `SELECT (SELECT xmin || '/' || ctid FROM inbox_events) || ' ' ||
+			(SELECT xmin || '/' || ctid FROM operations) || ' ' || (SELECT count(*) FROM inbox_conflicts)`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := versions()
+	var lsn string
+	if err := db.Pool().QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	for range n {
+		mustReceive(t, ib, ev, []inbox.Registration{inboxReg(key, 1)}, inbox.Duplicate)
+	}
+	var walBytes int64
+	if err := db.Pool().QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint`, lsn).Scan(&walBytes); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d duplicates: the server's WAL grew %d bytes meanwhile (all sessions of the cluster count)", n, walBytes)
+	if after := versions(); after != before {
+		t.Fatalf("row versions: %s before the duplicates, %s after", before, after)
+	}
+
+	var plan []map[string]any
+	if err := db.Pool().QueryRow(ctx, `EXPLAIN (ANALYZE, WAL, FORMAT JSON) `+inboxLookupSQL, ev.Source, ev.ID).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	top := plan[0]["Plan"].(map[string]any)
+	if top["Index Name"] != "inbox_events_pkey" {
+		t.Fatalf("the lookup runs on %v %v, want the primary key (plan %v)", top["Node Type"], top["Index Name"], top)
+	}
+	for _, k := range []string{"WAL Records", "WAL FPI", "WAL Bytes"} {
+		if v, ok := top[k].(float64); !ok || v != 0 {
+			t.Fatalf("the lookup's %s: got %v, want 0 (plan %v)", k, top[k], top)
+		}
+	}
+	if n := count(t, db, `SELECT count(*) FROM operations`); n != 1 {
+		t.Fatalf("operations: got %d, want 1", n)
+	}
+}
+
+// The advisory lock keys of distinct events differ, and depend on both parts.
+func TestInboxLockKey(t *testing.T) {
+	t.Parallel()
+	seen := map[int64]string{}
+	for _, p := range [][2]string{{"site", "a"}, {"site", "b"}, {"sitea", ""}, {"site", "a\x00"}, {"ozon", "a"}} {
+		k := inboxLockKey(p[0], p[1])
+		if prev, ok := seen[k]; ok {
+			t.Fatalf("%q and %s share lock key %d", p, prev, k)
+		}
+		seen[k] = fmt.Sprintf("%q", p)
+	}
+	if inboxLockKey("site", "a") != inboxLockKey("site", "a") {
+		t.Fatal("lock key is not deterministic")
+	}
+}
