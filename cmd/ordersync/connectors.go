@@ -222,7 +222,11 @@ func (a *app) resyncMarketplace(ctx context.Context, name, id string, format str
 	if _, err := poller.Handle(ctx, it); err != nil {
 		return fmt.Errorf("resync: register %s %s: %w", name, id, err)
 	}
-	eng := newEngine(db, client, cfg, out.routes, log)
+	fs, err := fetchers(cfg, skus, log)
+	if err != nil {
+		return err
+	}
+	eng := newEngine(db, client, cfg, out.routes, fs, log)
 	source := m.mp.Name()
 	keys := []string{it.CreateKey(source)}
 	if it.Cancelled {

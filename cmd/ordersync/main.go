@@ -89,6 +89,7 @@ journal row.`,
 		a.resyncCommand(),
 		a.outboxCommand(),
 		a.connectorsCommand(),
+		a.inboxCommand(),
 		a.simCommand(),
 		a.versionCommand(),
 	)

@@ -69,6 +69,7 @@ func newEnv(t *testing.T, opts sim.OneCOptions, migrate bool) *env {
 		"ORDERSYNC_WORKER__BACKOFF_MAX=50ms",
 		"ORDERSYNC_WORKER__POLL_INTERVAL=20ms",
 		"ORDERSYNC_LOG__FORMAT=json",
+		"ORDERSYNC_HTTP__LISTEN=127.0.0.1:0",
 	}
 	if migrate {
 		if _, stderr, code := e.cli("", "migrate"); code != 0 {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
 )
@@ -52,7 +53,19 @@ foreground, its cancel too when the marketplace cancelled it.`,
 			if err != nil {
 				return err
 			}
-			out, err := newDelivery(cfg, nil)
+			markets, err := enabledConnectors(cfg, log)
+			if err != nil {
+				return err
+			}
+			out, err := newDelivery(cfg, publishers(markets))
+			if err != nil {
+				return err
+			}
+			skus, err := connectors.NewSKUMap(cfg.Connectors.SKUMap)
+			if err != nil {
+				return usageError(err)
+			}
+			fs, err := fetchers(cfg, skus, log)
 			if err != nil {
 				return err
 			}
@@ -73,7 +86,7 @@ foreground, its cancel too when the marketplace cancelled it.`,
 			op := before
 			rerun := before.Status != journal.StatusDone
 			if rerun {
-				op, err = newEngine(db, client, cfg, out.routes, log).RunKey(ctx, key)
+				op, err = newEngine(db, client, cfg, out.routes, fs, log).RunKey(ctx, key)
 				if err != nil {
 					return fmt.Errorf("resync %s: %w", key, err)
 				}

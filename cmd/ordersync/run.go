@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -66,7 +67,11 @@ func (a *app) run(ctx context.Context) error {
 	}
 	cancel()
 
-	eng := newEngine(db, client, cfg, out.routes, log)
+	fs, err := fetchers(cfg, skus, log)
+	if err != nil {
+		return err
+	}
+	eng := newEngine(db, client, cfg, out.routes, fs, log)
 	relay := out.relay(db, cfg, log)
 	if err := eng.Start(ctx); err != nil {
 		return err
@@ -74,6 +79,20 @@ func (a *app) run(ctx context.Context) error {
 	if err := relay.Start(ctx); err != nil {
 		eng.Stop()
 		return err
+	}
+	srv, err := newServer(cfg, db, eng.Wake, log)
+	if err != nil {
+		eng.Stop()
+		relay.Stop()
+		return err
+	}
+	if srv != nil {
+		if err := srv.Start(ctx); err != nil {
+			eng.Stop()
+			relay.Stop()
+			return fmt.Errorf("http.listen: %w", err)
+		}
+		log.InfoContext(ctx, "webhooks listening", "address", listenURL(srv.Addr()))
 	}
 	pollers := newPollers(markets, db, skus, eng.Wake, log)
 	for _, p := range pollers {
@@ -85,6 +104,11 @@ func (a *app) run(ctx context.Context) error {
 		log.InfoContext(ctx, "connectors polling", "connectors", connectorNames(markets))
 	}
 	<-ctx.Done()
+	if srv != nil {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.HTTP.ShutdownTimeout)
+		srv.Stop(stopCtx)
+		cancel()
+	}
 	for _, p := range pollers {
 		p.Stop()
 	}

@@ -115,7 +115,8 @@ func getRetries(n int) int {
 	return n
 }
 
-func newEngine(db *postgres.DB, client *httpservice.Client, cfg *config.Config, routes outbox.Routes, log *slog.Logger) *engine.Engine {
+func newEngine(db *postgres.DB, client *httpservice.Client, cfg *config.Config, routes outbox.Routes,
+	fetchers map[string]engine.Fetcher, log *slog.Logger) *engine.Engine {
 	return engine.New(db.Journal(), client, engine.Config{
 		Workers:         cfg.OneC.MaxConcurrency,
 		MaxAttempts:     cfg.Worker.MaxAttempts,
@@ -126,6 +127,7 @@ func newEngine(db *postgres.DB, client *httpservice.Client, cfg *config.Config, 
 		OneCTimeout:     cfg.OneC.Timeout,
 		Location:        cfg.OneC.Location(),
 		Routes:          routes,
+		Fetchers:        fetchers,
 		Logger:          log.With("component", "engine"),
 	})
 }

@@ -77,11 +77,22 @@ func TestAnOrderNotReadyWaitsBeyondMaxAttemptsUntilWoken(t *testing.T) {
 	key := h.registerFetch("bitrix24", "78")
 	e := h.engine(nil, engine.Config{MaxAttempts: 2, WaitInterval: time.Hour, Fetchers: map[string]engine.Fetcher{"bitrix24": f}})
 	ctx := context.Background()
+	runDue := func() {
+		for {
+			ran, err := e.RunDue(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ran {
+				return
+			}
+		}
+	}
 	for range 3 { // three pushes about the deal while it is not won
 		if _, err := h.store.Requeue(ctx, key); err != nil {
 			t.Fatal(err)
 		}
-		h.drain(e)
+		runDue()
 	}
 	d := h.show(key)
 	if d.Status != journal.StatusPending || d.Attempts != 3 || !strings.Contains(d.LastError, "stage NEW") ||
@@ -93,7 +104,7 @@ func TestAnOrderNotReadyWaitsBeyondMaxAttemptsUntilWoken(t *testing.T) {
 	f.notReady["78"] = false // the deal is won; its update wakes the create
 	f.mu.Unlock()
 	h.store.Requeue(ctx, key)
-	h.drain(e)
+	runDue()
 	if d := h.show(key); d.Status != journal.StatusDone {
 		t.Fatalf("after the deal is won: %s %q", d.Status, d.LastError)
 	}
