@@ -41,12 +41,34 @@ func (e *env) withSink() *sim.WebhookSink {
 // runInProcess runs `ordersync run` in this process until the returned stop is
 // called; stop returns the exit code.
 func (e *env) runInProcess() (stop func() int) {
+	stop, _ = e.runWithLog()
+	return stop
+}
+
+// webhooksURL waits for the running service's log to say where it listens.
+func webhooksURL(t *testing.T, log *lockedBuffer) string {
+	t.Helper()
+	var addr string
+	waitUntil(t, 10*time.Second, func() bool {
+		for _, line := range strings.Split(log.String(), "\n") {
+			var rec struct{ Msg, Address string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "webhooks listening" {
+				addr = rec.Address
+				return true
+			}
+		}
+		return false
+	})
+	return addr
+}
+
+func (e *env) runWithLog() (stop func() int, log *lockedBuffer) {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	code := make(chan int, 1)
-	var stderr lockedBuffer
+	stderr := &lockedBuffer{}
 	go func() {
-		code <- Main(ctx, []string{"run"}, strings.NewReader(""), &bytes.Buffer{}, &stderr, e.environ)
+		code <- Main(ctx, []string{"run"}, strings.NewReader(""), &bytes.Buffer{}, stderr, e.environ)
 	}()
 	stopped := false
 	stop = func() int {
@@ -67,7 +89,7 @@ func (e *env) runInProcess() (stop func() int) {
 		}
 	}
 	e.t.Cleanup(func() { stop() })
-	return stop
+	return stop, stderr
 }
 
 func TestOrderCreatedReachesTheWebhookSignedExactlyOnce(t *testing.T) {
