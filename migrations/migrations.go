@@ -19,13 +19,15 @@ import (
 //go:embed postgres/*.sql
 var postgresFiles embed.FS
 
-// The SQLite store will embed its own files the same way:
-//
-//	//go:embed sqlite/*.sql
-//	var sqliteFiles embed.FS
+//go:embed sqlite/*.sql
+var sqliteFiles embed.FS
 
 // Postgres holds the PostgreSQL migrations at its root (0001_journal.sql, …).
 var Postgres fs.FS = mustSub(postgresFiles, "postgres")
+
+// SQLite holds the embedded SQLite store's migrations at its root. Its versions are
+// its own: they need not match PostgreSQL's.
+var SQLite fs.FS = mustSub(sqliteFiles, "sqlite")
 
 func mustSub(fsys fs.FS, dir string) fs.FS {
 	sub, err := fs.Sub(fsys, dir)

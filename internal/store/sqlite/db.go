@@ -1,0 +1,252 @@
+// Package sqlite is the embedded store: one SQLite file (modernc.org/sqlite, pure Go,
+// so the binary stays static), for a shop that runs one ordersync near its 1C and no
+// database server. It implements the same interfaces as internal/store/postgres and
+// passes the same conformance suites (internal/store/storetest).
+//
+// What PostgreSQL does with row locks, SQLite's single writer cannot: one file has one
+// writer at a time. So:
+//
+//   - one `ordersync run` only works a given file (RunLock, a lock file beside it);
+//   - inside that process, a per-key lock stands in for SELECT … FOR UPDATE: a claim
+//     holds its operation's key lock, and no database lock, while 1C is called;
+//   - writes are short transactions (BEGIN IMMEDIATE), serialised in the process and
+//     waiting on busy_timeout across processes (a CLI command beside the service);
+//   - an in-process notifier stands in for LISTEN/NOTIFY.
+//
+// Times are stored as INTEGER microseconds since the epoch, UTC; JSON as TEXT.
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+
+	"github.com/ordersync/ordersync/migrations"
+)
+
+// Config configures Open.
+type Config struct {
+	// Path is the database file; its directory must exist (Open creates the file).
+	Path string
+	// BusyTimeout is how long a write waits for another process's write (a CLI
+	// command beside the service) before it fails; default 10s.
+	BusyTimeout time.Duration
+	// ClaimLockTimeout bounds the wait for an operation's key lock (ClaimKey, Lock,
+	// Requeue of a claimed row) before journal.ErrBusy; default 30s.
+	ClaimLockTimeout time.Duration
+	Now              func() time.Time
+	Logger           *slog.Logger
+}
+
+// Defaults.
+const (
+	DefaultBusyTimeout      = 10 * time.Second
+	DefaultClaimLockTimeout = 30 * time.Second
+)
+
+// DB is an open SQLite store.
+type DB struct {
+	sql  *sql.DB
+	path string
+	cfg  Config
+	now  func() time.Time
+	log  *slog.Logger
+
+	// wmu serialises this process's write transactions: SQLite has one writer, and
+	// waiting here is cheaper and fairer than spinning on SQLITE_BUSY.
+	wmu sync.Mutex
+
+	keys   *KeyLocks
+	notify *notifier
+}
+
+// Open opens (creating if need be) the database file in WAL mode with a busy
+// timeout and foreign keys on. It does not migrate.
+func Open(ctx context.Context, cfg Config) (*DB, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("sqlite: the database path is empty")
+	}
+	cfg.BusyTimeout = cmp.Or(cfg.BusyTimeout, DefaultBusyTimeout)
+	cfg.ClaimLockTimeout = cmp.Or(cfg.ClaimLockTimeout, DefaultClaimLockTimeout)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	abs, err := filepath.Abs(cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %s: %w", cfg.Path, err)
+	}
+	if fi, err := os.Stat(filepath.Dir(abs)); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("sqlite: cannot open %s: the directory %s does not exist", abs, filepath.Dir(abs))
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	dsn := "file:" + abs + "?" + q.Encode()
+	sdb, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	sdb.SetMaxOpenConns(8)
+	sdb.SetConnMaxIdleTime(time.Minute)
+	if err := sdb.PingContext(ctx); err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	var mode string
+	if err := sdb.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		sdb.Close()
+		return nil, fmt.Errorf("sqlite: %s: cannot switch to WAL (journal_mode %q): %v", abs, mode, err)
+	}
+	return &DB{sql: sdb, path: abs, cfg: cfg, now: cfg.Now, log: cfg.Logger,
+		keys: NewKeyLocks(), notify: newNotifier()}, nil
+}
+
+// Close closes the database.
+func (db *DB) Close() error { return db.sql.Close() }
+
+// String names the file, for messages.
+func (db *DB) String() string { return db.path }
+
+// Path is the database file.
+func (db *DB) Path() string { return db.path }
+
+// SQL is the underlying handle, for tests.
+func (db *DB) SQL() *sql.DB { return db.sql }
+
+// Keys are the in-process key locks (the FOR UPDATE stand-in).
+func (db *DB) Keys() *KeyLocks { return db.keys }
+
+// nowUTC is the store's clock, truncated to the microsecond it stores.
+func (db *DB) nowUTC() time.Time { return db.now().UTC().Truncate(time.Microsecond) }
+
+// ts and fromTS convert times to and from the stored microseconds.
+func ts(t time.Time) int64 { return t.UTC().UnixMicro() }
+
+func fromTS(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// nullTS reads a nullable time column.
+func nullTS(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromTS(v.Int64)
+	return &t
+}
+
+// write runs fn in a write transaction (BEGIN IMMEDIATE) and commits it. A failed fn
+// or commit rolls back, even when ctx is cancelled.
+func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	db.wmu.Lock()
+	defer db.wmu.Unlock()
+	tx, err := db.sql.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// Migrate applies the pending migrations, each in its own transaction, and returns
+// the versions applied. Two processes migrating at once serialise on SQLite's writer
+// lock; the second finds nothing to do.
+func (db *DB) Migrate(ctx context.Context) ([]int, error) {
+	ms, err := migrations.Load(migrations.SQLite)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	var applied []int
+	for _, m := range ms {
+		done := false
+		err := db.write(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+				version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+				return err
+			}
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				done = true
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %s: %w", m.File, err)
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+				m.Version, m.Name, ts(db.nowUTC()))
+			return err
+		})
+		if err != nil {
+			return applied, fmt.Errorf("sqlite: migrate %s: %w", db.path, err)
+		}
+		if !done {
+			applied = append(applied, m.Version)
+			db.log.InfoContext(ctx, "applied migration", "version", m.Version, "name", m.Name, "database", db.path)
+		}
+	}
+	return applied, nil
+}
+
+// SchemaStatus reports the applied and the newest known versions.
+func (db *DB) SchemaStatus(ctx context.Context) (current, latest int, err error) {
+	ms, err := migrations.Load(migrations.SQLite)
+	if err != nil {
+		return 0, 0, fmt.Errorf("sqlite: %w", err)
+	}
+	latest = ms[len(ms)-1].Version
+	var exists int
+	if err := db.sql.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&exists); err != nil {
+		return 0, latest, fmt.Errorf("sqlite: schema status of %s: %w", db.path, err)
+	}
+	if exists == 0 {
+		return 0, latest, nil
+	}
+	if err := db.sql.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return 0, latest, fmt.Errorf("sqlite: schema status of %s: %w", db.path, err)
+	}
+	return current, latest, nil
+}
+
+// SchemaError says how the file's schema differs from the binary's.
+type SchemaError struct{ Current, Latest int }
+
+func (e *SchemaError) Error() string {
+	if e.Current > e.Latest {
+		return fmt.Sprintf("database schema is at version %d, newer than this ordersync knows (%d): run the newer release", e.Current, e.Latest)
+	}
+	return fmt.Sprintf("database schema is at version %d, this ordersync needs %d: run `ordersync migrate`", e.Current, e.Latest)
+}
+
+// CheckSchema refuses a schema that is behind (or ahead of) the binary.
+func (db *DB) CheckSchema(ctx context.Context) error {
+	cur, latest, err := db.SchemaStatus(ctx)
+	if err != nil {
+		return err
+	}
+	if cur != latest {
+		return &SchemaError{Current: cur, Latest: latest}
+	}
+	return nil
+}
+
+var errOutboxNotReady = errors.New("sqlite: the outbox is not implemented yet")
