@@ -248,5 +248,3 @@ func (db *DB) CheckSchema(ctx context.Context) error {
 	}
 	return nil
 }
-
-var errOutboxNotReady = errors.New("sqlite: the outbox is not implemented yet")

@@ -1,0 +1,522 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ordersync/ordersync/internal/inbox"
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/order"
+)
+
+// Inbox is the SQLite inbox.Store, with the outcomes of the PostgreSQL one.
+//
+// Receive answers a known event from one read (a duplicate writes nothing), and
+// stores a new one in one write transaction that inserts the event (ON CONFLICT
+// (source, event_id) DO NOTHING) and, only when the row went in, registers its
+// operations: a failure leaves neither the event nor any operation, and a
+// redelivery registers them exactly once.
+//
+// SQLite has one writer, so a second delivery of an event being registered would
+// only wait for the writer and then find a duplicate. To answer it as PostgreSQL
+// does (its transaction-scoped advisory lock), the event is held in this process
+// while it is registered — a key of the DB's KeyLocks, taken without waiting — and a
+// delivery that finds it held answers InProgress at once. A delivery from another
+// process (or another DB handle on the file) that commits the event between the
+// lookup and the insert is caught by the primary key: the insert does nothing, and
+// the event is read again (Duplicate or Conflict).
+type Inbox struct {
+	db *DB
+	// beforeRegister, when set (tests only), runs after a lookup that found no event
+	// and before the event is held and registered: the window in which a concurrent
+	// delivery may commit the same event.
+	beforeRegister func()
+	// beforeCommit, when set (tests only), runs inside the registering transaction
+	// after every row of the delivery was written; an error fails the delivery.
+	beforeCommit func() error
+}
+
+var _ inbox.Store = (*Inbox)(nil)
+
+// Inbox is the webhook inbox store.
+func (db *DB) Inbox() *Inbox { return &Inbox{db: db} }
+
+// inboxMaxTries bounds how often Receive starts over after a registering transaction
+// that found the event committed since the lookup (by another process).
+const inboxMaxTries = 5
+
+// inboxListLimit is how many events List returns when the filter sets no limit.
+const inboxListLimit = 100
+
+// inboxLookupSQL is the duplicate path: a plain read by the primary key, no write.
+const inboxLookupSQL = `SELECT body_sha256, answer_status, coalesce(answer_content_type, ''), answer_body, operations
+FROM inbox_events WHERE source = ? AND event_id = ?`
+
+// inboxConflictSQL records a delivery that reused a stored event id with another body.
+const inboxConflictSQL = `INSERT INTO inbox_conflicts (source, event_id, at, body_sha256, body) VALUES (?, ?, ?, ?, ?)`
+
+// inboxInsertSQL stores a new event; a row committed under the same (source,
+// event_id) leaves it without effect (no row changed).
+const inboxInsertSQL = `INSERT INTO inbox_events (source, event_id, body_sha256, body, content_type, status, received_at,
+	answer_status, answer_content_type, answer_body, operations)
+VALUES (?, ?, ?, ?, nullif(?, ''), 'processed', ?, ?, nullif(?, ''), ?, ?)
+ON CONFLICT (source, event_id) DO NOTHING`
+
+// inboxRegisterSQL registers one operation, pending and due now, unless its key exists.
+const inboxRegisterSQL = `INSERT INTO operations (key, kind, source, external_id, status, payload, payload_sha256,
+	attempts, last_error, next_attempt_at, created_at, updated_at)
+VALUES (?, ?, ?, ?, 'pending', ?, ?, 0, '', ?, ?, ?)
+ON CONFLICT (key) DO NOTHING`
+
+// inboxSavedOpSQL reads what a registration needs of an existing operation. Inside
+// the write transaction (BEGIN IMMEDIATE) it sees every committed row.
+const inboxSavedOpSQL = `SELECT payload_sha256, status FROM operations WHERE key = ?`
+
+// inboxOpConflictSQL records a registration under an existing key with another
+// payload, as the journal's Register does: one row per payload, counted.
+const inboxOpConflictSQL = `INSERT INTO operation_conflicts (operation_key, at, last_at, payload_sha256, payload)
+VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (operation_key, payload_sha256)
+DO UPDATE SET times = operation_conflicts.times + 1, last_at = excluded.last_at`
+
+// inboxWakeSQL makes an existing operation that is not done pending and due now.
+const inboxWakeSQL = `UPDATE operations SET status = 'pending', next_attempt_at = ?, updated_at = ?
+WHERE key = ? AND status <> 'done'`
+
+// inboxEventLock is the KeyLocks key that holds an event while it is registered.
+// It starts with NUL, which no operation key does, and separates the parts with NUL.
+func inboxEventLock(source, eventID string) string {
+	return "\x00inbox\x00" + source + "\x00" + eventID
+}
+
+// inboxSaved is what the lookup reads.
+type inboxSaved struct {
+	bodySHA256 string
+	answer     inbox.Answer
+	operations []string
+}
+
+// inboxRegistered is what the registering transaction did.
+type inboxRegistered struct {
+	inserted               bool // the event row went in
+	registered, conflicted []string
+	woken                  []string
+}
+
+// Receive answers a known event from one read: Duplicate with the saved answer and
+// operations when the body's SHA-256 is the one stored (nothing is written), or
+// Conflict, recording the other body in inbox_conflicts. A new event is held in the
+// process (InProgress for a delivery that finds it held), then stored with its
+// operations in one write transaction and answers Processed with answer. The event
+// is stored with ev.ReceivedAt (the store's clock when zero); operations, conflicts
+// and wakes take the store's clock.
+//
+// A Wake registration waits (at most Config.ClaimLockTimeout, then journal.ErrBusy)
+// for the key lock of its operation, which a claim holds while 1C is called, and is
+// applied to the claim's verdict: a retry is made due now, a done operation stays
+// done — as PostgreSQL waits for the row lock.
+func (ib *Inbox) Receive(ctx context.Context, ev inbox.Event, regs []inbox.Registration, answer inbox.Answer) (inbox.Receipt, error) {
+	what := "inbox: receive " + ev.Source + " " + strconv.Quote(ev.ID)
+	if err := inboxValidate(ev, regs, answer); err != nil {
+		return inbox.Receipt{}, fmt.Errorf("sqlite: %s: %w", what, err)
+	}
+	sum := order.SHA256Hex(ev.Body)
+	for try := 1; ; try++ {
+		saved, found, err := ib.lookup(ctx, ev.Source, ev.ID)
+		if err != nil {
+			return inbox.Receipt{}, fmt.Errorf("sqlite: %s: %w", what, err)
+		}
+		if found {
+			return ib.known(ctx, ev, sum, saved)
+		}
+		if ib.beforeRegister != nil {
+			ib.beforeRegister()
+		}
+		lock := inboxEventLock(ev.Source, ev.ID)
+		if !ib.db.keys.TryLock(lock) {
+			return inbox.Receipt{Outcome: inbox.InProgress}, nil
+		}
+		r, err := ib.register(ctx, ev, sum, regs, answer)
+		ib.db.keys.Unlock(lock)
+		switch {
+		case err != nil:
+			return inbox.Receipt{}, fmt.Errorf("sqlite: %s: %w", what, err)
+		case !r.inserted && try < inboxMaxTries:
+			continue // committed by another delivery since the lookup: read it
+		case !r.inserted:
+			return inbox.Receipt{}, fmt.Errorf("sqlite: %s: the event was neither stored nor found after %d tries", what, try)
+		}
+		if len(r.conflicted) > 0 {
+			ib.db.log.WarnContext(ctx, "inbox: registrations conflict with saved operations",
+				"source", ev.Source, "event_id", ev.ID, "keys", r.conflicted)
+		}
+		return inbox.Receipt{Outcome: inbox.Processed, Answer: answer, Operations: inboxKeys(regs)}, nil
+	}
+}
+
+func inboxValidate(ev inbox.Event, regs []inbox.Registration, answer inbox.Answer) error {
+	switch {
+	case ev.Source == "":
+		return errors.New("the source is required")
+	case ev.ID == "":
+		return errors.New("the event id is required")
+	case answer.Status < 100 || answer.Status > 599:
+		return fmt.Errorf("answer status %d is not an HTTP status", answer.Status)
+	}
+	seen := make(map[string]bool, len(regs))
+	for i, r := range regs {
+		op := r.Op
+		var err error
+		switch {
+		case op.Key == "":
+			err = errors.New("key is required")
+		case op.Kind == "":
+			err = errors.New("kind is required")
+		case len(op.Payload) == 0:
+			err = errors.New("payload is required")
+		case !json.Valid(op.Payload):
+			err = errors.New("payload is not valid JSON")
+		case seen[op.Key]:
+			return fmt.Errorf("registration %d: key %q appears twice", i+1, op.Key)
+		}
+		if err != nil {
+			return fmt.Errorf("registration %d (%q): %w", i+1, op.Key, err)
+		}
+		seen[op.Key] = true
+	}
+	return nil
+}
+
+func inboxKeys(regs []inbox.Registration) []string {
+	keys := make([]string, len(regs))
+	for i, r := range regs {
+		keys[i] = r.Op.Key
+	}
+	return keys
+}
+
+// lookup reads a stored event; found is false when there is none.
+func (ib *Inbox) lookup(ctx context.Context, source, eventID string) (saved inboxSaved, found bool, err error) {
+	var (
+		body []byte
+		ops  string
+	)
+	err = ib.db.sql.QueryRowContext(ctx, inboxLookupSQL, source, eventID).Scan(
+		&saved.bodySHA256, &saved.answer.Status, &saved.answer.ContentType, &body, &ops)
+	if errors.Is(err, sql.ErrNoRows) {
+		return inboxSaved{}, false, nil
+	}
+	if err != nil {
+		return inboxSaved{}, false, fmt.Errorf("look up the event: %w", err)
+	}
+	if len(body) > 0 {
+		saved.answer.Body = json.RawMessage(body)
+	}
+	if saved.operations, err = inboxDecodeKeys(ops); err != nil {
+		return inboxSaved{}, false, fmt.Errorf("look up the event: %w", err)
+	}
+	return saved, true, nil
+}
+
+func inboxDecodeKeys(s string) ([]string, error) {
+	keys := []string{}
+	if err := json.Unmarshal([]byte(s), &keys); err != nil {
+		return nil, fmt.Errorf("stored operations %q: %w", s, err)
+	}
+	if keys == nil {
+		keys = []string{}
+	}
+	return keys, nil
+}
+
+// known answers a delivery of a stored event: Duplicate without a write, or Conflict
+// with the other body recorded.
+func (ib *Inbox) known(ctx context.Context, ev inbox.Event, sum string, saved inboxSaved) (inbox.Receipt, error) {
+	if saved.bodySHA256 == sum {
+		return inbox.Receipt{Outcome: inbox.Duplicate, Answer: saved.answer, Operations: saved.operations}, nil
+	}
+	body := ev.Body
+	if body == nil {
+		body = []byte{}
+	}
+	err := ib.db.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, inboxConflictSQL, ev.Source, ev.ID, ts(ib.db.nowUTC()), sum, body)
+		return err
+	})
+	if err != nil {
+		return inbox.Receipt{}, fmt.Errorf("sqlite: inbox: receive %s %q: record the conflict: %w", ev.Source, ev.ID, err)
+	}
+	ib.db.log.WarnContext(ctx, "inbox: event id reused with another body",
+		"source", ev.Source, "event_id", ev.ID, "saved_sha256", saved.bodySHA256, "body_sha256", sum)
+	return inbox.Receipt{Outcome: inbox.Conflict, Operations: saved.operations}, nil
+}
+
+// register stores the event and, when its row went in, registers the operations (in
+// key order), in one write transaction. Wake registrations first take the key locks
+// of their operations (in key order, bounded by ClaimLockTimeout), outside the
+// transaction: a claim holds its key while 1C is called and needs the writer to
+// write its verdict.
+func (ib *Inbox) register(ctx context.Context, ev inbox.Event, sum string, regs []inbox.Registration, answer inbox.Answer) (inboxRegistered, error) {
+	sorted := slices.SortedFunc(slices.Values(regs), func(a, b inbox.Registration) int { return strings.Compare(a.Op.Key, b.Op.Key) })
+
+	var wakeKeys []string
+	for _, r := range sorted {
+		if r.Wake {
+			wakeKeys = append(wakeKeys, r.Op.Key)
+		}
+	}
+	if len(wakeKeys) > 0 {
+		unlock, err := ib.lockKeys(ctx, wakeKeys)
+		if err != nil {
+			return inboxRegistered{}, err
+		}
+		defer unlock()
+	}
+
+	ops, err := json.Marshal(inboxKeys(regs))
+	if err != nil {
+		return inboxRegistered{}, err
+	}
+	body := ev.Body
+	if body == nil {
+		body = []byte{}
+	}
+	var answerBody []byte
+	if len(answer.Body) > 0 {
+		answerBody = []byte(answer.Body)
+	}
+
+	var r inboxRegistered
+	err = ib.db.write(ctx, func(tx *sql.Tx) error {
+		r = inboxRegistered{}
+		now := ib.db.nowUTC()
+		received := now
+		if !ev.ReceivedAt.IsZero() {
+			received = ev.ReceivedAt.UTC().Truncate(time.Microsecond)
+		}
+		res, err := tx.ExecContext(ctx, inboxInsertSQL, ev.Source, ev.ID, sum, body, ev.ContentType, ts(received),
+			answer.Status, answer.ContentType, answerBody, string(ops))
+		if err != nil {
+			return fmt.Errorf("store the event: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("store the event: %w", err)
+		}
+		if n == 0 {
+			return nil // committed since the lookup; nothing written
+		}
+		r.inserted = true
+		for _, reg := range sorted {
+			if err := ib.registerOne(ctx, tx, reg, now, &r); err != nil {
+				return fmt.Errorf("register %s: %w", reg.Op.Key, err)
+			}
+		}
+		if ib.beforeCommit != nil {
+			return ib.beforeCommit()
+		}
+		return nil
+	})
+	if err != nil {
+		return inboxRegistered{}, err
+	}
+	return r, nil
+}
+
+// registerOne registers one operation in tx, following the journal's rules: a new key
+// is pending and due now; an existing key with another payload is a recorded conflict
+// unless IfAbsent; Wake makes an existing operation that is not done due now.
+func (ib *Inbox) registerOne(ctx context.Context, tx *sql.Tx, reg inbox.Registration, now time.Time, r *inboxRegistered) error {
+	op := reg.Op
+	opSum := order.SHA256Hex(op.Payload)
+	at := ts(now)
+	res, err := tx.ExecContext(ctx, inboxRegisterSQL, op.Key, op.Kind, op.Source, op.ExternalID,
+		string(op.Payload), opSum, at, at, at)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 1 {
+		r.registered = append(r.registered, op.Key)
+		return nil
+	}
+	var savedSum, status string
+	if err := tx.QueryRowContext(ctx, inboxSavedOpSQL, op.Key).Scan(&savedSum, &status); err != nil {
+		return fmt.Errorf("read the saved operation: %w", err)
+	}
+	if !reg.IfAbsent && savedSum != opSum {
+		if _, err := tx.ExecContext(ctx, inboxOpConflictSQL, op.Key, at, at, opSum, string(op.Payload)); err != nil {
+			return fmt.Errorf("record the conflict: %w", err)
+		}
+		r.conflicted = append(r.conflicted, op.Key)
+	}
+	if reg.Wake && status != string(journal.StatusDone) {
+		if _, err := tx.ExecContext(ctx, inboxWakeSQL, at, at, op.Key); err != nil {
+			return fmt.Errorf("wake: %w", err)
+		}
+		r.woken = append(r.woken, op.Key)
+	}
+	return nil
+}
+
+// lockKeys takes the key locks of keys (sorted) in order, waiting at most
+// ClaimLockTimeout in all, and returns the function that frees them.
+func (ib *Inbox) lockKeys(ctx context.Context, keys []string) (func(), error) {
+	wctx, cancel := context.WithTimeout(ctx, ib.db.cfg.ClaimLockTimeout)
+	defer cancel()
+	var held []string
+	unlock := func() {
+		for _, k := range held {
+			ib.db.keys.Unlock(k)
+		}
+	}
+	for _, k := range keys {
+		if err := ib.db.keys.Lock(wctx, k); err != nil {
+			unlock()
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, fmt.Errorf("wake %s: waited %v for a worker's claim: %w", k, ib.db.cfg.ClaimLockTimeout, journal.ErrBusy)
+		}
+		held = append(held, k)
+	}
+	return unlock, nil
+}
+
+const inboxColumns = `e.source, e.event_id, e.body_sha256, e.status, e.received_at, coalesce(e.content_type, ''),
+	e.answer_status, coalesce(e.answer_content_type, ''), e.answer_body, e.operations,
+	(SELECT count(*) FROM inbox_conflicts c WHERE c.source = e.source AND c.event_id = e.event_id)`
+
+type inboxScanner interface{ Scan(dest ...any) error }
+
+// scanInboxRecord reads inboxColumns, then any extra columns into extra.
+func scanInboxRecord(row inboxScanner, extra ...any) (inbox.Record, error) {
+	var (
+		r          inbox.Record
+		received   int64
+		answerBody []byte
+		ops        string
+	)
+	dest := append([]any{&r.Source, &r.EventID, &r.BodySHA256, &r.Status, &received, &r.ContentType,
+		&r.Answer.Status, &r.Answer.ContentType, &answerBody, &ops, &r.Conflicts}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return inbox.Record{}, err
+	}
+	r.ReceivedAt = fromTS(received)
+	if len(answerBody) > 0 {
+		r.Answer.Body = json.RawMessage(answerBody)
+	}
+	var err error
+	if r.Operations, err = inboxDecodeKeys(ops); err != nil {
+		return inbox.Record{}, err
+	}
+	return r, nil
+}
+
+// List returns stored events newest first (received_at descending, then source and
+// event id), filtered by source and status, at most Limit (default 100), each with
+// the number of conflicting deliveries. Bodies are left out (Show has them).
+func (ib *Inbox) List(ctx context.Context, f inbox.Filter) ([]inbox.Record, error) {
+	q := `SELECT ` + inboxColumns + ` FROM inbox_events e WHERE 1`
+	var args []any
+	if f.Source != "" {
+		q += ` AND e.source = ?`
+		args = append(args, f.Source)
+	}
+	if f.Status != "" {
+		if f.Status != string(inbox.Processed) {
+			return nil, fmt.Errorf("sqlite: inbox: list: unknown status %q (stored events are %s)", f.Status, inbox.Processed)
+		}
+		q += ` AND e.status = ?`
+		args = append(args, f.Status)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = inboxListLimit
+	}
+	q += ` ORDER BY e.received_at DESC, e.source, e.event_id LIMIT ?`
+	args = append(args, limit)
+	rows, err := ib.db.sql.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: inbox: list: %w", err)
+	}
+	defer rows.Close()
+	recs := []inbox.Record{}
+	for rows.Next() {
+		r, err := scanInboxRecord(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: inbox: list: %w", err)
+		}
+		recs = append(recs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: inbox: list: %w", err)
+	}
+	return recs, nil
+}
+
+// Show returns one event with its body and its conflicting deliveries (by time), read
+// in one read transaction; inbox.ErrNotFound for an unknown one.
+func (ib *Inbox) Show(ctx context.Context, source, eventID string) (inbox.Detail, error) {
+	d, err := ib.show(ctx, source, eventID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return inbox.Detail{}, fmt.Errorf("sqlite: inbox: show %s %q: %w", source, eventID, inbox.ErrNotFound)
+	}
+	if err != nil {
+		return inbox.Detail{}, fmt.Errorf("sqlite: inbox: show %s %q: %w", source, eventID, err)
+	}
+	return d, nil
+}
+
+func (ib *Inbox) show(ctx context.Context, source, eventID string) (inbox.Detail, error) {
+	tx, err := ib.db.sql.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return inbox.Detail{}, err
+	}
+	defer tx.Rollback()
+	var (
+		d    inbox.Detail
+		body []byte
+	)
+	row := tx.QueryRowContext(ctx, `SELECT `+inboxColumns+`, e.body FROM inbox_events e WHERE e.source = ? AND e.event_id = ?`, source, eventID)
+	if d.Record, err = scanInboxRecord(row, &body); err != nil {
+		return inbox.Detail{}, err
+	}
+	if body == nil {
+		body = []byte{}
+	}
+	d.Body = body
+	d.BodyText = string(body)
+	rows, err := tx.QueryContext(ctx, `SELECT at, body_sha256, body FROM inbox_conflicts
+		WHERE source = ? AND event_id = ? ORDER BY at, id`, source, eventID)
+	if err != nil {
+		return inbox.Detail{}, err
+	}
+	defer rows.Close()
+	d.Conflicts = []inbox.ConflictRecord{}
+	for rows.Next() {
+		var (
+			c  inbox.ConflictRecord
+			at int64
+		)
+		if err := rows.Scan(&at, &c.BodySHA256, &c.Body); err != nil {
+			return inbox.Detail{}, err
+		}
+		c.At = fromTS(at)
+		d.Conflicts = append(d.Conflicts, c)
+	}
+	if err := rows.Err(); err != nil {
+		return inbox.Detail{}, err
+	}
+	return d, nil
+}
