@@ -18,7 +18,6 @@ import (
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/outbox"
-	"github.com/ordersync/ordersync/internal/store/postgres"
 )
 
 // marketplace is one enabled connector.
@@ -85,7 +84,7 @@ func publishers(ms []marketplace) connectorPublishers {
 	return ps
 }
 
-func newPollers(ms []marketplace, db *postgres.DB, skus *connectors.SKUMap, wake func(), log *slog.Logger) []*connectors.Poller {
+func newPollers(ms []marketplace, db database, skus *connectors.SKUMap, wake func(), log *slog.Logger) []*connectors.Poller {
 	ps := make([]*connectors.Poller, len(ms))
 	for i, m := range ms {
 		ps[i] = connectors.NewPoller(m.mp, connectors.PollerConfig{
@@ -170,7 +169,7 @@ func (a *app) connectorsCommand() *cobra.Command {
 }
 
 // resyncMarketplace is `resync <connector> <id>`: fetch the order fresh, run it
-// through the poller's registration, and carry its operations out in the foreground.
+// through the poller's registration, and carry its operations out now.
 func (a *app) resyncMarketplace(ctx context.Context, name, id string, format string) error {
 	cfg, err := a.loadConfig()
 	if err != nil {
@@ -193,14 +192,6 @@ func (a *app) resyncMarketplace(ctx context.Context, name, id string, format str
 	if m == nil {
 		return usageError(fmt.Errorf("resync: no enabled connector %q (enabled: %s)", name, connectorNames(ms)))
 	}
-	client, err := a.newClient(cfg, log)
-	if err != nil {
-		return err
-	}
-	out, err := newDelivery(cfg, publishers(ms))
-	if err != nil {
-		return err
-	}
 	skus, err := connectors.NewSKUMap(cfg.Connectors.SKUMap)
 	if err != nil {
 		return usageError(err)
@@ -222,33 +213,28 @@ func (a *app) resyncMarketplace(ctx context.Context, name, id string, format str
 	if _, err := poller.Handle(ctx, it); err != nil {
 		return fmt.Errorf("resync: register %s %s: %w", name, id, err)
 	}
-	fs, err := fetchers(cfg, skus, log)
-	if err != nil {
-		return err
-	}
-	eng := newEngine(db, client, cfg, out.routes, fs, log)
 	source := m.mp.Name()
-	keys := []string{it.CreateKey(source)}
-	if it.Cancelled {
-		keys = append(keys, it.CancelKey(source))
-	}
-	failed := false
-	var results []resyncOutput
-	for _, key := range keys {
+	var keys []string
+	before := map[string]journal.Status{}
+	for _, key := range []string{it.CreateKey(source), it.CancelKey(source)} {
 		op, err := db.Journal().Get(ctx, key)
 		if errors.Is(err, journal.ErrNotFound) {
-			continue // a cancelled order that did not map has no create
+			continue // a cancelled order that did not map has no create; an order not cancelled has no cancel
 		}
 		if err != nil {
 			return err
 		}
-		rerun := op.Status != journal.StatusDone
-		if rerun {
-			if op, err = eng.RunKey(ctx, key); err != nil {
-				return fmt.Errorf("resync %s: %w", key, err)
-			}
-		}
-		results = append(results, resyncOutput{Key: key, Status: string(op.Status), Rerun: rerun,
+		keys = append(keys, key)
+		before[key] = op.Status
+	}
+	ops, err := worker{a: a, cfg: cfg, log: log, db: db}.runKeys(ctx, keys)
+	if err != nil {
+		return fmt.Errorf("resync %s", err)
+	}
+	failed := false
+	var results []resyncOutput
+	for _, op := range ops {
+		results = append(results, resyncOutput{Key: op.Key, Status: string(op.Status), Rerun: before[op.Key] != journal.StatusDone,
 			Attempts: op.Attempts, Result: op.Result, LastError: op.LastError})
 		failed = failed || op.Status != journal.StatusDone
 	}

@@ -91,6 +91,7 @@ journal row.`,
 		a.connectorsCommand(),
 		a.inboxCommand(),
 		a.simCommand(),
+		a.demoCommand(),
 		a.versionCommand(),
 	)
 	return root

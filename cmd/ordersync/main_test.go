@@ -134,7 +134,7 @@ func TestConfigurationErrorsExit2WithOneLineNamingTheKey(t *testing.T) {
 		{"unknown key", []string{"run", "--config", typo}, nil, "onec.base_ulr"},
 		{"bad duration", []string{"run"}, []string{"ORDERSYNC_ONEC__TIMEOUT=30"}, "onec.timeout"},
 		{"missing config file", []string{"run", "--config", filepath.Join(dir, "absent.yaml")}, nil, "absent.yaml"},
-		{"no database url", []string{"run"}, []string{"ORDERSYNC_ONEC__BASE_URL=http://1c.local/trade/hs/ordersync/v1"}, "database.url"},
+		{"bad database url", []string{"run"}, []string{"ORDERSYNC_DATABASE__URL=mysql://x@127.0.0.1/x", "ORDERSYNC_ONEC__BASE_URL=http://1c.local/trade/hs/ordersync/v1"}, "database.url"},
 		{"no 1C url", []string{"run"}, []string{"ORDERSYNC_DATABASE__URL=postgres://x@127.0.0.1:1/x"}, "onec.base_url"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

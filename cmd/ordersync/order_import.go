@@ -1,15 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
 )
@@ -87,7 +90,11 @@ naming the field and the others are still registered; the exit status is then 1.
 				}
 				results = append(results, r)
 			}
-			return a.reportImport(results, format)
+			rerr := a.reportImport(results, format)
+			if err := a.afterImport(ctx, cfg, log, db, results); err != nil {
+				return err
+			}
+			return rerr
 		},
 	}
 	imp.Flags().StringVar(&format, "format", "table", "output: table or json")
@@ -138,6 +145,52 @@ func (a *app) reportImport(results []importResult, format string) error {
 	}
 	if bad := counts["rejected"] + counts["error"] + counts["conflict"]; bad > 0 {
 		return failedQuietly(fmt.Errorf("%d of %d orders not registered", bad, len(results)))
+	}
+	return nil
+}
+
+// afterImport hands newly registered operations on: on PostgreSQL the service claims
+// them at its next poll. On an embedded database, a running service is woken at once;
+// with none running, this command carries them out itself when 1C is configured.
+func (a *app) afterImport(ctx context.Context, cfg *config.Config, log *slog.Logger, db database, results []importResult) error {
+	var keys []string
+	for _, r := range results {
+		if r.Outcome == string(journal.Registered) {
+			keys = append(keys, r.Key)
+		}
+	}
+	if len(keys) == 0 || db.embedded() == nil {
+		return nil
+	}
+	if pid, ok := serviceRunning(db); ok {
+		if err := wakeService(pid); err != nil {
+			return fmt.Errorf("order import: wake the running service (pid %d): %w", pid, err)
+		}
+		fmt.Fprintf(a.stderr, "handed %d operation(s) to the running service (pid %d)\n", len(keys), pid)
+		return nil
+	}
+	if cfg.OneC.BaseURL == "" {
+		fmt.Fprintf(a.stderr, "no service runs on %s and onec.base_url is not set: `ordersync run` carries them out\n", db)
+		return nil
+	}
+	ops, err := worker{a: a, cfg: cfg, log: log, db: db}.runKeys(ctx, keys)
+	if err != nil {
+		return fmt.Errorf("order import: %w", err)
+	}
+	failed := 0
+	for _, op := range ops {
+		fmt.Fprintf(a.stdout, "%s: %s", op.Key, op.Status)
+		if op.Result != nil && op.Result.Number != "" {
+			fmt.Fprintf(a.stdout, " (1C № %s)", op.Result.Number)
+		}
+		if op.Status != journal.StatusDone {
+			failed++
+			fmt.Fprintf(a.stdout, ": %s", op.LastError)
+		}
+		fmt.Fprintln(a.stdout)
+	}
+	if failed > 0 {
+		return failedQuietly(fmt.Errorf("%d operation(s) not done", failed))
 	}
 	return nil
 }

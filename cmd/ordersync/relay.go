@@ -9,7 +9,6 @@ import (
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/outbox/webhook"
 	"github.com/ordersync/ordersync/internal/stdwebhook"
-	"github.com/ordersync/ordersync/internal/store/postgres"
 )
 
 // delivery is the outbox side of the configuration: which destination hears which
@@ -107,7 +106,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-func (d *delivery) relay(db *postgres.DB, cfg *config.Config, log *slog.Logger) *outbox.Relay {
+func (d *delivery) relay(db database, cfg *config.Config, log *slog.Logger) *outbox.Relay {
 	rc := outbox.RelayConfig{
 		Concurrency:   cfg.Relay.Concurrency,
 		BatchSize:     cfg.Relay.BatchSize,

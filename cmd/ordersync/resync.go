@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
 )
@@ -53,22 +52,6 @@ foreground, its cancel too when the marketplace cancelled it.`,
 			if err != nil {
 				return err
 			}
-			markets, err := enabledConnectors(cfg, log)
-			if err != nil {
-				return err
-			}
-			out, err := newDelivery(cfg, publishers(markets))
-			if err != nil {
-				return err
-			}
-			skus, err := connectors.NewSKUMap(cfg.Connectors.SKUMap)
-			if err != nil {
-				return usageError(err)
-			}
-			fs, err := fetchers(cfg, skus, log)
-			if err != nil {
-				return err
-			}
 			db, err := a.openReadyDB(ctx, cfg, log)
 			if err != nil {
 				return err
@@ -86,10 +69,11 @@ foreground, its cancel too when the marketplace cancelled it.`,
 			op := before
 			rerun := before.Status != journal.StatusDone
 			if rerun {
-				op, err = newEngine(db, client, cfg, out.routes, fs, log).RunKey(ctx, key)
+				ops, err := worker{a: a, cfg: cfg, log: log, db: db}.runKeys(ctx, []string{key})
 				if err != nil {
-					return fmt.Errorf("resync %s: %w", key, err)
+					return fmt.Errorf("resync %s", err)
 				}
+				op = ops[0]
 			}
 			res := resyncOutput{Key: op.Key, Status: string(op.Status), Rerun: rerun, Attempts: op.Attempts,
 				Result: op.Result, LastError: op.LastError}

@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/signal"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/onec"
+	"github.com/ordersync/ordersync/internal/store/sqlite"
 )
 
 func (a *app) runCommand() *cobra.Command {
@@ -55,6 +58,15 @@ func (a *app) run(ctx context.Context) error {
 		return err
 	}
 	defer db.Close()
+	if e := db.embedded(); e != nil {
+		// One process works an embedded file: a second `run` refuses, naming the first.
+		lock, err := sqlite.AcquireRunLock(e.Path())
+		if err != nil {
+			return err
+		}
+		defer lock.Release()
+		log.InfoContext(ctx, "using the embedded SQLite database (set database.url for PostgreSQL)", "file", e.Path())
+	}
 	log.InfoContext(ctx, "ordersync starting", "version", version, "config", cfg.Source(),
 		"database", db.String(), "onec_base_url", cfg.OneC.BaseURL, "max_concurrency", cfg.OneC.MaxConcurrency)
 
@@ -103,6 +115,22 @@ func (a *app) run(ctx context.Context) error {
 	if len(markets) > 0 {
 		log.InfoContext(ctx, "connectors polling", "connectors", connectorNames(markets))
 	}
+	// A CLI command that handed this service work (order import, resync beside it on
+	// an embedded database) says so with a signal: claim at once.
+	woken := make(chan os.Signal, 1)
+	signal.Notify(woken, wakeSignal)
+	defer signal.Stop(woken)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-woken:
+				eng.Wake()
+				relay.Wake()
+			}
+		}
+	}()
 	<-ctx.Done()
 	if srv != nil {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.HTTP.ShutdownTimeout)

@@ -20,11 +20,10 @@ import (
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/server"
 	"github.com/ordersync/ordersync/internal/stdwebhook"
-	"github.com/ordersync/ordersync/internal/store/postgres"
 )
 
 // newServer builds the webhook server, or nil when http.listen is empty.
-func newServer(cfg *config.Config, db *postgres.DB, wake func(), log *slog.Logger) (*server.Server, error) {
+func newServer(cfg *config.Config, db database, wake func(), log *slog.Logger) (*server.Server, error) {
 	if cfg.HTTP.Listen == "" {
 		return nil, nil
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,7 +11,6 @@ import (
 	"github.com/ordersync/ordersync/internal/logging"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/outbox"
-	"github.com/ordersync/ordersync/internal/store/postgres"
 )
 
 // loadConfig reads the configuration: --config, or the default file when present,
@@ -49,40 +47,6 @@ func claimIdleTimeout(cfg *config.Config) time.Duration {
 	return engine.CallBudget(cfg.OneC.Timeout) + 30*time.Second
 }
 
-// openDB connects to the journal database. A missing database.url is a configuration
-// error (exit 2); a server that does not answer is an operational one (exit 1) named
-// by host, port and database.
-func (a *app) openDB(ctx context.Context, cfg *config.Config, log *slog.Logger) (*postgres.DB, error) {
-	if cfg.Database.URL == "" {
-		return nil, usageError(errors.New("config: database.url: is not set: give a PostgreSQL URL " +
-			"(postgres://user@host:5432/db) in the configuration file or ORDERSYNC_DATABASE__URL"))
-	}
-	db, err := postgres.Open(ctx, postgres.Config{
-		URL:              cfg.Database.URL,
-		MaxConns:         int32(cfg.Database.MaxConns),
-		ClaimIdleTimeout: claimIdleTimeout(cfg),
-		ClaimLockTimeout: engine.CallBudget(cfg.OneC.Timeout) + 10*time.Second,
-		Logger:           log,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("database.url: %w", err)
-	}
-	return db, nil
-}
-
-// openReadyDB opens the database and refuses a schema that is behind the binary.
-func (a *app) openReadyDB(ctx context.Context, cfg *config.Config, log *slog.Logger) (*postgres.DB, error) {
-	db, err := a.openDB(ctx, cfg, log)
-	if err != nil {
-		return nil, err
-	}
-	if err := db.CheckSchema(ctx); err != nil {
-		db.Close()
-		return nil, err
-	}
-	return db, nil
-}
-
 // newClient builds the 1C client. onec.base_url is required for anything that talks
 // to 1C.
 func (a *app) newClient(cfg *config.Config, log *slog.Logger) (*httpservice.Client, error) {
@@ -115,7 +79,7 @@ func getRetries(n int) int {
 	return n
 }
 
-func newEngine(db *postgres.DB, client *httpservice.Client, cfg *config.Config, routes outbox.Routes,
+func newEngine(db database, client *httpservice.Client, cfg *config.Config, routes outbox.Routes,
 	fetchers map[string]engine.Fetcher, log *slog.Logger) *engine.Engine {
 	return engine.New(db.Journal(), client, engine.Config{
 		Workers:         cfg.OneC.MaxConcurrency,

@@ -175,7 +175,7 @@ func defaults() Config {
 				Lookback:      72 * time.Hour,
 				AcceptOrders:  true,
 				States:        []string{"NEW", "PICKUP", "DELIVERY", "KASPI_DELIVERY"},
-				Statuses:      []string{"APPROVED_BY_BANK"},
+				Statuses:      []string{"APPROVED_BY_BANK", "ACCEPTED_BY_MERCHANT"},
 				PageSize:      100,
 				Timeout:       30 * time.Second,
 				RatePerSecond: 5,
@@ -293,15 +293,33 @@ func (c *Config) validate(p *problems) {
 	c.checkWebhookNeeds(p)
 }
 
+// SQLitePath is the file of a sqlite URL (sqlite:///abs/path.db, sqlite:rel.db), ""
+// for any other URL. An empty database.url also means SQLite, at the default path
+// that cmd/ordersync chooses.
+func (d Database) SQLitePath() string {
+	u, err := url.Parse(d.URL)
+	if err != nil || u.Scheme != "sqlite" {
+		return ""
+	}
+	if u.Opaque != "" {
+		return u.Opaque
+	}
+	return u.Host + u.Path
+}
+
 func (d Database) validate(p *problems) {
 	if d.URL != "" {
 		// Never echo the value: it may carry a password.
 		u, err := url.Parse(d.URL)
 		switch {
+		case err == nil && u.Scheme == "sqlite":
+			if d.SQLitePath() == "" {
+				p.add("database.url", "a sqlite URL names a file: sqlite:///var/lib/ordersync/ordersync.db or sqlite:ordersync.db")
+			}
 		case err != nil || !strings.Contains(d.URL, "://"):
-			p.add("database.url", "must be a URL such as postgres://user@host:5432/db")
+			p.add("database.url", "must be a URL such as postgres://user@host:5432/db or sqlite:///var/lib/ordersync/ordersync.db")
 		case u.Scheme != "postgres" && u.Scheme != "postgresql":
-			p.add("database.url", fmt.Sprintf("must be a postgres:// URL, got scheme %q", u.Scheme))
+			p.add("database.url", fmt.Sprintf("must be a postgres:// or sqlite:// URL, got scheme %q", u.Scheme))
 		}
 	}
 	if d.MaxConns < 1 {

@@ -129,7 +129,7 @@ func TestDefaults(t *testing.T) {
 				Lookback:      72 * time.Hour,
 				AcceptOrders:  true,
 				States:        []string{"NEW", "PICKUP", "DELIVERY", "KASPI_DELIVERY"},
-				Statuses:      []string{"APPROVED_BY_BANK"},
+				Statuses:      []string{"APPROVED_BY_BANK", "ACCEPTED_BY_MERCHANT"},
 				PageSize:      100,
 				Timeout:       30 * time.Second,
 				RatePerSecond: 5,

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/ordersync/ordersync/internal/inbox"
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/order"
+)
+
+// demoNumbers are the counts of the demo's table, read from the service's journal,
+// inbox, outbox and connector cursors, and from the simulators.
+type demoNumbers struct {
+	seen     int            // create operations in the journal: distinct orders
+	bySource map[string]int // of them, per source
+
+	in1C, cancelledIn1C int
+
+	webhookDup  int // webhook deliveries answered from the inbox, registering nothing
+	found       int // creates done by finding the order already in 1C
+	resightings int // marketplace sightings of an order the journal already held
+
+	inboxConflicts, journalConflicts int
+	retries, interrupted             int
+
+	crm, kaspiAcks, ozonAcks, wbAcks int
+	outboxSent                       int
+}
+
+func (n demoNumbers) duplicates() int { return n.webhookDup + n.found + n.resightings }
+func (n demoNumbers) conflicts() int  { return n.inboxConflicts + n.journalConflicts }
+func (n demoNumbers) delivered() int  { return n.crm + n.kaspiAcks + n.ozonAcks + n.wbAcks }
+
+func (d *demo) numbers(ctx context.Context) (demoNumbers, error) {
+	n := demoNumbers{bySource: map[string]int{}, webhookDup: d.webhookDup}
+	ops, err := d.db.Journal().List(ctx, journal.Filter{Limit: 100000})
+	if err != nil {
+		return n, err
+	}
+	opsBySource := map[string]int{}
+	for _, op := range ops {
+		opsBySource[op.Source]++
+		if op.Kind == order.KindCreate {
+			n.seen++
+			n.bySource[op.Source]++
+			if op.Status == journal.StatusDone && op.Result != nil && op.Result.Found {
+				n.found++
+			}
+		}
+		det, err := d.db.Journal().Show(ctx, op.Key)
+		if err != nil {
+			return n, err
+		}
+		n.retries += countOutcome(det, journal.OutcomeRetry)
+		n.interrupted += countOutcome(det, journal.OutcomeInterrupted)
+		n.journalConflicts += len(det.Conflicts)
+	}
+	recs, err := d.db.Inbox().List(ctx, inbox.Filter{Limit: 100000})
+	if err != nil {
+		return n, err
+	}
+	for _, r := range recs {
+		n.inboxConflicts += r.Conflicts
+	}
+	// A poll lists every recent order again; each sighting beyond the first of an
+	// operation (a create, later a cancel) was absorbed by the journal.
+	cursors, err := d.db.Cursors().Cursors(ctx)
+	if err != nil {
+		return n, err
+	}
+	for _, c := range cursors {
+		n.resightings += max(0, int(c.OrdersSeen)-opsBySource[c.Connector])
+	}
+	n.in1C = d.sims.onec.Count()
+	for _, o := range d.sims.onec.Orders() {
+		if o.Cancelled {
+			n.cancelledIn1C++
+		}
+	}
+	n.crm = d.sims.sink.Unique()
+	n.kaspiAcks, n.ozonAcks, n.wbAcks = d.sims.acks()
+	st, err := d.db.Outbox().Status(ctx, strugglingAttempts)
+	if err != nil {
+		return n, err
+	}
+	for _, s := range st {
+		n.outboxSent += s.Sent
+	}
+	return n, nil
+}
+
+// report prints the table and the journal of the order that went through the crash.
+func (d *demo) report(ctx context.Context) error {
+	n, err := d.numbers(ctx)
+	if err != nil {
+		return fmt.Errorf("read the journal: %w", err)
+	}
+	var sources []string
+	for _, s := range slices.Sorted(maps.Keys(n.bySource)) {
+		sources = append(sources, fmt.Sprintf("%s %d", s, n.bySource[s]))
+	}
+	w := d.out
+	row := func(label string, v int, note string) { fmt.Fprintf(w, "  %-22s %5d   %s\n", label, v, note) }
+	fmt.Fprintf(w, "\n")
+	row("orders seen", n.seen, "distinct orders in the journal: "+strings.Join(sources, ", "))
+	row("orders in 1C", n.in1C, fmt.Sprintf("%d expected, each exactly once; %d cancelled", len(d.expected), n.cancelledIn1C))
+	row("duplicates prevented¹", n.duplicates(), fmt.Sprintf("webhook deliveries answered from the inbox %d, creates found in 1C %d, marketplace re-sightings %d",
+		n.webhookDup, n.found, n.resightings))
+	row("conflicts recorded", n.conflicts(), fmt.Sprintf("in the inbox %d (same webhook-id, another body), in the journal %d", n.inboxConflicts, n.journalConflicts))
+	row("retries", n.retries, `attempts that ended "retry" and were tried again after a backoff`)
+	row("interrupted attempts", n.interrupted, "left open by kill -9, closed by the next claim")
+	row("events delivered", n.delivered(), fmt.Sprintf("CRM %d; acknowledgements: Kaspi %d, Ozon %d, Wildberries %d (outbox: %d sent)",
+		n.crm, n.kaspiAcks, n.ozonAcks, n.wbAcks, n.outboxSent))
+	fmt.Fprintf(w, `
+  ¹ duplicates prevented = webhook deliveries answered from the inbox without registering
+    anything + creates that found the order already in 1C instead of creating it again
+    (the lost reply, the crash) + marketplace sightings of an order the journal already
+    held (each poll lists recent orders again). The simulated 1C does not deduplicate:
+    it creates whatever it is asked to.
+`)
+
+	fmt.Fprintf(w, "\nThe journal of the order the service was creating when it was killed (ordersync journal show %s):\n\n", d.trouble)
+	var errb bytes.Buffer
+	args := []string{"journal", "show", d.trouble, "--config", os.DevNull}
+	if code := Main(ctx, args, strings.NewReader(""), w, &errb, d.env); code != 0 {
+		return fmt.Errorf("journal show %s: exit %d: %s", d.trouble, code, strings.TrimSpace(errb.String()))
+	}
+	return nil
+}
+
+// verify is the demo's verdict: 1C holds every order the script sent exactly once,
+// nothing else, and the cancelled one is cancelled.
+func (d *demo) verify() error {
+	count := map[string]int{}
+	for _, o := range d.sims.onec.Orders() {
+		count[o.ExternalID]++
+	}
+	var problems []string
+	for _, ext := range d.expected {
+		if n := count[ext]; n != 1 {
+			problems = append(problems, fmt.Sprintf("%s %d times", ext, n))
+		}
+	}
+	for _, ext := range slices.Sorted(maps.Keys(count)) {
+		if !slices.Contains(d.expected, ext) {
+			problems = append(problems, fmt.Sprintf("%s, which the script never sent, %d times", ext, count[ext]))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("1C does not hold each order exactly once: it holds %s", strings.Join(problems, "; "))
+	}
+	if !d.cancelledIn1C(d.cancelled) {
+		return fmt.Errorf("%s was cancelled at Wildberries but is not cancelled in 1C", d.cancelled)
+	}
+	return nil
+}

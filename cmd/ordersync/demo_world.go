@@ -1,0 +1,406 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/stdwebhook"
+)
+
+// The demo's world: the simulators it starts in this process, and the real service
+// it runs as a child process (so that it can be killed with -9 and restarted).
+
+// demoOneCUser and demoOneCPassword are the simulated base's Basic credentials: a
+// Latin user, as 1C publications want, and a password that is not ASCII.
+const (
+	demoOneCUser     = "ordersync"
+	demoOneCPassword = "демо-пароль"
+)
+
+// demoSims are the simulators, each on 127.0.0.1:0.
+type demoSims struct {
+	onec  *sim.OneC
+	kaspi *sim.Kaspi
+	ozon  *sim.Ozon
+	wb    *sim.Wildberries
+	sink  *sim.WebhookSink
+
+	siteSecret, sinkSecret stdwebhook.Secret
+	kaspiToken, ozonKey    string
+	ozonClient, wbToken    string
+}
+
+func startDemoSims() (*demoSims, error) {
+	s := &demoSims{
+		onec:       sim.NewOneC(sim.OneCOptions{Username: demoOneCUser, Password: demoOneCPassword}),
+		kaspiToken: "kaspi-demo-token",
+		ozonClient: "123456",
+		ozonKey:    "ozon-demo-api-key",
+		wbToken:    "wb-demo-token",
+	}
+	var err error
+	if s.siteSecret, err = stdwebhook.GenerateSecret(); err != nil {
+		return nil, err
+	}
+	if s.sinkSecret, err = stdwebhook.GenerateSecret(); err != nil {
+		return nil, err
+	}
+	s.kaspi = sim.NewKaspi(sim.KaspiOptions{Token: s.kaspiToken})
+	s.ozon = sim.NewOzon(sim.OzonOptions{ClientID: s.ozonClient, APIKey: s.ozonKey})
+	s.wb = sim.NewWildberries(sim.WildberriesOptions{Token: s.wbToken})
+	if s.sink, err = sim.NewWebhookSink(sim.WebhookSinkOptions{Secrets: []string{s.sinkSecret.Encode()}}); err != nil {
+		return nil, err
+	}
+	for _, srv := range []interface{ Start(string) error }{s.onec, s.kaspi, s.ozon, s.wb, s.sink} {
+		if err := srv.Start("127.0.0.1:0"); err != nil {
+			s.close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *demoSims) close() {
+	for _, c := range []interface{ Close() }{s.onec, s.kaspi, s.ozon, s.wb, s.sink} {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// serviceEnv is the whole configuration of the service: its environment. Nothing of
+// the caller's ORDERSYNC_ variables (or STATE_DIRECTORY) reaches it, so the demo never
+// touches a real database or 1C base.
+func (s *demoSims) serviceEnv(parent []string, dir string) []string {
+	var env []string
+	for _, kv := range parent {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "ORDERSYNC_") || name == "STATE_DIRECTORY" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env,
+		"STATE_DIRECTORY="+dir, // no database.url: the embedded SQLite file <dir>/ordersync.db
+		"ORDERSYNC_LOG__FORMAT=json",
+		"ORDERSYNC_LOG__LEVEL=info",
+		"ORDERSYNC_HTTP__LISTEN=127.0.0.1:0",
+
+		"ORDERSYNC_ONEC__BASE_URL="+s.onec.URL(),
+		"ORDERSYNC_ONEC__USERNAME="+demoOneCUser,
+		"ORDERSYNC_ONEC__PASSWORD="+demoOneCPassword,
+		"ORDERSYNC_ONEC__TIMEOUT=10s",
+		"ORDERSYNC_WORKER__POLL_INTERVAL=50ms",
+		"ORDERSYNC_WORKER__BACKOFF_MIN=100ms",
+		"ORDERSYNC_WORKER__BACKOFF_MAX=400ms",
+		"ORDERSYNC_WORKER__SHUTDOWN_TIMEOUT=5s",
+
+		"ORDERSYNC_CONNECTORS__KASPI__ENABLED=true",
+		"ORDERSYNC_CONNECTORS__KASPI__BASE_URL="+s.kaspi.URL(),
+		"ORDERSYNC_CONNECTORS__KASPI__TOKEN="+s.kaspiToken,
+		"ORDERSYNC_CONNECTORS__KASPI__WAREHOUSE=WH1",
+		"ORDERSYNC_CONNECTORS__KASPI__POLL_INTERVAL=300ms",
+		"ORDERSYNC_CONNECTORS__KASPI__RATE_PER_SECOND=100",
+		"ORDERSYNC_CONNECTORS__OZON__ENABLED=true",
+		"ORDERSYNC_CONNECTORS__OZON__BASE_URL="+s.ozon.URL(),
+		"ORDERSYNC_CONNECTORS__OZON__CLIENT_ID="+s.ozonClient,
+		"ORDERSYNC_CONNECTORS__OZON__API_KEY="+s.ozonKey,
+		"ORDERSYNC_CONNECTORS__OZON__WAREHOUSE=WH2",
+		"ORDERSYNC_CONNECTORS__OZON__ACKNOWLEDGE=true",
+		"ORDERSYNC_CONNECTORS__OZON__POLL_INTERVAL=300ms",
+		"ORDERSYNC_CONNECTORS__OZON__RATE_PER_SECOND=40",
+		"ORDERSYNC_CONNECTORS__WILDBERRIES__ENABLED=true",
+		"ORDERSYNC_CONNECTORS__WILDBERRIES__BASE_URL="+s.wb.URL(),
+		"ORDERSYNC_CONNECTORS__WILDBERRIES__TOKEN="+s.wbToken,
+		"ORDERSYNC_CONNECTORS__WILDBERRIES__WAREHOUSE=WH3",
+		"ORDERSYNC_CONNECTORS__WILDBERRIES__ACKNOWLEDGE=true",
+		"ORDERSYNC_CONNECTORS__WILDBERRIES__POLL_INTERVAL=300ms",
+		"ORDERSYNC_CONNECTORS__WILDBERRIES__RATE_PER_SECOND=100",
+
+		"ORDERSYNC_WEBHOOKS__SOURCES__SITE__SECRETS="+s.siteSecret.Encode(),
+
+		"ORDERSYNC_RELAY__DESTINATIONS__CRM__TYPE=webhook",
+		"ORDERSYNC_RELAY__DESTINATIONS__CRM__URL="+s.sink.URL(),
+		"ORDERSYNC_RELAY__DESTINATIONS__CRM__SECRETS="+s.sinkSecret.Encode(),
+		"ORDERSYNC_RELAY__DESTINATIONS__CRM__EVENTS=order.created,order.cancelled",
+		"ORDERSYNC_RELAY__POLL_INTERVAL=100ms",
+		"ORDERSYNC_RELAY__BACKOFF_MIN=100ms",
+		"ORDERSYNC_RELAY__BACKOFF_MAX=1s",
+		"ORDERSYNC_RELAY__LEASE=5s",
+	)
+}
+
+// The script's orders. Dates are a little in the past: a marketplace lists what was
+// created up to now.
+
+func (s *demoSims) addKaspi(code, name, phone, sku, product string, qty int64, price string) error {
+	first, last, _ := strings.Cut(name, " ")
+	return s.kaspi.AddOrder(sim.KaspiOrder{Code: code, CreationDate: time.Now().Add(-time.Minute),
+		Customer: sim.KaspiCustomer{FirstName: first, LastName: last, CellPhone: phone},
+		Entries: []sim.KaspiEntry{{OfferCode: sku, Name: product, Quantity: decimal.NewFromInt(qty),
+			BasePrice: decimal.RequireFromString(price)}}})
+}
+
+func (s *demoSims) addOzon(posting, sku, product string, qty int, price string) {
+	s.ozon.AddPosting(sim.OzonPosting{PostingNumber: posting, InProcessAt: time.Now().Add(-time.Minute),
+		Products: []sim.OzonProduct{{OfferID: sku, Name: product, Quantity: qty, Price: decimal.RequireFromString(price)}}})
+}
+
+func (s *demoSims) addWB(id int64, article string, hundredths int64) {
+	s.wb.AddOrder(sim.WBOrder{ID: id, Article: article, Price: hundredths, CurrencyCode: 643,
+		ConvertedPrice: hundredths, ConvertedCurrencyCode: 643, CreatedAt: time.Now().Add(-time.Minute)})
+}
+
+// siteOrder is a canonical order (ARCHITECTURE.md §4.2) as a site sends it.
+func siteOrder(id string, qty int) []byte {
+	return fmt.Appendf(nil, `{"source":"site","external_id":%q,"number":%q,"created_at":%q,`+
+		`"customer":{"name":"Иван Петров","phone":"+77011234567","email":"ivan@example.kz"},"warehouse":"WH1","currency":"KZT",`+
+		`"lines":[{"sku":"SKU-8812","name":"Чайник","quantity":%d,"price":1500.00}],"comment":"с сайта"}`,
+		id, id, time.Now().Add(-time.Minute).Format(time.RFC3339), qty)
+}
+
+// acks counts the acknowledgements each marketplace received.
+func (s *demoSims) acks() (kaspi, ozon, wb int) {
+	for _, n := range s.kaspi.Accepted() {
+		kaspi += n
+	}
+	for _, n := range s.ozon.Shipments() {
+		ozon += n
+	}
+	for _, n := range s.wb.Acknowledged() {
+		wb += n
+	}
+	return
+}
+
+// webhookAnswer is one answer of POST /webhooks/site.
+type webhookAnswer struct {
+	status     int
+	retryAfter string
+	body       []byte
+	outcome    string // the answer's "status": processed, conflict, in_progress, …
+}
+
+// deliver POSTs body to url signed the Standard Webhooks way under the event id, on a
+// connection of its own, as a site's webhook sender does.
+func deliver(ctx context.Context, url string, secret stdwebhook.Secret, id string, body []byte) (webhookAnswer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return webhookAnswer{}, err
+	}
+	for k, vs := range stdwebhook.Headers([]stdwebhook.Secret{secret}, id, time.Now(), body) {
+		req.Header[k] = vs
+	}
+	req.Header.Set("Content-Type", "application/json")
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return webhookAnswer{}, fmt.Errorf("POST %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return webhookAnswer{}, fmt.Errorf("POST %s: %w", url, err)
+	}
+	var v struct {
+		Status string `json:"status"`
+	}
+	json.Unmarshal(b, &v)
+	return webhookAnswer{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), body: b, outcome: v.Status}, nil
+}
+
+// deliverUntilAnswered is deliver that honours a 409 in_progress with Retry-After,
+// as a sender does: it sends again after the wait, at most a few times.
+func deliverUntilAnswered(ctx context.Context, url string, secret stdwebhook.Secret, id string, body []byte) (first, last webhookAnswer, err error) {
+	for try := 0; ; try++ {
+		ans, err := deliver(ctx, url, secret, id, body)
+		if err != nil {
+			return first, ans, err
+		}
+		if try == 0 {
+			first = ans
+		}
+		if ans.status != http.StatusConflict || ans.outcome != "in_progress" || try == 4 {
+			return first, ans, nil
+		}
+		wait, _ := strconv.Atoi(ans.retryAfter)
+		select {
+		case <-ctx.Done():
+			return first, ans, ctx.Err()
+		case <-time.After(time.Duration(max(wait, 1)) * time.Second):
+		}
+	}
+}
+
+// demoService is `ordersync run`, this very binary, as a child process whose JSON
+// log goes to a file.
+type demoService struct {
+	cmd      *exec.Cmd
+	done     chan struct{}
+	webhooks string // base URL of the webhook server, from the log
+}
+
+// startService starts `<this binary> run` with env and waits until its log says where
+// the webhook server listens. --config /dev/null keeps a configuration file that may
+// exist on this machine (/etc/ordersync/ordersync.yaml) out of the demo.
+func startService(ctx context.Context, exe, dir, logPath string, env []string) (*demoService, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	from := fi.Size()
+	cmd := exec.Command(exe, "run", "--config", os.DevNull)
+	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, dir, f, f
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s run: %w", exe, err)
+	}
+	s := &demoService{cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(s.done) }()
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if addr := logValue(logPath, from, "webhooks listening", "address"); addr != "" {
+			s.webhooks = addr
+			return s, nil
+		}
+		if s.exited() {
+			return s, fmt.Errorf("the service exited at start (%s): %s", s.cmd.ProcessState, lastLogError(logPath, from))
+		}
+		if time.Now().After(deadline) {
+			s.kill()
+			return s, errors.New(`the service did not log "webhooks listening" within 20s`)
+		}
+		select {
+		case <-ctx.Done():
+			s.kill()
+			return s, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (s *demoService) pid() int { return s.cmd.Process.Pid }
+
+func (s *demoService) exited() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// kill is kill -9, and waits for the process to be gone.
+func (s *demoService) kill() {
+	if s.exited() {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.done
+}
+
+// stop sends SIGTERM and waits up to within for the exit; then it kills.
+func (s *demoService) stop(within time.Duration) (code int, took time.Duration, err error) {
+	start := time.Now()
+	if !s.exited() {
+		s.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	select {
+	case <-s.done:
+		return s.cmd.ProcessState.ExitCode(), time.Since(start), nil
+	case <-time.After(within):
+		s.kill()
+		return -1, time.Since(start), fmt.Errorf("the service did not stop within %s of SIGTERM; killed", within)
+	}
+}
+
+// logRecords reads the JSON lines of the log from offset from.
+func logRecords(path string, from int64, fn func(rec map[string]any)) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		var rec map[string]any
+		if json.Unmarshal(sc.Bytes(), &rec) == nil {
+			fn(rec)
+		}
+	}
+}
+
+// logValue is the field of the first line from offset whose msg is msg.
+func logValue(path string, from int64, msg, field string) string {
+	var v string
+	logRecords(path, from, func(rec map[string]any) {
+		if s, _ := rec[field].(string); v == "" && rec["msg"] == msg {
+			v = s
+		}
+	})
+	return v
+}
+
+// lastLogError is the last error the log holds from offset from: an ERROR record, or
+// a line that is not JSON (`ordersync: …` on a configuration error).
+func lastLogError(path string, from int64) string {
+	last := "see " + path
+	f, err := os.Open(path)
+	if err != nil {
+		return last
+	}
+	defer f.Close()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return last
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		var rec map[string]any
+		switch {
+		case line == "":
+		case json.Unmarshal([]byte(line), &rec) != nil:
+			last = line
+		case rec["level"] == "ERROR":
+			last = fmt.Sprint(rec["msg"])
+			if e, ok := rec["err"]; ok {
+				last += ": " + fmt.Sprint(e)
+			}
+		}
+	}
+	return last
+}
+
+// logSize is the log file's size: the offset where what is logged next begins.
+func logSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ordersync/ordersync/connectors"
+	"github.com/ordersync/ordersync/internal/config"
+	"github.com/ordersync/ordersync/internal/engine"
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/store/sqlite"
+)
+
+// worker carries operations out now, on behalf of a CLI command (resync, import):
+//
+//   - on PostgreSQL, in this process: row locks let it work beside a running service;
+//   - on an embedded database with a service running, by handing the operations to
+//     that service (requeued, then a signal) and waiting for their outcome, since one
+//     process works the file;
+//   - on an embedded database with no service, in this process, holding the run lock
+//     for as long as it works.
+type worker struct {
+	a   *app
+	cfg *config.Config
+	log *slog.Logger
+	db  database
+}
+
+// runKeys carries each key out and returns the operations as they ended (an
+// operation still pending after an attempt that will be retried is returned so).
+func (w worker) runKeys(ctx context.Context, keys []string) ([]journal.Operation, error) {
+	if pid, ok := serviceRunning(w.db); ok {
+		return w.handOff(ctx, pid, keys)
+	}
+	if e := w.db.embedded(); e != nil {
+		lock, err := sqlite.AcquireRunLock(e.Path())
+		if errors.Is(err, sqlite.ErrLocked) {
+			if pid, ok := serviceRunning(w.db); ok { // a service started meanwhile
+				return w.handOff(ctx, pid, keys)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		defer lock.Release()
+	}
+	eng, err := w.engine()
+	if err != nil {
+		return nil, err
+	}
+	ops := make([]journal.Operation, 0, len(keys))
+	for _, key := range keys {
+		op, err := eng.RunKey(ctx, key)
+		if err != nil {
+			return ops, fmt.Errorf("%s: %w", key, err)
+		}
+		ops = append(ops, op)
+	}
+	return ops, nil
+}
+
+func (w worker) engine() (*engine.Engine, error) {
+	client, err := w.a.newClient(w.cfg, w.log)
+	if err != nil {
+		return nil, err
+	}
+	markets, err := enabledConnectors(w.cfg, w.log)
+	if err != nil {
+		return nil, err
+	}
+	out, err := newDelivery(w.cfg, publishers(markets))
+	if err != nil {
+		return nil, err
+	}
+	skus, err := connectors.NewSKUMap(w.cfg.Connectors.SKUMap)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	fs, err := fetchers(w.cfg, skus, w.log)
+	if err != nil {
+		return nil, err
+	}
+	return newEngine(w.db, client, w.cfg, out.routes, fs, w.log), nil
+}
+
+// handOff requeues the keys, wakes the service and waits until each has had an
+// attempt that ended (done, failed, or a retry scheduled).
+func (w worker) handOff(ctx context.Context, pid int, keys []string) ([]journal.Operation, error) {
+	store := w.db.Journal()
+	before := map[string]journal.Operation{}
+	for _, key := range keys {
+		op, err := store.Get(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		before[key] = op
+		if op.Status != journal.StatusDone {
+			if _, err := store.Requeue(ctx, key); err != nil && !errors.Is(err, journal.ErrNotPending) {
+				return nil, err
+			}
+		}
+	}
+	if err := wakeService(pid); err != nil {
+		return nil, fmt.Errorf("wake the running service (pid %d): %w", pid, err)
+	}
+	fmt.Fprintf(w.a.stderr, "handed %d operation(s) to the running service (pid %d); waiting for the outcome\n", len(keys), pid)
+	deadline := time.Now().Add(2*engine.CallBudget(w.cfg.OneC.Timeout) + 10*time.Second)
+	ops := make([]journal.Operation, 0, len(keys))
+	for _, key := range keys {
+		for {
+			op, err := store.Get(ctx, key)
+			if err != nil {
+				return ops, err
+			}
+			d, _ := store.Show(ctx, key)
+			prev := before[key]
+			settled := op.Status != journal.StatusPending && (op.Status == journal.StatusDone && prev.Status == journal.StatusDone ||
+				op.UpdatedAt.After(prev.UpdatedAt))
+			if !settled && op.Status == journal.StatusPending && len(d.History) > 0 {
+				last := d.History[len(d.History)-1]
+				settled = last.FinishedAt != nil && last.StartedAt.After(prev.UpdatedAt)
+			}
+			if settled {
+				ops = append(ops, op)
+				break
+			}
+			if time.Now().After(deadline) {
+				return ops, fmt.Errorf("%s: the running service (pid %d) has not finished an attempt yet; see `ordersync journal show %s`", key, pid, key)
+			}
+			select {
+			case <-ctx.Done():
+				return ops, ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return ops, nil
+}
