@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,8 +14,8 @@ import (
 	"time"
 
 	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/logging"
 	"github.com/ordersync/ordersync/internal/sim"
-	"github.com/ordersync/ordersync/internal/store/postgres"
 	"github.com/ordersync/ordersync/internal/testdb"
 )
 
@@ -44,13 +45,20 @@ const simPassword = "pa$$-Пароль"
 // env is one test's world: a journal schema, a simulated 1C, and the environment that
 // points ordersync at both.
 type env struct {
-	t       *testing.T
-	dbURL   string
-	onec    *sim.OneC
-	environ []string
+	t        *testing.T
+	dbURL    string
+	stateDir string
+	onec     *sim.OneC
+	environ  []string
 }
 
 func newEnv(t *testing.T, opts sim.OneCOptions, migrate bool) *env {
+	return newEnvOn(t, "postgres", opts, migrate)
+}
+
+// newEnvOn is newEnv on a backend: "postgres" (a schema of the test server) or
+// "sqlite" (no database.url: the embedded file in a temporary STATE_DIRECTORY).
+func newEnvOn(t *testing.T, backend string, opts sim.OneCOptions, migrate bool) *env {
 	t.Helper()
 	opts.Username, opts.Password = "ordersync", simPassword
 	s := sim.NewOneC(opts)
@@ -58,19 +66,28 @@ func newEnv(t *testing.T, opts sim.OneCOptions, migrate bool) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	e := &env{t: t, dbURL: testdb.URL(t), onec: s}
-	e.environ = []string{
-		"ORDERSYNC_DATABASE__URL=" + e.dbURL,
-		"ORDERSYNC_ONEC__BASE_URL=" + s.URL(),
+	e := &env{t: t, onec: s}
+	switch backend {
+	case "postgres":
+		e.dbURL = testdb.URL(t)
+		e.environ = []string{"ORDERSYNC_DATABASE__URL=" + e.dbURL}
+	case "sqlite":
+		e.stateDir = t.TempDir()
+		e.environ = []string{"STATE_DIRECTORY=" + e.stateDir}
+	default:
+		t.Fatalf("unknown backend %q", backend)
+	}
+	e.environ = append(e.environ,
+		"ORDERSYNC_ONEC__BASE_URL="+s.URL(),
 		"ORDERSYNC_ONEC__USERNAME=ordersync",
-		"ORDERSYNC_ONEC__PASSWORD=" + simPassword,
+		"ORDERSYNC_ONEC__PASSWORD="+simPassword,
 		"ORDERSYNC_ONEC__TIMEOUT=5s",
 		"ORDERSYNC_WORKER__BACKOFF_MIN=10ms",
 		"ORDERSYNC_WORKER__BACKOFF_MAX=50ms",
 		"ORDERSYNC_WORKER__POLL_INTERVAL=20ms",
 		"ORDERSYNC_LOG__FORMAT=json",
 		"ORDERSYNC_HTTP__LISTEN=127.0.0.1:0",
-	}
+	)
 	if migrate {
 		if _, stderr, code := e.cli("", "migrate"); code != 0 {
 			t.Fatalf("migrate: exit %d: %s", code, stderr)
@@ -87,9 +104,15 @@ func (e *env) cli(stdin string, args ...string) (stdout, stderr string, code int
 	return out.String(), errb.String(), code
 }
 
+// store opens the env's database the way the CLI does, whichever the backend.
 func (e *env) store() journal.Store {
 	e.t.Helper()
-	db, err := postgres.Open(context.Background(), postgres.Config{URL: e.dbURL})
+	a := &app{environ: e.environ, stdout: io.Discard, stderr: io.Discard}
+	cfg, err := a.loadConfig()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	db, err := a.openReadyDB(context.Background(), cfg, logging.Discard())
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -88,23 +88,33 @@ func countStatus(t *testing.T, store journal.Store, st journal.Status) int {
 // to 1C in flight, restarts it, stops it with SIGTERM while calls are in flight
 // again, and restarts it once more: 1C must end with every order exactly once, the
 // killed attempts visible as interrupted, and SIGTERM must exit 0 with nothing left
-// open.
+// open. On PostgreSQL and on the embedded SQLite file.
 func TestKill9MidCallThenRestartCreatesEveryOrderOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.OneCOptions{Latency: 150 * time.Millisecond}, true)
+	for _, backend := range []string{"postgres", "sqlite"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			testKill9(t, backend)
+		})
+	}
+}
+
+func testKill9(t *testing.T, backend string) {
+	e := newEnvOn(t, backend, sim.OneCOptions{Latency: 150 * time.Millisecond}, true)
 	e.environ = append(e.environ, "ORDERSYNC_ONEC__MAX_CONCURRENCY=8")
 	const n = 60
 	var input strings.Builder
 	for i := range n {
 		fmt.Fprintln(&input, orderJSON(fmt.Sprintf("K-%03d", i), "SKU-1", "1", "100.00"))
 	}
+	store := e.store()
+
+	// 1. Run, hand it the orders, and kill -9 once creates are in flight.
+	svc := e.startService()
+	waitUntil(t, 10*time.Second, func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
 	if _, stderr, code := e.cli(input.String(), "order", "import"); code != 0 {
 		t.Fatalf("import: %d %s", code, stderr)
 	}
-	store := e.store()
-
-	// 1. Run, and kill -9 once creates are in flight.
-	svc := e.startService()
 	waitUntil(t, 20*time.Second, func() bool { return e.onec.Stats().Requests["create"] >= 10 })
 	svc.signal(syscall.SIGKILL)
 	svc.wait(10 * time.Second)
@@ -201,4 +211,65 @@ func waitUntil(t *testing.T, within time.Duration, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestASecondRunOnTheSameSQLiteFileRefuses: one process works an embedded file.
+func TestASecondRunOnTheSameSQLiteFileRefuses(t *testing.T) {
+	t.Parallel()
+	e := newEnvOn(t, "sqlite", sim.OneCOptions{}, true)
+	svc := e.startService()
+	waitUntil(t, 10*time.Second, func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
+	_, stderr, code := e.cli("", "run")
+	want := fmt.Sprintf("pid %d", svc.cmd.Process.Pid)
+	if code != 1 || !strings.Contains(stderr, want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Fatalf("second run: exit %d stderr %q; want 1 and one line naming %s", code, stderr, want)
+	}
+	// Reads work beside the running service.
+	if _, stderr, code := e.cli("", "journal", "list"); code != 0 {
+		t.Fatalf("journal list beside the service: %d %s", code, stderr)
+	}
+	svc.signal(syscall.SIGTERM)
+	if code := svc.wait(20 * time.Second); code != 0 {
+		t.Fatalf("SIGTERM: exit %d", code)
+	}
+}
+
+// TestCLIHandsWorkToTheServiceOnSQLite: import and resync beside a running service
+// on an embedded file hand their operations to it; with none running they do the
+// work themselves.
+func TestCLIHandsWorkToTheServiceOnSQLite(t *testing.T) {
+	t.Parallel()
+	e := newEnvOn(t, "sqlite", sim.OneCOptions{KnownSKUs: []string{"SKU-1"}}, true)
+	e.environ = append(e.environ, "ORDERSYNC_WORKER__POLL_INTERVAL=1h") // only a wake-up makes it claim at once
+
+	// No service: import does the work itself.
+	out, stderr, code := e.cli(orderJSON("S-1", "SKU-1", "1", "10"), "order", "import")
+	if code != 0 || !strings.Contains(out, "site:order:S-1:create: done") || e.onec.CountExternal("site:S-1") != 1 {
+		t.Fatalf("import without a service: exit %d out %q err %q; 1C holds %d", code, out, stderr, e.onec.CountExternal("site:S-1"))
+	}
+
+	svc := e.startService()
+	waitUntil(t, 10*time.Second, func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
+	// Beside the service: import hands it over, and the service picks it up at once.
+	if _, stderr, code := e.cli(orderJSON("S-2", "SKU-1", "1", "10"), "order", "import"); code != 0 || !strings.Contains(stderr, "handed") {
+		t.Fatalf("import beside the service: exit %d err %q", code, stderr)
+	}
+	waitUntil(t, 5*time.Second, func() bool { return e.onec.CountExternal("site:S-2") == 1 })
+
+	// A failed operation, resynced beside the service after its cause is fixed.
+	e.cli(orderJSON("S-3", "SKU-NEW", "1", "10"), "order", "import")
+	waitUntil(t, 5*time.Second, func() bool {
+		op, err := e.store().Get(context.Background(), "site:order:S-3:create")
+		return err == nil && op.Status == "failed"
+	})
+	e.onec.SetKnownSKUs([]string{"SKU-1", "SKU-NEW"})
+	out, stderr, code = e.cli("", "resync", "site:order:S-3:create")
+	if code != 0 || !strings.Contains(out, "done") || !strings.Contains(stderr, "handed") {
+		t.Fatalf("resync beside the service: exit %d out %q err %q", code, out, stderr)
+	}
+	if e.onec.CountExternal("site:S-3") != 1 || e.onec.Count() != 3 {
+		t.Fatalf("1C holds %v", externalIDs(e.onec.Orders()))
+	}
+	svc.signal(syscall.SIGTERM)
+	svc.wait(20 * time.Second)
 }
