@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,25 +13,51 @@ import (
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/store/postgres"
+	"github.com/ordersync/ordersync/internal/store/sqlite"
 	"github.com/ordersync/ordersync/internal/testdb"
 )
 
 var benchSeq atomic.Int64
 
-// benchHarness is a journal with a round-trip counter and a simulated 1C.
-func benchHarness(b *testing.B, latency map[string]time.Duration, concurrency int) (*postgres.DB, *testdb.RoundTrips, *sim.OneC, *httpservice.Client) {
+// benchStore is a journal on one backend, with a round-trip counter on PostgreSQL.
+type benchStore struct {
+	journal journal.Store
+	rt      *testdb.RoundTrips // nil on SQLite: no network between ordersync and it
+}
+
+func newBenchStore(b *testing.B, backend string, concurrency int) benchStore {
 	b.Helper()
-	rt := &testdb.RoundTrips{}
-	db, err := postgres.Open(context.Background(), postgres.Config{
-		URL: testdb.URL(b), MaxConns: int32(2*concurrency + 4), ConfigurePool: rt.Install,
-	})
-	if err != nil {
-		b.Fatal(err)
+	ctx := context.Background()
+	switch backend {
+	case "postgres":
+		rt := &testdb.RoundTrips{}
+		db, err := postgres.Open(ctx, postgres.Config{URL: testdb.URL(b), MaxConns: int32(2*concurrency + 4), ConfigurePool: rt.Install})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(db.Close)
+		if _, err := db.Migrate(ctx); err != nil {
+			b.Fatal(err)
+		}
+		return benchStore{journal: db.Journal(), rt: rt}
+	case "sqlite":
+		db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(b.TempDir(), "ordersync.db")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { db.Close() })
+		if _, err := db.Migrate(ctx); err != nil {
+			b.Fatal(err)
+		}
+		return benchStore{journal: db.Journal()}
 	}
-	b.Cleanup(db.Close)
-	if _, err := db.Migrate(context.Background()); err != nil {
-		b.Fatal(err)
-	}
+	b.Fatalf("unknown backend %q", backend)
+	return benchStore{}
+}
+
+// benchOneC is a simulated 1C with the given latencies and a client to it.
+func benchOneC(b *testing.B, latency map[string]time.Duration, concurrency int) (*sim.OneC, *httpservice.Client) {
+	b.Helper()
 	s := sim.NewOneC(sim.OneCOptions{OpLatency: latency})
 	if err := s.Start("127.0.0.1:0"); err != nil {
 		b.Fatal(err)
@@ -40,8 +67,10 @@ func benchHarness(b *testing.B, latency map[string]time.Duration, concurrency in
 	if err != nil {
 		b.Fatal(err)
 	}
-	return db, rt, s, c
+	return s, c
 }
+
+var backends = []string{"postgres", "sqlite"}
 
 func benchOrders(b *testing.B, store journal.Store, n int) []string {
 	b.Helper()
@@ -58,37 +87,46 @@ func benchOrders(b *testing.B, store journal.Store, n int) []string {
 }
 
 // BenchmarkJournalPath is one order through the whole journal path, one at a time,
-// against a 1C that answers at once: register, claim under the row lock, attempt
-// row, find and create in 1C, finish. It reports orders/s and the database round
-// trips each created order cost.
+// against a 1C that answers at once: register, claim under the row (or key) lock,
+// attempt row, find and create in 1C, finish. It reports orders/s, and on
+// PostgreSQL the database round trips each created order cost. On both backends.
 func BenchmarkJournalPath(b *testing.B) {
-	db, rt, s, c := benchHarness(b, nil, 4)
-	e := engine.New(db.Journal(), c, engine.Config{Workers: 1})
-	ctx := context.Background()
-	benchOrders(b, db.Journal(), 1) // warm the connections and prepared statements
-	if ran, err := e.RunDue(ctx); !ran || err != nil {
-		b.Fatal(ran, err)
+	for _, backend := range backends {
+		b.Run("backend="+backend, func(b *testing.B) {
+			st := newBenchStore(b, backend, 4)
+			s, c := benchOneC(b, nil, 4)
+			e := engine.New(st.journal, c, engine.Config{Workers: 1})
+			ctx := context.Background()
+			benchOrders(b, st.journal, 1) // warm the connections and prepared statements
+			if ran, err := e.RunDue(ctx); !ran || err != nil {
+				b.Fatal(ran, err)
+			}
+			run := benchSeq.Add(1)
+			if st.rt != nil {
+				st.rt.Reset()
+			}
+			b.ResetTimer()
+			start := time.Now()
+			for i := range b.N {
+				o := testOrder(fmt.Sprintf("J%d-%06d", run, i))
+				if _, err := st.journal.Register(ctx, journal.CreateOrder(o)); err != nil {
+					b.Fatal(err)
+				}
+				if ran, err := e.RunDue(ctx); !ran || err != nil {
+					b.Fatal(ran, err)
+				}
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			if got := s.Count(); got != b.N+1 {
+				b.Fatalf("1C holds %d orders, want %d", got, b.N+1)
+			}
+			if st.rt != nil {
+				b.ReportMetric(float64(st.rt.Count())/float64(b.N), "db-roundtrips/order")
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "orders/s")
+		})
 	}
-	run := benchSeq.Add(1)
-	rt.Reset()
-	b.ResetTimer()
-	start := time.Now()
-	for i := range b.N {
-		o := testOrder(fmt.Sprintf("J%d-%06d", run, i))
-		if _, err := db.Journal().Register(ctx, journal.CreateOrder(o)); err != nil {
-			b.Fatal(err)
-		}
-		if ran, err := e.RunDue(ctx); !ran || err != nil {
-			b.Fatal(ran, err)
-		}
-	}
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if got := s.Count(); got != b.N+1 {
-		b.Fatalf("1C holds %d orders, want %d", got, b.N+1)
-	}
-	b.ReportMetric(float64(rt.Count())/float64(b.N), "db-roundtrips/order")
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "orders/s")
 }
 
 // BenchmarkEngineThroughput drains registered orders with the engine's workers, as
@@ -106,33 +144,36 @@ func BenchmarkEngineThroughput(b *testing.B) {
 		{"create=200ms,find=0/max_concurrency=8", map[string]time.Duration{"create": slow}, 8},
 		{"create=200ms,find=200ms/max_concurrency=8", map[string]time.Duration{"create": slow, "find": slow}, 8},
 	} {
-		b.Run(tc.name, func(b *testing.B) {
-			db, _, s, c := benchHarness(b, tc.latency, tc.workers)
-			perOrder := tc.latency["find"] + tc.latency["create"]
-			n := b.N
-			if perOrder > 0 {
-				n = max(n, 40*tc.workers) // enough rounds that the last, partly idle one hardly counts
-			}
-			benchOrders(b, db.Journal(), n)
-			e := engine.New(db.Journal(), c, engine.Config{Workers: tc.workers, PollInterval: time.Millisecond})
-			b.ResetTimer()
-			start := time.Now()
-			e.Start(context.Background())
-			for e.Stats().Done < int64(n) {
-				time.Sleep(time.Millisecond)
-			}
-			elapsed := time.Since(start)
-			b.StopTimer()
-			e.Stop()
-			if got := s.Count(); got != n {
-				b.Fatalf("1C holds %d orders, want %d", got, n)
-			}
-			rate := float64(n) / elapsed.Seconds()
-			b.ReportMetric(rate, "orders/s")
-			if perOrder > 0 {
-				ideal := float64(tc.workers) / perOrder.Seconds()
-				b.ReportMetric(100*rate/ideal, "%-of-ideal")
-			}
-		})
+		for _, backend := range backends {
+			b.Run("backend="+backend+"/"+tc.name, func(b *testing.B) {
+				st := newBenchStore(b, backend, tc.workers)
+				s, c := benchOneC(b, tc.latency, tc.workers)
+				perOrder := tc.latency["find"] + tc.latency["create"]
+				n := b.N
+				if perOrder > 0 {
+					n = max(n, 40*tc.workers) // enough rounds that the last, partly idle one hardly counts
+				}
+				benchOrders(b, st.journal, n)
+				e := engine.New(st.journal, c, engine.Config{Workers: tc.workers, PollInterval: time.Millisecond})
+				b.ResetTimer()
+				start := time.Now()
+				e.Start(context.Background())
+				for e.Stats().Done < int64(n) {
+					time.Sleep(time.Millisecond)
+				}
+				elapsed := time.Since(start)
+				b.StopTimer()
+				e.Stop()
+				if got := s.Count(); got != n {
+					b.Fatalf("1C holds %d orders, want %d", got, n)
+				}
+				rate := float64(n) / elapsed.Seconds()
+				b.ReportMetric(rate, "orders/s")
+				if perOrder > 0 {
+					ideal := float64(tc.workers) / perOrder.Seconds()
+					b.ReportMetric(100*rate/ideal, "%-of-ideal")
+				}
+			})
+		}
 	}
 }
