@@ -6,13 +6,11 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -131,6 +129,7 @@ type Bitrix24 struct {
 	notFoundError        string
 	now                  func() time.Time
 	log                  *slog.Logger
+	server               server
 
 	mu           sync.Mutex
 	deals        map[string]*B24Deal
@@ -143,9 +142,6 @@ type Bitrix24 struct {
 	faults       []*b24Fault
 	requests     []B24Request
 	authFailures int
-	srv          *http.Server
-	ln           net.Listener
-	closeOnce    sync.Once
 }
 
 type b24Fault struct {
@@ -193,35 +189,12 @@ func NewBitrix24(opts Bitrix24Options) *Bitrix24 {
 
 // Start listens on addr (":0" picks a port) and serves in the background.
 func (s *Bitrix24) Start(addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("sim: bitrix24: listen %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	s.mu.Lock()
-	if s.srv != nil {
-		s.mu.Unlock()
-		ln.Close()
-		return errors.New("sim: bitrix24: already started")
-	}
-	s.srv, s.ln = srv, ln
-	s.mu.Unlock()
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("bitrix24 sim: serve", "err", err)
-		}
-	}()
-	return nil
+	return s.server.start("bitrix24", addr, s, s.log)
 }
 
 // URL is the portal's address after Start, "" before.
 func (s *Bitrix24) URL() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ln == nil {
-		return ""
-	}
-	return "http://" + s.ln.Addr().String()
+	return s.server.url("")
 }
 
 // RESTURL is the inbound webhook URL under base (the address the handler is served
@@ -232,14 +205,7 @@ func (s *Bitrix24) RESTURL(base string) string {
 
 // Close stops the server started by Start. It is safe to call twice and before Start.
 func (s *Bitrix24) Close() {
-	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		srv := s.srv
-		s.mu.Unlock()
-		if srv != nil {
-			srv.Close()
-		}
-	})
+	s.server.close()
 }
 
 // AddDeal adds a deal, filling the defaults documented on B24Deal and the catalog

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"maps"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -190,6 +189,7 @@ type Kaspi struct {
 	loc           *time.Location
 	now           func() time.Time
 	log           *slog.Logger
+	server        server
 
 	mu       sync.Mutex
 	orders   map[string]*KaspiOrder // by code
@@ -201,8 +201,6 @@ type Kaspi struct {
 	accepted map[string]int
 	requests map[string]int
 	reqLog   []KaspiRequest
-	srv      *http.Server
-	ln       net.Listener
 }
 
 // NewKaspi returns a simulated Kaspi Shop API; it serves nothing until Start, or
@@ -238,46 +236,18 @@ func NewKaspi(opts KaspiOptions) *Kaspi {
 
 // Start listens on addr (":0" picks a port) and serves in the background.
 func (s *Kaspi) Start(addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("sim: kaspi: listen %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	s.mu.Lock()
-	if s.srv != nil {
-		s.mu.Unlock()
-		ln.Close()
-		return errors.New("sim: kaspi: already started")
-	}
-	s.srv, s.ln = srv, ln
-	s.mu.Unlock()
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("kaspi sim: serve", "err", err)
-		}
-	}()
-	return nil
+	return s.server.start("kaspi", addr, s, s.log)
 }
 
 // URL is the API's base URL after Start (what connectors.kaspi.base_url would be),
 // "" before.
 func (s *Kaspi) URL() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ln == nil {
-		return ""
-	}
-	return "http://" + s.ln.Addr().String() + KaspiPrefix
+	return s.server.url(KaspiPrefix)
 }
 
 // Close stops the server started by Start. It is safe to call twice and before Start.
 func (s *Kaspi) Close() {
-	s.mu.Lock()
-	srv := s.srv
-	s.mu.Unlock()
-	if srv != nil {
-		srv.Close()
-	}
+	s.server.close()
 }
 
 // AddOrder adds an order, filling the defaults. A second order with the same code

@@ -5,12 +5,10 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -172,6 +170,7 @@ type OneC struct {
 
 	closed    chan struct{}
 	closeOnce sync.Once
+	server    server
 
 	mu        sync.Mutex
 	latency   time.Duration
@@ -184,8 +183,6 @@ type OneC struct {
 	stock     map[string][]StockItem
 	stats     OneCStats
 	inFlight  int
-	srv       *http.Server
-	ln        net.Listener
 }
 
 // NewOneC returns a simulated base; it serves nothing until Start, or until it is
@@ -233,56 +230,24 @@ func (s *OneC) Prefix() string { return s.prefix }
 
 // Start listens on addr (":0" picks a port) and serves in the background.
 func (s *OneC) Start(addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("sim: 1c: listen %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	s.mu.Lock()
-	if s.srv != nil {
-		s.mu.Unlock()
-		ln.Close()
-		return errors.New("sim: 1c: already started")
-	}
-	s.srv, s.ln = srv, ln
-	s.mu.Unlock()
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("1c sim: serve", "err", err)
-		}
-	}()
-	return nil
+	return s.server.start("1c", addr, s, s.log)
 }
 
 // Addr is the listening address after Start, "" before.
 func (s *OneC) Addr() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ln == nil {
-		return ""
-	}
-	return s.ln.Addr().String()
+	return s.server.addr()
 }
 
 // URL is the service's base URL after Start (what onec.base_url would be), "" before.
 func (s *OneC) URL() string {
-	addr := s.Addr()
-	if addr == "" {
-		return ""
-	}
-	return "http://" + addr + s.prefix
+	return s.server.url(s.prefix)
 }
 
 // Close ends stalls and stops the server started by Start. It is safe to call twice
 // and before Start.
 func (s *OneC) Close() {
 	s.closeOnce.Do(func() { close(s.closed) })
-	s.mu.Lock()
-	srv := s.srv
-	s.mu.Unlock()
-	if srv != nil {
-		srv.Close()
-	}
+	s.server.close()
 }
 
 // Orders returns a snapshot of every order, in creation order.

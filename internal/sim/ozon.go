@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -126,6 +125,7 @@ type Ozon struct {
 	amountAsNumber   bool
 	now              func() time.Time
 	log              *slog.Logger
+	server           server
 
 	mu           sync.Mutex
 	postings     map[string]*OzonPosting
@@ -137,9 +137,6 @@ type Ozon struct {
 	shipsRefused int
 	requests     []OzonRequest
 	authFailures int
-	srv          *http.Server
-	ln           net.Listener
-	closeOnce    sync.Once
 }
 
 // NewOzon returns a simulator; it serves nothing until Start, or until it is
@@ -170,48 +167,18 @@ func NewOzon(opts OzonOptions) *Ozon {
 
 // Start listens on addr (":0" picks a port) and serves in the background.
 func (s *Ozon) Start(addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("sim: ozon: listen %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	s.mu.Lock()
-	if s.srv != nil {
-		s.mu.Unlock()
-		ln.Close()
-		return errors.New("sim: ozon: already started")
-	}
-	s.srv, s.ln = srv, ln
-	s.mu.Unlock()
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("ozon sim: serve", "err", err)
-		}
-	}()
-	return nil
+	return s.server.start("ozon", addr, s, s.log)
 }
 
 // URL is the API's base URL after Start (what connectors.ozon.base_url would be),
 // "" before.
 func (s *Ozon) URL() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ln == nil {
-		return ""
-	}
-	return "http://" + s.ln.Addr().String()
+	return s.server.url("")
 }
 
 // Close stops the server started by Start. It is safe to call twice and before Start.
 func (s *Ozon) Close() {
-	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		srv := s.srv
-		s.mu.Unlock()
-		if srv != nil {
-			srv.Close()
-		}
-	})
+	s.server.close()
 }
 
 // AddPosting adds a posting, filling the defaults documented on OzonPosting. It

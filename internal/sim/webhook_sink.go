@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -69,6 +68,7 @@ type WebhookSink struct {
 
 	closed    chan struct{}
 	closeOnce sync.Once
+	server    server
 
 	mu          sync.Mutex
 	deliveries  []SinkDelivery
@@ -80,8 +80,6 @@ type WebhookSink struct {
 	failRetry   string
 	gone        bool
 	latency     time.Duration
-	srv         *http.Server
-	ln          net.Listener
 	lastRejects []string
 }
 
@@ -128,43 +126,19 @@ func sinkKey(secret string) ([]byte, error) {
 
 // Start listens on addr (":0" picks a port) and serves in the background.
 func (s *WebhookSink) Start(addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("sim: webhook sink: listen %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	s.mu.Lock()
-	if s.srv != nil {
-		s.mu.Unlock()
-		ln.Close()
-		return errors.New("sim: webhook sink: already started")
-	}
-	s.srv, s.ln = srv, ln
-	s.mu.Unlock()
-	go func() { _ = srv.Serve(ln) }()
-	return nil
+	return s.server.start("webhook sink", addr, s, nil)
 }
 
 // URL is where to send deliveries after Start, "" before.
 func (s *WebhookSink) URL() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ln == nil {
-		return ""
-	}
-	return "http://" + s.ln.Addr().String() + "/webhooks"
+	return s.server.url("/webhooks")
 }
 
 // Close ends latency waits and stops the server started by Start. It is safe to
 // call twice and before Start.
 func (s *WebhookSink) Close() {
 	s.closeOnce.Do(func() { close(s.closed) })
-	s.mu.Lock()
-	srv := s.srv
-	s.mu.Unlock()
-	if srv != nil {
-		srv.Close()
-	}
+	s.server.close()
 }
 
 // FailNext answers the next n signed deliveries with status, and with a

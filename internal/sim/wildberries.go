@@ -3,12 +3,10 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -138,9 +136,10 @@ type wbQueuedFault struct {
 //
 // A request is handled in this order: route; token (401); an injected fault; the API.
 type Wildberries struct {
-	token string
-	now   func() time.Time
-	log   *slog.Logger
+	token  string
+	now    func() time.Time
+	log    *slog.Logger
+	server server
 
 	mu        sync.Mutex
 	orders    map[int64]*WBOrder
@@ -149,8 +148,6 @@ type Wildberries struct {
 	faults    []*wbQueuedFault
 	requests  []WBRequest
 	acks      map[int64]int
-	srv       *http.Server
-	ln        net.Listener
 }
 
 // NewWildberries returns a simulator; it serves nothing until Start, or until it is
@@ -174,46 +171,18 @@ func NewWildberries(opts WildberriesOptions) *Wildberries {
 
 // Start listens on addr (":0" picks a port) and serves in the background.
 func (s *Wildberries) Start(addr string) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("sim: wildberries: listen %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	s.mu.Lock()
-	if s.srv != nil {
-		s.mu.Unlock()
-		ln.Close()
-		return errors.New("sim: wildberries: already started")
-	}
-	s.srv, s.ln = srv, ln
-	s.mu.Unlock()
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("wildberries sim: serve", "err", err)
-		}
-	}()
-	return nil
+	return s.server.start("wildberries", addr, s, s.log)
 }
 
 // URL is the base URL after Start (what connectors.wildberries.base_url would be),
 // "" before.
 func (s *Wildberries) URL() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ln == nil {
-		return ""
-	}
-	return "http://" + s.ln.Addr().String()
+	return s.server.url("")
 }
 
 // Close stops the server started by Start. It is safe to call twice and before Start.
 func (s *Wildberries) Close() {
-	s.mu.Lock()
-	srv := s.srv
-	s.mu.Unlock()
-	if srv != nil {
-		srv.Close()
-	}
+	s.server.close()
 }
 
 // AddOrder adds an order, or replaces the order with the same ID. It panics on an
