@@ -87,17 +87,20 @@ func (w worker) engine() (*engine.Engine, error) {
 }
 
 // handOff requeues the keys, wakes the service and waits until each has had an
-// attempt that ended (done, failed, or a retry scheduled).
+// attempt that ended (done, failed, or a retry scheduled). An attempt counts when
+// its number is above the last one recorded before the hand-off and the operation
+// row carries it; both are read in one snapshot (Show), so a row read before the
+// service finished can never be paired with a history read after.
 func (w worker) handOff(ctx context.Context, pid int, keys []string) ([]journal.Operation, error) {
 	store := w.db.Journal()
-	before := map[string]journal.Operation{}
+	before := map[string]journal.Detail{}
 	for _, key := range keys {
-		op, err := store.Get(ctx, key)
+		d, err := store.Show(ctx, key)
 		if err != nil {
 			return nil, err
 		}
-		before[key] = op
-		if op.Status != journal.StatusDone {
+		before[key] = d
+		if d.Status != journal.StatusDone {
 			if _, err := store.Requeue(ctx, key); err != nil && !errors.Is(err, journal.ErrNotPending) {
 				return nil, err
 			}
@@ -111,20 +114,12 @@ func (w worker) handOff(ctx context.Context, pid int, keys []string) ([]journal.
 	ops := make([]journal.Operation, 0, len(keys))
 	for _, key := range keys {
 		for {
-			op, err := store.Get(ctx, key)
+			d, err := store.Show(ctx, key)
 			if err != nil {
 				return ops, err
 			}
-			d, _ := store.Show(ctx, key)
-			prev := before[key]
-			settled := op.Status != journal.StatusPending && (op.Status == journal.StatusDone && prev.Status == journal.StatusDone ||
-				op.UpdatedAt.After(prev.UpdatedAt))
-			if !settled && op.Status == journal.StatusPending && len(d.History) > 0 {
-				last := d.History[len(d.History)-1]
-				settled = last.FinishedAt != nil && last.StartedAt.After(prev.UpdatedAt)
-			}
-			if settled {
-				ops = append(ops, op)
+			if handedOffSettled(before[key], d) {
+				ops = append(ops, d.Operation)
 				break
 			}
 			if time.Now().After(deadline) {
@@ -138,4 +133,23 @@ func (w worker) handOff(ctx context.Context, pid int, keys []string) ([]journal.
 		}
 	}
 	return ops, nil
+}
+
+// handedOffSettled tells whether now, read after a hand-off, shows the outcome of
+// an attempt made since prev was read: a done operation was left alone; otherwise a
+// newer attempt must have finished and be the one the operation row records.
+func handedOffSettled(prev, now journal.Detail) bool {
+	if prev.Status == journal.StatusDone {
+		return now.Status == journal.StatusDone
+	}
+	last := 0
+	if n := len(prev.History); n > 0 {
+		last = prev.History[n-1].Attempt
+	}
+	for _, a := range now.History {
+		if a.Attempt > last && a.FinishedAt != nil && now.Attempts >= a.Attempt {
+			return true
+		}
+	}
+	return false
 }
