@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -78,6 +79,15 @@ type DB struct {
 	// claimSlots bounds the claims and locks open at once to MaxConns-1: each holds a
 	// connection, and writing a claim's attempt row needs another.
 	claimSlots chan struct{}
+
+	// group gathers new inbox events into batches (inbox_group.go).
+	groupOnce sync.Once
+	group     *receiveGroup
+	// groupStore, when set (tests only), is called with the size of each batch
+	// before it is stored; groupFail, when set, may fail a batch of several, which
+	// is then stored one by one.
+	groupStore func(size int)
+	groupFail  func(size int) error
 }
 
 // Open connects to the database and pings it. Its errors name the server as
@@ -139,7 +149,13 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 
 // Close closes the pool. It waits for acquired connections (open claims) to be
 // released.
-func (db *DB) Close() { db.pool.Close() }
+func (db *DB) Close() {
+	db.groupOnce.Do(func() {}) // no group starts after this
+	if db.group != nil {
+		db.group.close()
+	}
+	db.pool.Close()
+}
 
 // Pool is the connection pool, for packages (the outbox) that write in the same
 // transactions as the journal.

@@ -174,8 +174,7 @@ func (ib *Inbox) Receive(ctx context.Context, ev inbox.Event, regs []inbox.Regis
 		if ib.beforeRegister != nil {
 			ib.beforeRegister()
 		}
-		now := ib.db.nowUTC()
-		r, err := ib.register(ctx, receiveArgs(ev, sum, regs, answer, now))
+		r, err := ib.db.inboxGroup().register(ctx, newReceiveRow(ev, sum, regs, answer, ib.db.nowUTC()))
 		switch {
 		case retryable(err) && try < maxReceiveTries:
 			ib.db.log.DebugContext(ctx, "inbox: a concurrent writer got in the way; receiving again",
@@ -228,38 +227,60 @@ func regKeys(regs []inbox.Registration) []string {
 	return keys
 }
 
-// receiveArgs are inboxReceiveSQL's arguments. The registrations go in key order, so
-// that two events registering the same keys take their locks in the same order.
-func receiveArgs(ev inbox.Event, sum string, regs []inbox.Registration, answer inbox.Answer, now time.Time) []any {
+// receiveRow is one delivery's values for inboxReceiveSQL (args) or for one row of
+// inboxReceiveBatchSQL. The registrations go in key order, so that two events
+// registering the same keys take their locks in the same order.
+type receiveRow struct {
+	lockKey                           int64
+	source, eventID, sum              string
+	body                              []byte
+	contentType                       string
+	received                          time.Time
+	answerStatus                      int
+	answerContentType                 string
+	answerBody                        []byte
+	operations                        []string // in the order of the registrations
+	now                               time.Time
+	keys, kinds, sources, externalIDs []string
+	payloads, sums                    []string
+	ifAbsent, wake                    []bool
+}
+
+func newReceiveRow(ev inbox.Event, sum string, regs []inbox.Registration, answer inbox.Answer, now time.Time) receiveRow {
 	received := now
 	if !ev.ReceivedAt.IsZero() {
 		received = ev.ReceivedAt.UTC().Truncate(time.Microsecond)
 	}
 	sorted := slices.SortedFunc(slices.Values(regs), func(a, b inbox.Registration) int { return strings.Compare(a.Op.Key, b.Op.Key) })
 	n := len(sorted)
-	var (
-		keys, kinds, sources, externalIDs = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		payloads, sums                    = make([]string, n), make([]string, n)
-		ifAbsent, wake                    = make([]bool, n), make([]bool, n)
-	)
+	row := receiveRow{
+		lockKey: inboxLockKey(ev.Source, ev.ID),
+		source:  ev.Source, eventID: ev.ID, sum: sum, body: ev.Body, contentType: ev.ContentType, received: received,
+		answerStatus: answer.Status, answerContentType: answer.ContentType,
+		operations: regKeys(regs), now: now,
+		keys: make([]string, n), kinds: make([]string, n), sources: make([]string, n), externalIDs: make([]string, n),
+		payloads: make([]string, n), sums: make([]string, n), ifAbsent: make([]bool, n), wake: make([]bool, n),
+	}
 	for i, r := range sorted {
-		keys[i], kinds[i], sources[i], externalIDs[i] = r.Op.Key, r.Op.Kind, r.Op.Source, r.Op.ExternalID
-		payloads[i], sums[i] = string(r.Op.Payload), order.SHA256Hex(r.Op.Payload)
-		ifAbsent[i], wake[i] = r.IfAbsent, r.Wake
+		row.keys[i], row.kinds[i], row.sources[i], row.externalIDs[i] = r.Op.Key, r.Op.Kind, r.Op.Source, r.Op.ExternalID
+		row.payloads[i], row.sums[i] = string(r.Op.Payload), order.SHA256Hex(r.Op.Payload)
+		row.ifAbsent[i], row.wake[i] = r.IfAbsent, r.Wake
 	}
-	body := ev.Body
-	if body == nil {
-		body = []byte{}
+	if row.body == nil {
+		row.body = []byte{}
 	}
-	var answerBody []byte
 	if len(answer.Body) > 0 {
-		answerBody = []byte(answer.Body)
+		row.answerBody = []byte(answer.Body)
 	}
+	return row
+}
+
+// args are inboxReceiveSQL's arguments.
+func (r receiveRow) args() []any {
 	return []any{
-		inboxLockKey(ev.Source, ev.ID),
-		ev.Source, ev.ID, sum, body, ev.ContentType, received,
-		answer.Status, answer.ContentType, answerBody, regKeys(regs), now,
-		keys, kinds, sources, externalIDs, payloads, sums, ifAbsent, wake,
+		r.lockKey, r.source, r.eventID, r.sum, r.body, r.contentType, r.received,
+		r.answerStatus, r.answerContentType, r.answerBody, r.operations, r.now,
+		r.keys, r.kinds, r.sources, r.externalIDs, r.payloads, r.sums, r.ifAbsent, r.wake,
 	}
 }
 
@@ -298,9 +319,22 @@ func (ib *Inbox) known(ctx context.Context, ev inbox.Event, sum string, saved sa
 	return inbox.Receipt{Outcome: inbox.Conflict, Operations: saved.operations}, nil
 }
 
-// register runs inboxReceiveSQL in a REPEATABLE READ transaction of its own: BEGIN,
-// plan_cache_mode, the statement and COMMIT pipelined in one round trip. On an error
-// the COMMIT is skipped and endTx rolls back.
+// registerOne runs inboxReceiveSQL for one delivery (see receiveTx).
+func (db *DB) registerOne(ctx context.Context, row receiveRow) (receiveResult, error) {
+	var r receiveResult
+	err := db.receiveTx(ctx, inboxReceiveSQL, row.args(), func(rows pgx.Rows) error {
+		if !rows.Next() {
+			return pgx.ErrNoRows
+		}
+		return rows.Scan(&r.taken, &r.inserted, &r.registered, &r.conflicted, &r.woken)
+	})
+	return r, err
+}
+
+// receiveTx runs a receiving statement (inboxReceiveSQL, inboxReceiveBatchSQL) in a
+// REPEATABLE READ transaction of its own: BEGIN, plan_cache_mode, the statement and
+// COMMIT pipelined in one round trip; read consumes the statement's rows. On an
+// error the COMMIT is skipped and endTx rolls back.
 //
 // The statement runs on its generic plan (planned once per connection and again when
 // the tables' statistics change): the server's default plans it afresh on every
@@ -309,32 +343,37 @@ func (ib *Inbox) known(ctx context.Context, ev inbox.Event, sum string, saved sa
 // size; only the wake's join may scan the journal while its statistics say it is tiny
 // (a new database before its first autoanalyze), and only for a registration that
 // asks for a wake.
-func (ib *Inbox) register(ctx context.Context, args []any) (receiveResult, error) {
-	conn, err := ib.db.pool.Acquire(ctx)
+func (db *DB) receiveTx(ctx context.Context, query string, args []any, read func(pgx.Rows) error) error {
+	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
-		return receiveResult{}, err
+		return err
 	}
 	defer endTx(ctx, conn)
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	b.Queue(`SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`)
-	b.Queue(inboxReceiveSQL, args...)
+	b.Queue(query, args...)
 	b.Queue("COMMIT")
 	br := conn.SendBatch(ctx, b)
-	var (
-		r      receiveResult
-		commit pgconn.CommandTag
-	)
+	var commit pgconn.CommandTag
 	err = func() error {
 		for range 2 { // BEGIN, plan_cache_mode
 			if _, err := br.Exec(); err != nil {
 				return err
 			}
 		}
-		if err := br.QueryRow().Scan(&r.taken, &r.inserted, &r.registered, &r.conflicted, &r.woken); err != nil {
+		rows, err := br.Query()
+		if err != nil {
 			return err
 		}
-		var err error
+		err = read(rows)
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+		if err != nil {
+			return err
+		}
 		commit, err = br.Exec()
 		return err
 	}()
@@ -344,7 +383,7 @@ func (ib *Inbox) register(ctx context.Context, args []any) (receiveResult, error
 	if err == nil && commit.String() != "COMMIT" {
 		err = fmt.Errorf("unexpected result of COMMIT: %q", commit.String())
 	}
-	return r, err
+	return err
 }
 
 // retryable reports a serialization failure or a deadlock: the transaction was

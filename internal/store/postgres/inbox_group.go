@@ -1,0 +1,347 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Group commit of new inbox events.
+//
+// Storing a new event costs the server one statement and one commit whatever the
+// event's size, and that fixed cost, not the rows, bounds how many new events a
+// second it takes. So deliveries that arrive while a store is under way wait for it
+// and are then stored together, in one statement (inboxReceiveBatchSQL) and one
+// transaction. Nothing waits on a timer: a delivery that finds an idle store is
+// stored at once, alone, by inboxReceiveSQL.
+//
+// Each delivery keeps the outcome it would have had alone. A batch never holds two
+// deliveries of one event or two that register one journal key (the later one waits
+// for the next batch, and then finds the earlier one committed), so the deliveries of
+// a batch touch disjoint rows and the batch statement is the single one repeated.
+// When the batch statement fails (a serialization failure or a deadlock with another
+// writer of the same rows, a broken connection), each delivery of the batch is
+// stored again on its own, as it would have been without grouping, and its own error,
+// if any, goes back to its Receive, which retries or reports it as before.
+
+const (
+	// groupWriters is how many batches may be stored at once: while one commits,
+	// the next gathers.
+	groupWriters = 2
+	// groupMaxBatch bounds a batch: the statement's arrays and the time its locks
+	// are held stay small.
+	groupMaxBatch = 64
+	// groupQueue is how many deliveries may wait for a writer before Receive blocks.
+	groupQueue = 1024
+)
+
+// inboxReceiveBatchSQL is inboxReceiveSQL for several events of disjoint event ids
+// and journal keys: the events in $1…$12 (one array element each, idx numbering
+// them), their registrations in $13…$21 (idx says whose). It answers one row per
+// event: idx, whether its advisory lock was taken, whether it was inserted, and the
+// keys whose saved payload differed (recorded as conflicts); data-modifying
+// steps run whether or not the answer reads them. Each step is the single
+// statement's step restricted to the events whose lock was taken and whose row was
+// inserted; see inboxReceiveSQL for why each is safe under REPEATABLE READ.
+const inboxReceiveBatchSQL = `
+WITH ev AS MATERIALIZED (
+	SELECT * FROM unnest($1::int[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[],
+		$8::timestamptz[], $9::int[], $10::text[], $11::bytea[], $12::text[])
+		AS e (idx, lock_key, source, event_id, body_sha256, body, content_type, received_at,
+			answer_status, answer_content_type, answer_body, operations)
+), lock AS MATERIALIZED (
+	SELECT idx, pg_try_advisory_xact_lock(lock_key) AS taken FROM ev
+), event AS (
+	INSERT INTO inbox_events (source, event_id, body_sha256, body, content_type, status, received_at,
+		answer_status, answer_content_type, answer_body, operations)
+	SELECT ev.source, ev.event_id, ev.body_sha256, ev.body, nullif(ev.content_type, ''), 'processed', ev.received_at,
+		ev.answer_status, nullif(ev.answer_content_type, ''), ev.answer_body,
+		ARRAY(SELECT k FROM jsonb_array_elements_text(ev.operations::jsonb) WITH ORDINALITY AS o (k, n) ORDER BY n)
+	FROM ev JOIN lock USING (idx) WHERE lock.taken
+	ORDER BY ev.idx
+	ON CONFLICT (source, event_id) DO NOTHING
+	RETURNING source, event_id
+), stored AS MATERIALIZED (
+	SELECT ev.idx FROM ev JOIN event USING (source, event_id)
+), reg AS (
+	SELECT * FROM unnest($13::int[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::bool[], $21::bool[])
+		AS r (idx, key, kind, source, external_id, payload, payload_sha256, if_absent, wake)
+	WHERE r.idx IN (SELECT idx FROM stored)
+), inserted AS (
+	INSERT INTO operations (key, kind, source, external_id, status, payload, payload_sha256,
+		attempts, last_error, next_attempt_at, created_at, updated_at)
+	SELECT key, kind, source, external_id, 'pending', payload::jsonb, payload_sha256, 0, '', $22, $22, $22
+	FROM reg ORDER BY key
+	ON CONFLICT (key) DO NOTHING
+	RETURNING key
+), existing AS MATERIALIZED (
+	SELECT * FROM (
+		SELECT idx, key, payload, payload_sha256, if_absent, wake,
+			(SELECT o.payload_sha256 FROM operations o WHERE o.key = reg.key) AS saved_sha256
+		FROM reg OFFSET 0
+	) r WHERE saved_sha256 IS NOT NULL
+), conflicted AS (
+	INSERT INTO operation_conflicts (operation_key, at, last_at, payload_sha256, payload)
+	SELECT key, $22, $22, payload_sha256, payload::jsonb FROM existing
+	WHERE NOT if_absent AND payload_sha256 <> saved_sha256
+	ORDER BY key
+	ON CONFLICT (operation_key, payload_sha256)
+	DO UPDATE SET times = operation_conflicts.times + 1, last_at = excluded.last_at
+	RETURNING operation_key
+), woken AS (
+	UPDATE operations o SET status = 'pending', next_attempt_at = $22, updated_at = $22
+	FROM existing e
+	WHERE o.key = e.key AND e.wake AND o.status <> 'done'
+	RETURNING o.key
+)
+SELECT l.idx, l.taken, EXISTS (SELECT FROM stored s WHERE s.idx = l.idx),
+	ARRAY(SELECT e.key FROM existing e
+		WHERE e.idx = l.idx AND NOT e.if_absent AND e.payload_sha256 <> e.saved_sha256 ORDER BY e.key)
+FROM lock l ORDER BY l.idx`
+
+// groupRequest is one delivery waiting to be stored.
+type groupRequest struct {
+	ctx  context.Context
+	row  receiveRow
+	done chan groupResult // buffered: a writer never waits for a Receive that gave up
+}
+
+type groupResult struct {
+	r   receiveResult
+	err error
+}
+
+// receiveGroup gathers deliveries into batches; its writers run from the first
+// delivery until the DB is closed.
+type receiveGroup struct {
+	db       *DB
+	requests chan *groupRequest
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+// errInboxClosed answers a delivery that reaches a closed store.
+var errInboxClosed = errors.New("the store is closed")
+
+// inboxGroup is the DB's group of inbox writers, started on first use.
+func (db *DB) inboxGroup() *receiveGroup {
+	db.groupOnce.Do(func() {
+		g := &receiveGroup{db: db, requests: make(chan *groupRequest, groupQueue), stop: make(chan struct{})}
+		for range groupWriters {
+			g.wg.Add(1)
+			go g.write()
+		}
+		db.group = g
+	})
+	return db.group
+}
+
+// close stops the writers once the batches under way are stored; deliveries still
+// queued are answered errInboxClosed.
+func (g *receiveGroup) close() {
+	close(g.stop)
+	g.wg.Wait()
+	for {
+		select {
+		case req := <-g.requests:
+			req.done <- groupResult{err: errInboxClosed}
+		default:
+			return
+		}
+	}
+}
+
+// register stores one delivery, with whichever others are waiting, and answers as
+// registerOne would have answered it alone.
+func (g *receiveGroup) register(ctx context.Context, row receiveRow) (receiveResult, error) {
+	if g == nil { // the DB was closed before any delivery
+		return receiveResult{}, errInboxClosed
+	}
+	req := &groupRequest{ctx: ctx, row: row, done: make(chan groupResult, 1)}
+	select {
+	case <-g.stop:
+		return receiveResult{}, errInboxClosed
+	default:
+	}
+	select {
+	case g.requests <- req:
+	case <-g.stop:
+		return receiveResult{}, errInboxClosed
+	case <-ctx.Done():
+		return receiveResult{}, ctx.Err()
+	}
+	select {
+	case res := <-req.done:
+		return res.r, res.err
+	case <-ctx.Done():
+		// The batch may still commit the event: as with a lost answer, the sender's
+		// redelivery is then a duplicate.
+		return receiveResult{}, ctx.Err()
+	}
+}
+
+// write is one writer: it waits for a delivery, takes every other one already
+// waiting (up to groupMaxBatch, keeping back those that share an event or a key
+// with the batch for the next one) and stores them.
+func (g *receiveGroup) write() {
+	defer g.wg.Done()
+	var held []*groupRequest
+	for {
+		batch := make([]*groupRequest, 0, groupMaxBatch)
+		events := map[string]bool{}
+		keys := map[string]bool{}
+		var later []*groupRequest
+		add := func(req *groupRequest) {
+			if req.ctx.Err() != nil {
+				req.done <- groupResult{err: req.ctx.Err()}
+				return
+			}
+			ev := req.row.source + "\x00" + req.row.eventID
+			clash := events[ev]
+			for _, k := range req.row.keys {
+				clash = clash || keys[k]
+			}
+			if clash {
+				later = append(later, req)
+				return
+			}
+			events[ev] = true
+			for _, k := range req.row.keys {
+				keys[k] = true
+			}
+			batch = append(batch, req)
+		}
+		for _, req := range held {
+			if len(batch) < groupMaxBatch {
+				add(req)
+			} else {
+				later = append(later, req)
+			}
+		}
+		if len(batch) == 0 && len(later) == 0 {
+			select {
+			case req := <-g.requests:
+				add(req)
+			case <-g.stop:
+				return
+			}
+		}
+	gather:
+		for len(batch) < groupMaxBatch {
+			select {
+			case req := <-g.requests:
+				add(req)
+			default:
+				break gather
+			}
+		}
+		held = later
+		if len(batch) > 0 {
+			g.store(batch)
+		}
+	}
+}
+
+// store stores a batch and answers each of its deliveries.
+func (g *receiveGroup) store(batch []*groupRequest) {
+	if g.db.groupStore != nil {
+		g.db.groupStore(len(batch))
+	}
+	if len(batch) == 1 {
+		req := batch[0]
+		r, err := g.db.registerOne(req.ctx, req.row)
+		req.done <- groupResult{r, err}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var (
+		results []receiveResult
+		err     error
+	)
+	if g.db.groupFail != nil {
+		err = g.db.groupFail(len(batch))
+	}
+	if err == nil {
+		results, err = g.db.registerBatch(ctx, batch)
+	}
+	if err != nil {
+		g.db.log.Debug("inbox: a grouped store failed; storing its deliveries one by one",
+			"deliveries", len(batch), "error", err)
+		for _, req := range batch {
+			r, err := g.db.registerOne(req.ctx, req.row)
+			req.done <- groupResult{r, err}
+		}
+		return
+	}
+	for i, req := range batch {
+		req.done <- groupResult{r: results[i]}
+	}
+}
+
+// registerBatch runs inboxReceiveBatchSQL for the batch (see receiveTx) and returns
+// each delivery's result, in the batch's order.
+func (db *DB) registerBatch(ctx context.Context, batch []*groupRequest) ([]receiveResult, error) {
+	n := len(batch)
+	var (
+		idx, statuses                    = make([]int32, n), make([]int32, n)
+		lockKeys                         = make([]int64, n)
+		sources, eventIDs, sums, cts     = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		answerCTs, operations            = make([]string, n), make([]string, n)
+		bodies, answerBodies             = make([][]byte, n), make([][]byte, n)
+		received                         = make([]time.Time, n)
+		rIdx                             []int32
+		rKeys, rKinds, rSources, rExtIDs []string
+		rPayloads, rSums                 []string
+		rIfAbsent, rWake                 []bool
+	)
+	now := db.nowUTC()
+	for i, req := range batch {
+		row := req.row
+		ops, err := json.Marshal(row.operations)
+		if err != nil {
+			return nil, err
+		}
+		idx[i], lockKeys[i] = int32(i), row.lockKey
+		sources[i], eventIDs[i], sums[i], bodies[i], cts[i], received[i] = row.source, row.eventID, row.sum, row.body, row.contentType, row.received
+		statuses[i], answerCTs[i], answerBodies[i], operations[i] = int32(row.answerStatus), row.answerContentType, row.answerBody, string(ops)
+		for j := range row.keys {
+			rIdx = append(rIdx, int32(i))
+			rKeys, rKinds = append(rKeys, row.keys[j]), append(rKinds, row.kinds[j])
+			rSources, rExtIDs = append(rSources, row.sources[j]), append(rExtIDs, row.externalIDs[j])
+			rPayloads, rSums = append(rPayloads, row.payloads[j]), append(rSums, row.sums[j])
+			rIfAbsent, rWake = append(rIfAbsent, row.ifAbsent[j]), append(rWake, row.wake[j])
+		}
+	}
+	args := []any{
+		idx, lockKeys, sources, eventIDs, sums, bodies, cts, received, statuses, answerCTs, answerBodies, operations,
+		rIdx, rKeys, rKinds, rSources, rExtIDs, rPayloads, rSums, rIfAbsent, rWake, now,
+	}
+	results := make([]receiveResult, n)
+	seen := 0
+	err := db.receiveTx(ctx, inboxReceiveBatchSQL, args, func(rows pgx.Rows) error {
+		for rows.Next() {
+			var (
+				i int32
+				r receiveResult
+			)
+			if err := rows.Scan(&i, &r.taken, &r.inserted, &r.conflicted); err != nil {
+				return err
+			}
+			if i < 0 || int(i) >= n {
+				return errors.New("the batch statement answered an unknown delivery")
+			}
+			results[i] = r
+			seen++
+		}
+		return nil
+	})
+	if err == nil && seen != n {
+		err = errors.New("the batch statement did not answer every delivery")
+	}
+	return results, err
+}
