@@ -83,10 +83,10 @@ type DB struct {
 	// group gathers new inbox events into batches (inbox_group.go).
 	groupOnce sync.Once
 	group     *receiveGroup
-	// groupStore, when set (tests only), is called with the size of each batch
-	// before it is stored; groupFail, when set, may fail a batch of several, which
+	// groupStore, when set (tests only), is called before each batch is stored with
+	// its size and the number of deliveries its writer keeps back; groupFail, when set, may fail a batch of several, which
 	// is then stored one by one.
-	groupStore func(size int)
+	groupStore func(size, keptBack int)
 	groupFail  func(size int) error
 }
 

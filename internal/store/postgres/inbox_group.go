@@ -241,15 +241,15 @@ func (g *receiveGroup) write() {
 		}
 		held = later
 		if len(batch) > 0 {
-			g.store(batch)
+			g.store(batch, len(later))
 		}
 	}
 }
 
 // store stores a batch and answers each of its deliveries.
-func (g *receiveGroup) store(batch []*groupRequest) {
+func (g *receiveGroup) store(batch []*groupRequest, keptBack int) {
 	if g.db.groupStore != nil {
-		g.db.groupStore(len(batch))
+		g.db.groupStore(len(batch), keptBack)
 	}
 	if len(batch) == 1 {
 		req := batch[0]
