@@ -12,12 +12,12 @@ import (
 
 // Group commit of new inbox events.
 //
-// Storing a new event costs the server one statement and one commit whatever the
-// event's size, and that fixed cost, not the rows, bounds how many new events a
-// second it takes. So deliveries that arrive while a store is under way wait for it
-// and are then stored together, in one statement (inboxReceiveBatchSQL) and one
-// transaction. Nothing waits on a timer: a delivery that finds an idle store is
-// stored at once, alone, by inboxReceiveSQL.
+// Each new event would otherwise pay a statement and a commit of its own. So
+// deliveries that arrive while a store is under way wait for it and are then
+// stored together, in one statement (inboxReceiveBatchSQL) and one transaction.
+// Nothing waits on a timer: a delivery that finds an idle writer is stored at
+// once, alone, by inboxReceiveSQL. (Measured: batches of about four lift new
+// events/s by some 13%; the rest of the cost grows with the rows.)
 //
 // Each delivery keeps the outcome it would have had alone. A batch never holds two
 // deliveries of one event or two that register one journal key (the later one waits

@@ -54,6 +54,14 @@ func TestInboxGroupCommit(t *testing.T) {
 				db.groupFail = func(int) error { return errors.New("injected batch failure") }
 			}
 
+			// Advisory locks are shared by the whole database, so the two subtests,
+			// which run at once in schemas of their own, use sources of their own.
+			source := fmt.Sprintf("site-%v", fail)
+			inboxEv := func(id, body string) inbox.Event {
+				ev := inboxEv(id, body)
+				ev.Source = source
+				return ev
+			}
 			type delivery struct {
 				ev   inbox.Event
 				regs []inbox.Registration
