@@ -84,8 +84,8 @@ type DB struct {
 	groupOnce sync.Once
 	group     *receiveGroup
 	// groupStore, when set (tests only), is called before each batch is stored with
-	// its size and the number of deliveries its writer keeps back; groupFail, when set, may fail a batch of several, which
-	// is then stored one by one.
+	// its size and the number of deliveries its writer keeps back; groupFail, when
+	// set, may fail a batch of several, which is then stored one by one.
 	groupStore func(size, keptBack int)
 	groupFail  func(size int) error
 }

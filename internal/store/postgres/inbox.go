@@ -52,7 +52,7 @@ FROM inbox_events WHERE source = $1 AND event_id = $2`
 const inboxConflictSQL = `INSERT INTO inbox_conflicts (source, event_id, at, body_sha256, body) VALUES ($1, $2, $3, $4, $5)`
 
 // inboxReceiveSQL stores a new event and registers its operations, in one statement
-// run in a REPEATABLE READ transaction of its own (see register: one round trip).
+// run in a REPEATABLE READ transaction of its own (see receiveTx: one round trip).
 //
 //   - lock: pg_try_advisory_xact_lock on the event's key ($1). Not taken: another
 //     delivery of the event is being registered right now; nothing is written and
@@ -78,7 +78,7 @@ const inboxConflictSQL = `INSERT INTO inbox_conflicts (source, event_id, at, bod
 // written, and Receive starts over with a snapshot that shows it. The same holds for
 // an operation updated after the snapshot (a claim that finished while woken waited)
 // and for the event row itself.
-const inboxReceiveSQL = `
+var inboxReceiveSQL = `
 WITH lock AS MATERIALIZED (
 	SELECT pg_try_advisory_xact_lock($1) AS taken
 ), event AS (
@@ -89,39 +89,48 @@ WITH lock AS MATERIALIZED (
 	ON CONFLICT (source, event_id) DO NOTHING
 	RETURNING true
 ), reg AS (
-	SELECT * FROM unnest($13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::bool[], $20::bool[])
+	SELECT 0 AS idx, r.* FROM unnest($13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::bool[], $20::bool[])
 		AS r (key, kind, source, external_id, payload, payload_sha256, if_absent, wake)
 	WHERE EXISTS (SELECT FROM event)
-), inserted AS (
+), ` + inboxJournalSteps("$12") + `
+SELECT (SELECT taken FROM lock), EXISTS (SELECT FROM event),
+	ARRAY(SELECT key FROM inserted ORDER BY key),
+	ARRAY(SELECT operation_key FROM conflicted ORDER BY operation_key),
+	ARRAY(SELECT key FROM woken ORDER BY key)`
+
+// inboxJournalSteps are the journal steps of both receiving statements (see
+// inboxReceiveSQL): inserted, existing, conflicted and woken, after a reg step of
+// (idx, key, kind, source, external_id, payload, payload_sha256, if_absent, wake);
+// now names the statement's parameter for the store's clock.
+func inboxJournalSteps(now string) string {
+	return strings.ReplaceAll(`inserted AS (
 	INSERT INTO operations (key, kind, source, external_id, status, payload, payload_sha256,
 		attempts, last_error, next_attempt_at, created_at, updated_at)
-	SELECT key, kind, source, external_id, 'pending', payload::jsonb, payload_sha256, 0, '', $12, $12, $12
-	FROM reg
+	SELECT key, kind, source, external_id, 'pending', payload::jsonb, payload_sha256, 0, '', $now, $now, $now
+	FROM reg ORDER BY key
 	ON CONFLICT (key) DO NOTHING
 	RETURNING key
-), existing AS (
+), existing AS MATERIALIZED (
 	SELECT * FROM (
-		SELECT key, payload, payload_sha256, if_absent, wake,
+		SELECT idx, key, payload, payload_sha256, if_absent, wake,
 			(SELECT o.payload_sha256 FROM operations o WHERE o.key = reg.key) AS saved_sha256
 		FROM reg OFFSET 0
 	) r WHERE saved_sha256 IS NOT NULL
 ), conflicted AS (
 	INSERT INTO operation_conflicts (operation_key, at, last_at, payload_sha256, payload)
-	SELECT key, $12, $12, payload_sha256, payload::jsonb FROM existing
+	SELECT key, $now, $now, payload_sha256, payload::jsonb FROM existing
 	WHERE NOT if_absent AND payload_sha256 <> saved_sha256
+	ORDER BY key
 	ON CONFLICT (operation_key, payload_sha256)
 	DO UPDATE SET times = operation_conflicts.times + 1, last_at = excluded.last_at
 	RETURNING operation_key
 ), woken AS (
-	UPDATE operations o SET status = 'pending', next_attempt_at = $12, updated_at = $12
+	UPDATE operations o SET status = 'pending', next_attempt_at = $now, updated_at = $now
 	FROM existing e
 	WHERE o.key = e.key AND e.wake AND o.status <> 'done'
 	RETURNING o.key
-)
-SELECT (SELECT taken FROM lock), EXISTS (SELECT FROM event),
-	ARRAY(SELECT key FROM inserted ORDER BY key),
-	ARRAY(SELECT operation_key FROM conflicted ORDER BY operation_key),
-	ARRAY(SELECT key FROM woken ORDER BY key)`
+)`, "$now", now)
+}
 
 // inboxLockKey is the advisory lock key of one event: the first 8 bytes of
 // SHA-256("inbox" NUL source NUL event id). Two events sharing a key (odds 2^-64)

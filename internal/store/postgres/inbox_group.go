@@ -47,7 +47,7 @@ const (
 // steps run whether or not the answer reads them. Each step is the single
 // statement's step restricted to the events whose lock was taken and whose row was
 // inserted; see inboxReceiveSQL for why each is safe under REPEATABLE READ.
-const inboxReceiveBatchSQL = `
+var inboxReceiveBatchSQL = `
 WITH ev AS MATERIALIZED (
 	SELECT * FROM unnest($1::int[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::bytea[], $7::text[],
 		$8::timestamptz[], $9::int[], $10::text[], $11::bytea[], $12::text[])
@@ -71,33 +71,7 @@ WITH ev AS MATERIALIZED (
 	SELECT * FROM unnest($13::int[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::bool[], $21::bool[])
 		AS r (idx, key, kind, source, external_id, payload, payload_sha256, if_absent, wake)
 	WHERE r.idx IN (SELECT idx FROM stored)
-), inserted AS (
-	INSERT INTO operations (key, kind, source, external_id, status, payload, payload_sha256,
-		attempts, last_error, next_attempt_at, created_at, updated_at)
-	SELECT key, kind, source, external_id, 'pending', payload::jsonb, payload_sha256, 0, '', $22, $22, $22
-	FROM reg ORDER BY key
-	ON CONFLICT (key) DO NOTHING
-	RETURNING key
-), existing AS MATERIALIZED (
-	SELECT * FROM (
-		SELECT idx, key, payload, payload_sha256, if_absent, wake,
-			(SELECT o.payload_sha256 FROM operations o WHERE o.key = reg.key) AS saved_sha256
-		FROM reg OFFSET 0
-	) r WHERE saved_sha256 IS NOT NULL
-), conflicted AS (
-	INSERT INTO operation_conflicts (operation_key, at, last_at, payload_sha256, payload)
-	SELECT key, $22, $22, payload_sha256, payload::jsonb FROM existing
-	WHERE NOT if_absent AND payload_sha256 <> saved_sha256
-	ORDER BY key
-	ON CONFLICT (operation_key, payload_sha256)
-	DO UPDATE SET times = operation_conflicts.times + 1, last_at = excluded.last_at
-	RETURNING operation_key
-), woken AS (
-	UPDATE operations o SET status = 'pending', next_attempt_at = $22, updated_at = $22
-	FROM existing e
-	WHERE o.key = e.key AND e.wake AND o.status <> 'done'
-	RETURNING o.key
-)
+), ` + inboxJournalSteps("$22") + `
 SELECT l.idx, l.taken, EXISTS (SELECT FROM stored s WHERE s.idx = l.idx),
 	ARRAY(SELECT e.key FROM existing e
 		WHERE e.idx = l.idx AND NOT e.if_absent AND e.payload_sha256 <> e.saved_sha256 ORDER BY e.key)
