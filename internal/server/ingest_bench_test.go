@@ -14,8 +14,10 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,7 +65,7 @@ func BenchmarkIngest(b *testing.B) {
 		header http.Header
 	}
 	secret := []stdwebhook.Secret{stdwebhook.MustParseSecret(siteSecret)}
-	deliveries := make([]delivery, events)
+	deliveries := make([]delivery, 2*events) // the first half warms up, the second is measured
 	for i := range deliveries {
 		body := []byte(fmt.Sprintf(`{"source":"site","external_id":"B-%d","number":"B-%d","created_at":"2026-09-16T10:00:00+05:00",`+
 			`"customer":{"name":"Иван","phone":"+77011234567","email":""},"warehouse":"WH1","currency":"KZT",`+
@@ -73,8 +75,9 @@ func BenchmarkIngest(b *testing.B) {
 	transport := &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}
 	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
 
-	pass := func(name string, wantStatus int) (rps float64, p50, p99 time.Duration) {
+	pass := func(name string, deliveries []delivery, wantStatus int) (rps float64, p50, p99 time.Duration, cpu cpuUse) {
 		var next atomic.Int64
+		cpu0 := readCPU()
 		lat := make([]time.Duration, events)
 		var wg sync.WaitGroup
 		start := time.Now()
@@ -109,24 +112,26 @@ func BenchmarkIngest(b *testing.B) {
 		}
 		wg.Wait()
 		elapsed := time.Since(start)
+		cpu = readCPU().since(cpu0)
 		slices.Sort(lat)
-		return float64(events) / elapsed.Seconds(), lat[events/2], lat[events*99/100]
+		return float64(events) / elapsed.Seconds(), lat[events/2], lat[events*99/100], cpu
 	}
 
 	b.ResetTimer()
 	for range b.N {
-		newRPS, newP50, newP99 := pass("new", http.StatusOK)
+		pass("warm-up", deliveries[:events], http.StatusOK)
+		newRPS, newP50, newP99, newCPU := pass("new", deliveries[events:], http.StatusOK)
 		var lsnBefore, lsnAfter string
 		db.Pool().QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsnBefore)
-		dupRPS, dupP50, dupP99 := pass("duplicate", http.StatusOK)
+		dupRPS, dupP50, dupP99, dupCPU := pass("duplicate", deliveries[events:], http.StatusOK)
 		db.Pool().QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsnAfter)
 		var walBytes int64
 		db.Pool().QueryRow(ctx, `SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::bigint`, lsnAfter, lsnBefore).Scan(&walBytes)
 		b.StopTimer()
 		var rows, ops int
 		db.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM inbox_events), (SELECT count(*) FROM operations)`).Scan(&rows, &ops)
-		if rows != events || ops != events {
-			b.Fatalf("%d inbox rows and %d operations after %d new and %d duplicate deliveries, want %d each", rows, ops, events, events, events)
+		if rows != 2*events || ops != 2*events {
+			b.Fatalf("%d inbox rows and %d operations after %d new and %d duplicate deliveries, want %d each", rows, ops, 2*events, events, 2*events)
 		}
 		b.ReportMetric(newRPS, "new-req/s")
 		b.ReportMetric(float64(newP50.Microseconds())/1000, "new-p50-ms")
@@ -135,40 +140,54 @@ func BenchmarkIngest(b *testing.B) {
 		b.ReportMetric(float64(dupP50.Microseconds())/1000, "dup-p50-ms")
 		b.ReportMetric(float64(dupP99.Microseconds())/1000, "dup-p99-ms")
 		b.ReportMetric(float64(walBytes)/events, "dup-WAL-B/req")
-		if tps, err := insertCeiling(b, dbURL, clients); err != nil {
+		b.ReportMetric(newCPU.total.Seconds()*1e6/events, "new-cpu-µs/req")
+		b.ReportMetric(newCPU.self.Seconds()*1e6/events, "new-go-cpu-µs/req")
+		b.ReportMetric(dupCPU.total.Seconds()*1e6/events, "dup-cpu-µs/req")
+		b.ReportMetric(dupCPU.self.Seconds()*1e6/events, "dup-go-cpu-µs/req")
+		if c, err := insertCeiling(b, dbURL, clients); err != nil {
 			b.Logf("pgbench ceiling not measured: %v", err)
 		} else {
-			b.ReportMetric(tps, "pgbench-insert-tps")
-			b.ReportMetric(100*newRPS/tps, "new-%-of-ceiling")
+			b.ReportMetric(c.tps, "pgbench-insert-tps")
+			b.ReportMetric(c.cpu.total.Seconds()*1e6/c.txns, "pgbench-cpu-µs/txn")
+			b.ReportMetric(c.client.Seconds()*1e6/c.txns, "pgbench-client-cpu-µs/txn")
+			b.ReportMetric(100*newRPS/c.tps, "new-%-of-ceiling")
 		}
 		b.StartTimer()
 	}
 }
 
+// ceiling is what insertCeiling measured: committed transactions per second, how
+// many, the machine's CPU over the run, and the part pgbench itself used.
+type ceiling struct {
+	tps, txns float64
+	cpu       cpuUse
+	client    time.Duration
+}
+
 // insertCeiling runs pgbench for 10 s with a custom script of one committed
 // single-row INSERT into a table shaped like a small inbox row.
-func insertCeiling(b *testing.B, dbURL string, clients int) (float64, error) {
+func insertCeiling(b *testing.B, dbURL string, clients int) (ceiling, error) {
 	pgbench, err := exec.LookPath("pgbench")
 	if err != nil {
 		matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench")
 		if len(matches) == 0 {
-			return 0, fmt.Errorf("pgbench is not installed")
+			return ceiling{}, fmt.Errorf("pgbench is not installed")
 		}
 		pgbench = matches[len(matches)-1]
 	}
 	u, err := url.Parse(dbURL)
 	if err != nil {
-		return 0, err
+		return ceiling{}, err
 	}
 	schema := u.Query().Get("search_path")
 	ctx := context.Background()
 	db, err := postgres.Open(ctx, postgres.Config{URL: dbURL})
 	if err != nil {
-		return 0, err
+		return ceiling{}, err
 	}
 	defer db.Close()
 	if _, err := db.Pool().Exec(ctx, `CREATE TABLE ceiling (id bigserial PRIMARY KEY, source text, event_id text, body text, at timestamptz)`); err != nil {
-		return 0, err
+		return ceiling{}, err
 	}
 	script := filepath.Join(b.TempDir(), "insert.sql")
 	os.WriteFile(script, []byte(fmt.Sprintf(
@@ -177,13 +196,63 @@ func insertCeiling(b *testing.B, dbURL string, clients int) (float64, error) {
 	q.Del("search_path")
 	q.Del("application_name")
 	u.RawQuery = q.Encode()
-	out, err := exec.Command(pgbench, "-n", "-f", script, "-c", strconv.Itoa(clients), "-j", "2", "-T", "10", u.String()).CombinedOutput()
+	cmd := exec.Command(pgbench, "-n", "-f", script, "-c", strconv.Itoa(clients), "-j", "2", "-T", "10", u.String())
+	cpu0 := readCPU()
+	out, err := cmd.CombinedOutput()
+	cpu := readCPU().since(cpu0)
 	if err != nil {
-		return 0, fmt.Errorf("pgbench: %v: %s", err, out)
+		return ceiling{}, fmt.Errorf("pgbench: %v: %s", err, out)
 	}
 	m := regexp.MustCompile(`tps = ([0-9.]+)`).FindSubmatch(out)
 	if m == nil {
-		return 0, fmt.Errorf("pgbench printed no tps: %s", out)
+		return ceiling{}, fmt.Errorf("pgbench printed no tps: %s", out)
 	}
-	return strconv.ParseFloat(string(m[1]), 64)
+	tps, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		return ceiling{}, err
+	}
+	n := regexp.MustCompile(`number of transactions actually processed: ([0-9]+)`).FindSubmatch(out)
+	if n == nil {
+		return ceiling{}, fmt.Errorf("pgbench printed no transaction count: %s", out)
+	}
+	txns, err := strconv.ParseFloat(string(n[1]), 64)
+	if err != nil {
+		return ceiling{}, err
+	}
+	return ceiling{tps: tps, txns: txns, cpu: cpu, client: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}, nil
+}
+
+// cpuUse is CPU time: the whole machine's busy time (every process, from
+// /proc/stat) and this process's own (getrusage). Where /proc/stat cannot be read,
+// total is zero.
+type cpuUse struct{ total, self time.Duration }
+
+func readCPU() cpuUse {
+	var c cpuUse
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		c.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return c
+	}
+	line, _, _ := bytes.Cut(stat, []byte("\n"))
+	f := strings.Fields(string(line)) // cpu user nice system idle iowait irq softirq steal ...
+	if len(f) < 9 || f[0] != "cpu" {
+		return c
+	}
+	var busy int64
+	for i, v := range f[1:9] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	c.total = time.Duration(busy) * time.Second / 100 // USER_HZ
+	return c
+}
+
+func (c cpuUse) since(before cpuUse) cpuUse {
+	return cpuUse{total: c.total - before.total, self: c.self - before.self}
 }
