@@ -85,9 +85,11 @@ type DB struct {
 	group     *receiveGroup
 	// groupStore, when set (tests only), is called before each batch is stored with
 	// its size and the number of deliveries its writer keeps back; groupFail, when
-	// set, may fail a batch of several, which is then stored one by one.
-	groupStore func(size, keptBack int)
-	groupFail  func(size int) error
+	// set, may fail a batch of several, which is then stored one by one;
+	// groupFellBack, when set, hears of each batch stored one by one and why.
+	groupStore    func(size, keptBack int)
+	groupFail     func(size int) error
+	groupFellBack func(size int, err error)
 }
 
 // Open connects to the database and pings it. Its errors name the server as

@@ -21,17 +21,13 @@ import (
 
 // Inbox is the PostgreSQL inbox.Store.
 //
-// Receive answers a known event from one read (a duplicate writes nothing), and
-// stores a new one with one statement that takes a transaction-scoped advisory lock
-// on the event, inserts the event and registers its operations: one round trip and
-// one transaction, so a failure leaves neither the event nor any operation and a
-// redelivery registers them exactly once.
+// Receive runs one statement for every delivery. It reads the stored event, if
+// there is one, and answers from it (a duplicate writes nothing). Otherwise it takes
+// a transaction-scoped advisory lock on the event, inserts the event and registers
+// its operations: one round trip and one transaction, so a failure leaves neither
+// the event nor any operation and a redelivery registers them exactly once.
 type Inbox struct {
 	db *DB
-	// beforeRegister, when set (tests only), runs after a lookup that found no event
-	// and before the registering statement: the window in which a concurrent delivery
-	// may commit the same event.
-	beforeRegister func()
 }
 
 var _ inbox.Store = (*Inbox)(nil)
@@ -39,28 +35,26 @@ var _ inbox.Store = (*Inbox)(nil)
 // Inbox is the webhook inbox store.
 func (db *DB) Inbox() *Inbox { return &Inbox{db: db} }
 
-// maxReceiveTries bounds how often Receive starts over: after a serialization
-// failure or a deadlock (a concurrent writer of the same operation or event), and
-// after a registering statement that found the event committed since the lookup.
+// maxReceiveTries bounds how often Receive starts over after a serialization
+// failure or a deadlock (a concurrent writer of the same operation or event).
 const maxReceiveTries = 5
-
-// inboxLookupSQL is the duplicate path: a plain read, no lock, no write.
-const inboxLookupSQL = `SELECT body_sha256, answer_status, coalesce(answer_content_type, ''), answer_body, operations
-FROM inbox_events WHERE source = $1 AND event_id = $2`
 
 // inboxConflictSQL records a delivery that reused a stored event id with another body.
 const inboxConflictSQL = `INSERT INTO inbox_conflicts (source, event_id, at, body_sha256, body) VALUES ($1, $2, $3, $4, $5)`
 
-// inboxReceiveSQL stores a new event and registers its operations, in one statement
-// run in a REPEATABLE READ transaction of its own (see receiveTx: one round trip).
+// inboxReceiveSQL answers a delivery of one event, in one statement run in a
+// REPEATABLE READ transaction of its own (see receiveTx: one round trip).
 //
-//   - lock: pg_try_advisory_xact_lock on the event's key ($1). Not taken: another
-//     delivery of the event is being registered right now; nothing is written and
-//     the caller answers InProgress. Taken: it is held until commit, so a second
-//     delivery arriving meanwhile is told InProgress instead of waiting.
+//   - saved: the stored event, by its primary key. Found: nothing else happens and
+//     the statement answers it (Receive answers Duplicate or Conflict from it); no
+//     lock is taken and nothing is written.
+//   - lock: only for an event not stored, pg_try_advisory_xact_lock on the event's
+//     key ($1). Not taken: another delivery of the event is being registered right
+//     now; nothing is written and the caller answers InProgress. Taken: it is held
+//     until commit, so a second delivery arriving meanwhile is told InProgress
+//     instead of waiting.
 //   - event: the event row, only under the lock, ON CONFLICT (source, event_id) DO
-//     NOTHING: a delivery that committed since the lookup leaves it empty, and
-//     nothing else happens (the caller reads the event again).
+//     NOTHING.
 //   - reg: the registrations, only when the event row was inserted.
 //   - inserted: new operations, pending and due now, ON CONFLICT (key) DO NOTHING.
 //   - existing: registrations whose key was already in the journal, each looked up
@@ -77,10 +71,13 @@ const inboxConflictSQL = `INSERT INTO inbox_conflicts (source, event_id, at, bod
 // CONFLICT DO NOTHING unseen: the server raises a serialization failure, nothing is
 // written, and Receive starts over with a snapshot that shows it. The same holds for
 // an operation updated after the snapshot (a claim that finished while woken waited)
-// and for the event row itself.
+// and for the event row itself (a delivery that committed after saved read nothing):
+// the next try finds it in saved.
 var inboxReceiveSQL = `
-WITH lock AS MATERIALIZED (
-	SELECT pg_try_advisory_xact_lock($1) AS taken
+WITH saved AS MATERIALIZED (
+	SELECT * FROM inbox_events WHERE source = $2 AND event_id = $3
+), lock AS MATERIALIZED (
+	SELECT pg_try_advisory_xact_lock($1) AS taken WHERE NOT EXISTS (SELECT FROM saved)
 ), event AS (
 	INSERT INTO inbox_events (source, event_id, body_sha256, body, content_type, status, received_at,
 		answer_status, answer_content_type, answer_body, operations)
@@ -93,10 +90,45 @@ WITH lock AS MATERIALIZED (
 		AS r (key, kind, source, external_id, payload, payload_sha256, if_absent, wake)
 	WHERE EXISTS (SELECT FROM event)
 ), ` + inboxJournalSteps("$12") + `
-SELECT (SELECT taken FROM lock), EXISTS (SELECT FROM event),
+SELECT coalesce((SELECT taken FROM lock), false), EXISTS (SELECT FROM event),
 	ARRAY(SELECT key FROM inserted ORDER BY key),
 	ARRAY(SELECT operation_key FROM conflicted ORDER BY operation_key),
-	ARRAY(SELECT key FROM woken ORDER BY key)`
+	ARRAY(SELECT key FROM woken ORDER BY key),
+	` + savedColumns("s") + `
+FROM (VALUES (1)) AS one LEFT JOIN saved s ON true`
+
+// savedColumns are the stored event's columns the receiving statements answer, from
+// a row s of inbox_events (all NULL when there is none); savedScan receives them.
+func savedColumns(s string) string {
+	return strings.ReplaceAll(`(s).body_sha256, (s).answer_status, (s).answer_content_type, (s).answer_body, (s).operations`, "(s)", "("+s+")")
+}
+
+// savedScan receives savedColumns.
+type savedScan struct {
+	sha256, contentType *string
+	status              *int32
+	body                []byte
+	operations          []string
+}
+
+func (s *savedScan) dest() []any {
+	return []any{&s.sha256, &s.status, &s.contentType, &s.body, &s.operations}
+}
+
+// event is the stored event, or nil when the statement found none.
+func (s *savedScan) event() *savedEvent {
+	if s.sha256 == nil || s.status == nil {
+		return nil
+	}
+	e := &savedEvent{bodySHA256: *s.sha256, answer: inbox.Answer{Status: int(*s.status)}, operations: s.operations}
+	if s.contentType != nil {
+		e.answer.ContentType = *s.contentType
+	}
+	if s.body != nil {
+		e.answer.Body = json.RawMessage(s.body)
+	}
+	return e
+}
 
 // inboxJournalSteps are the journal steps of both receiving statements (see
 // inboxReceiveSQL): inserted, existing, conflicted and woken, after a reg step of
@@ -144,7 +176,7 @@ func inboxLockKey(source, eventID string) int64 {
 	return int64(binary.BigEndian.Uint64(h.Sum(nil)))
 }
 
-// savedEvent is what the lookup reads.
+// savedEvent is a stored event as a receiving statement reads it.
 type savedEvent struct {
 	bodySHA256 string
 	answer     inbox.Answer
@@ -153,19 +185,21 @@ type savedEvent struct {
 
 // receiveResult is what inboxReceiveSQL answers.
 type receiveResult struct {
+	saved                  *savedEvent // the event was stored already; nothing else happened
 	taken, inserted        bool
 	registered, conflicted []string
 	woken                  []string
 }
 
-// Receive answers a known event from one read: Duplicate with the saved answer and
-// operations when the body's SHA-256 is the one stored (nothing is written), or
-// Conflict, recording the other body in inbox_conflicts. A new event is stored with
-// its operations by inboxReceiveSQL (see there) and answers Processed with answer;
-// InProgress when another delivery of the event holds its lock. The event is stored
-// with ev.ReceivedAt (the store's clock when zero); operations, conflicts and wakes
-// take the store's clock. Round trips: one for a duplicate, two for a new event or
-// a conflict.
+// Receive runs inboxReceiveSQL (see there), grouped with other deliveries waiting
+// at the same time (inbox_group.go). A stored event answers Duplicate with the saved
+// answer and operations when the body's SHA-256 is the one stored (nothing is
+// written), or Conflict, recording the other body in inbox_conflicts. A new event is
+// stored with its operations and answers Processed with answer; InProgress when
+// another delivery of the event holds its lock. The event is stored with
+// ev.ReceivedAt (the store's clock when zero); operations, conflicts and wakes take
+// the store's clock. Round trips: one for a new event or a duplicate, two for a
+// conflict.
 func (ib *Inbox) Receive(ctx context.Context, ev inbox.Event, regs []inbox.Registration, answer inbox.Answer) (inbox.Receipt, error) {
 	what := "inbox: receive " + ev.Source + " " + strconv.Quote(ev.ID)
 	if err := validateReceive(ev, regs, answer); err != nil {
@@ -173,16 +207,6 @@ func (ib *Inbox) Receive(ctx context.Context, ev inbox.Event, regs []inbox.Regis
 	}
 	sum := order.SHA256Hex(ev.Body)
 	for try := 1; ; try++ {
-		saved, found, err := ib.lookup(ctx, ev.Source, ev.ID)
-		if err != nil {
-			return inbox.Receipt{}, fmt.Errorf("postgres: %s: %w", what, err)
-		}
-		if found {
-			return ib.known(ctx, ev, sum, saved)
-		}
-		if ib.beforeRegister != nil {
-			ib.beforeRegister()
-		}
 		r, err := ib.db.inboxGroup().register(ctx, newReceiveRow(ev, sum, regs, answer, ib.db.nowUTC()))
 		switch {
 		case retryable(err) && try < maxReceiveTries:
@@ -191,12 +215,14 @@ func (ib *Inbox) Receive(ctx context.Context, ev inbox.Event, regs []inbox.Regis
 			continue
 		case err != nil:
 			return inbox.Receipt{}, fmt.Errorf("postgres: %s: %w", what, err)
+		case r.saved != nil:
+			return ib.known(ctx, ev, sum, *r.saved)
 		case !r.taken:
 			return inbox.Receipt{Outcome: inbox.InProgress}, nil
-		case !r.inserted && try < maxReceiveTries:
-			continue // committed by another delivery since the lookup: read it
 		case !r.inserted:
-			return inbox.Receipt{}, fmt.Errorf("postgres: %s: the event was neither stored nor found after %d tries", what, try)
+			// Under the lock, with no stored event in its snapshot, the insert either
+			// inserts or fails to serialize; this is a broken invariant, not a race.
+			return inbox.Receipt{}, fmt.Errorf("postgres: %s: the event was neither stored nor found", what)
 		}
 		if len(r.conflicted) > 0 {
 			ib.db.log.WarnContext(ctx, "inbox: registrations conflict with saved operations",
@@ -293,23 +319,6 @@ func (r receiveRow) args() []any {
 	}
 }
 
-// lookup reads a stored event; found is false when there is none.
-func (ib *Inbox) lookup(ctx context.Context, source, eventID string) (saved savedEvent, found bool, err error) {
-	var body []byte
-	err = ib.db.pool.QueryRow(ctx, inboxLookupSQL, source, eventID).Scan(
-		&saved.bodySHA256, &saved.answer.Status, &saved.answer.ContentType, &body, &saved.operations)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return savedEvent{}, false, nil
-	}
-	if err != nil {
-		return savedEvent{}, false, fmt.Errorf("look up the event: %w", err)
-	}
-	if body != nil {
-		saved.answer.Body = json.RawMessage(body)
-	}
-	return saved, true, nil
-}
-
 // known answers a delivery of a stored event: Duplicate without a write, or Conflict
 // with the other body recorded.
 func (ib *Inbox) known(ctx context.Context, ev inbox.Event, sum string, saved savedEvent) (inbox.Receipt, error) {
@@ -330,13 +339,17 @@ func (ib *Inbox) known(ctx context.Context, ev inbox.Event, sum string, saved sa
 
 // registerOne runs inboxReceiveSQL for one delivery (see receiveTx).
 func (db *DB) registerOne(ctx context.Context, row receiveRow) (receiveResult, error) {
-	var r receiveResult
+	var (
+		r     receiveResult
+		saved savedScan
+	)
 	err := db.receiveTx(ctx, inboxReceiveSQL, row.args(), func(rows pgx.Rows) error {
 		if !rows.Next() {
 			return pgx.ErrNoRows
 		}
-		return rows.Scan(&r.taken, &r.inserted, &r.registered, &r.conflicted, &r.woken)
+		return rows.Scan(append([]any{&r.taken, &r.inserted, &r.registered, &r.conflicted, &r.woken}, saved.dest()...)...)
 	})
+	r.saved = saved.event()
 	return r, err
 }
 

@@ -52,6 +52,10 @@ func TestInboxGroupCommit(t *testing.T) {
 			}
 			if fail {
 				db.groupFail = func(int) error { return errors.New("injected batch failure") }
+			} else {
+				db.groupFellBack = func(size int, err error) {
+					t.Errorf("a batch of %d was stored one by one: %v", size, err)
+				}
 			}
 
 			// Advisory locks are shared by the whole database, so the two subtests,
@@ -178,4 +182,69 @@ func TestInboxGroupCommit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A delivery is not held back behind a store that is itself waiting: here one
+// writer's wake waits for the row lock of an operation a claim holds (as while its
+// 1C call is under way), and a new event that arrives meanwhile is stored by the
+// other writer before the claim ends.
+func TestInboxGroupDoesNotWaitForAWaitingStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t, Config{})
+	j := db.Journal()
+	key := "bitrix24:deal:held:create"
+	if _, err := j.Register(ctx, testOp(key)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := j.ClaimKey(ctx, key, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed := true
+	defer func() {
+		if claimed {
+			c.Finish(ctx, journal.Finish{Status: journal.StatusPending, NextAttemptAt: time.Now()})
+		}
+	}()
+	wake := inboxReg(key, 1)
+	wake.IfAbsent, wake.Wake = true, true
+	woken := make(chan error, 1)
+	go func() {
+		_, err := db.Inbox().Receive(ctx, inboxEv("update-held", `{}`), []inbox.Registration{wake}, inboxOK)
+		woken <- err
+	}()
+	if err := lockWait(db); err != nil {
+		t.Fatal(err)
+	}
+
+	stored := make(chan inbox.Receipt, 1)
+	go func() {
+		r, err := db.Inbox().Receive(ctx, inboxEv("new-meanwhile", `{}`), []inbox.Registration{inboxReg("site:order:meanwhile:create", 1)}, inboxOK)
+		if err != nil {
+			t.Error(err)
+		}
+		stored <- r
+	}()
+	select {
+	case r := <-stored:
+		if r.Outcome != inbox.Processed {
+			t.Fatalf("the new event: got %s, want %s", r.Outcome, inbox.Processed)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the new event was not stored within 10s while the other writer waited for the claim")
+	}
+	select {
+	case err := <-woken:
+		t.Fatalf("the wake returned (%v) while the claim held the row", err)
+	default:
+	}
+	claimed = false
+	if err := c.Finish(ctx, journal.Finish{Status: journal.StatusPending, NextAttemptAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-woken; err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, db, "in the end", 2, 2)
 }

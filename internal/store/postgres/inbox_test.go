@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ordersync/ordersync/internal/inbox"
@@ -182,9 +183,12 @@ func TestInboxInProgress(t *testing.T) {
 	wantCounts(t, db, "after the holder ended", 2, 1)
 }
 
-// A delivery that commits between another's lookup and its statement: the statement
-// inserts nothing (the advisory lock was free again) and the event is read again.
-func TestInboxCommittedBetweenLookupAndInsert(t *testing.T) {
+// An event that another transaction stores and commits while a delivery's statement
+// runs (after its snapshot, which so shows no stored event) is not stored twice: the
+// statement's insert waits for that transaction, then fails to serialize, and the
+// delivery starts again and answers from the committed event — a duplicate, or a
+// conflict when the bodies differ. Nothing of the delivery is registered.
+func TestInboxEventCommittedDuringTheStatement(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{})
@@ -197,20 +201,36 @@ func TestInboxCommittedBetweenLookupAndInsert(t *testing.T) {
 	} {
 		id := "race-" + tc.name
 		key := "site:order:" + id + ":create"
-		ib := db.Inbox()
-		var once sync.Once
-		ib.beforeRegister = func() {
-			once.Do(func() {
-				mustReceive(t, db.Inbox(), inboxEv(id, tc.first), []inbox.Registration{inboxReg(key, 1)}, inbox.Processed)
-			})
+		first := []byte(`{"n":1}`)
+		tx, err := db.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
-		r := mustReceive(t, ib, inboxEv(id, `{"a":1}`), []inbox.Registration{inboxReg(key, 2)}, tc.want)
+		if _, err := tx.Exec(ctx, registerSQL, key, order.KindCreate, "site", id, "pending", first, order.SHA256Hex(first), "", time.Now().UTC()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO inbox_events (source, event_id, body_sha256, body, status, received_at, answer_status, operations)
+			VALUES ('site', $1, $2, $3, 'processed', now(), 200, $4)`, id, order.SHA256Hex([]byte(tc.first)), []byte(tc.first), []string{key}); err != nil {
+			t.Fatal(err)
+		}
+		committed := make(chan error, 1)
+		go func() {
+			if err := lockWait(db); err != nil { // the delivery's insert waits for the uncommitted event
+				committed <- err
+				return
+			}
+			committed <- tx.Commit(ctx)
+		}()
+		r := mustReceive(t, db.Inbox(), inboxEv(id, `{"a":1}`), []inbox.Registration{inboxReg(key, 2)}, tc.want)
+		if err := <-committed; err != nil {
+			t.Fatal(err)
+		}
 		if !slices.Equal(r.Operations, []string{key}) {
-			t.Fatalf("%s: operations %q, want the first delivery's %q", tc.name, r.Operations, []string{key})
+			t.Fatalf("%s: operations %q, want the stored event's %q", tc.name, r.Operations, []string{key})
 		}
 		op, err := db.Journal().Get(ctx, key)
-		if err != nil || op.PayloadSHA256 != order.SHA256Hex([]byte(`{"n":1}`)) {
-			t.Fatalf("%s: operation %+v, %v; want the first delivery's", tc.name, op, err)
+		if err != nil || op.PayloadSHA256 != order.SHA256Hex(first) {
+			t.Fatalf("%s: operation %+v, %v; want the committed one", tc.name, op, err)
 		}
 	}
 	wantCounts(t, db, "after both races", 2, 2)
@@ -369,9 +389,9 @@ func TestInboxInjectedClock(t *testing.T) {
 	}
 }
 
-// TestInboxRoundTrips measures Receive on a warm pool: a new event is the lookup and
-// the pipelined statement (2), a duplicate the lookup alone (1), a conflict the
-// lookup and the conflict row (2).
+// TestInboxRoundTrips measures Receive on a warm pool: a new event is the pipelined
+// statement (1), and so is a duplicate (1); a conflict is the statement and the
+// conflict row (2).
 func TestInboxRoundTrips(t *testing.T) {
 	t.Parallel()
 	var rt testdb.RoundTrips
@@ -389,27 +409,32 @@ func TestInboxRoundTrips(t *testing.T) {
 		conflictRT = rt.Measure(func() { mustReceive(t, ib, inboxEv(id, `{"a":2}`), regs, inbox.Conflict) })
 		t.Logf("event %d: new %d, duplicate %d, conflict %d round trips", i+1, newRT, dupRT, conflictRT)
 	}
-	if newRT != 2 || dupRT != 1 || conflictRT != 2 {
-		t.Fatalf("warm path: new %d, duplicate %d, conflict %d round trips; want 2, 1, 2", newRT, dupRT, conflictRT)
+	if newRT != 1 || dupRT != 1 || conflictRT != 2 {
+		t.Fatalf("warm path: new %d, duplicate %d, conflict %d round trips; want 1, 1, 2", newRT, dupRT, conflictRT)
 	}
 }
 
-// A duplicate writes nothing: its one statement is the lookup, which generates no WAL
-// (EXPLAIN (ANALYZE, WAL) counts what that statement alone wrote, whatever else the
-// server does meanwhile) and finds the event by its primary key, and the rows it
-// answers from keep their versions.
+// A duplicate writes nothing. Its statement (alone, or in a batch with others) reads
+// the stored event and stops there: run in a transaction of the test's, it leaves
+// that transaction without a transaction id, which any row written, updated or
+// locked would have assigned; the rows it answers from keep their versions; and
+// the server's WAL is logged for the record.
 func TestInboxDuplicateWritesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{})
 	ib := db.Inbox()
-	ev := inboxEv("dup", `{"a":1}`)
-	key := "site:order:dup:create"
-	mustReceive(t, ib, ev, []inbox.Registration{inboxReg(key, 1)}, inbox.Processed)
+	evs := []inbox.Event{inboxEv("dup-1", `{"a":1}`), inboxEv("dup-2", `{"a":2}`), inboxEv("dup-3", `{"a":3}`)}
+	regs := func(ev inbox.Event) []inbox.Registration {
+		return []inbox.Registration{inboxReg("site:order:"+ev.ID+":create", 1)}
+	}
+	for _, ev := range evs {
+		mustReceive(t, ib, ev, regs(ev), inbox.Processed)
+	}
 	versions := func() string {
 		var s string
-		if err := db.Pool().QueryRow(ctx, `SELECT (SELECT xmin || '/' || ctid FROM inbox_events) || ' ' ||
-			(SELECT xmin || '/' || ctid FROM operations) || ' ' || (SELECT count(*) FROM inbox_conflicts)`).Scan(&s); err != nil {
+		if err := db.Pool().QueryRow(ctx, `SELECT (SELECT string_agg(xmin || '/' || ctid, ',' ORDER BY event_id) FROM inbox_events) || ' ' ||
+			(SELECT string_agg(xmin || '/' || ctid, ',' ORDER BY key) FROM operations) || ' ' || (SELECT count(*) FROM inbox_conflicts)`).Scan(&s); err != nil {
 			t.Fatal(err)
 		}
 		return s
@@ -420,8 +445,9 @@ func TestInboxDuplicateWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 200
-	for range n {
-		mustReceive(t, ib, ev, []inbox.Registration{inboxReg(key, 1)}, inbox.Duplicate)
+	for i := range n {
+		ev := evs[i%len(evs)]
+		mustReceive(t, ib, ev, regs(ev), inbox.Duplicate)
 	}
 	var walBytes int64
 	if err := db.Pool().QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint`, lsn).Scan(&walBytes); err != nil {
@@ -432,21 +458,76 @@ func TestInboxDuplicateWritesNothing(t *testing.T) {
 		t.Fatalf("row versions: %s before the duplicates, %s after", before, after)
 	}
 
-	var plan []map[string]any
-	if err := db.Pool().QueryRow(ctx, `EXPLAIN (ANALYZE, WAL, FORMAT JSON) `+inboxLookupSQL, ev.Source, ev.ID).Scan(&plan); err != nil {
+	var batch []*groupRequest
+	for _, ev := range evs {
+		batch = append(batch, &groupRequest{ctx: ctx, row: newReceiveRow(ev, order.SHA256Hex(ev.Body), regs(ev), inboxOK, db.nowUTC())})
+	}
+	args, err := db.batchArgs(batch)
+	if err != nil {
 		t.Fatal(err)
 	}
-	top := plan[0]["Plan"].(map[string]any)
-	if top["Index Name"] != "inbox_events_pkey" {
-		t.Fatalf("the lookup runs on %v %v, want the primary key (plan %v)", top["Node Type"], top["Index Name"], top)
-	}
-	for _, k := range []string{"WAL Records", "WAL FPI", "WAL Bytes"} {
-		if v, ok := top[k].(float64); !ok || v != 0 {
-			t.Fatalf("the lookup's %s: got %v, want 0 (plan %v)", k, top[k], top)
+	for _, st := range []struct {
+		name, sql string
+		args      []any
+		rows      int
+	}{
+		{"single", inboxReceiveSQL, batch[0].row.args(), 1},
+		{"batch", inboxReceiveBatchSQL, args, len(evs)},
+	} {
+		tx, err := db.Pool().BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		rows, err := tx.Query(ctx, st.sql, st.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sha := vals[len(vals)-5]; sha == nil {
+				t.Fatalf("%s statement: answered %v, want the stored event", st.name, vals)
+			}
+			got++
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		var xid string
+		if err := tx.QueryRow(ctx, `SELECT coalesce(pg_current_xact_id_if_assigned()::text, 'none')`).Scan(&xid); err != nil {
+			t.Fatal(err)
+		}
+		// The plan finds events and operations by their primary keys, even on
+		// tables this small.
+		var plan []string
+		prows, err := tx.Query(ctx, "EXPLAIN "+st.sql, st.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for prows.Next() {
+			var line string
+			if err := prows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, line)
+		}
+		if err := prows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if text := strings.Join(plan, "\n"); strings.Contains(text, "Seq Scan on inbox_events") || strings.Contains(text, "Seq Scan on operations") {
+			t.Fatalf("%s statement scans a table:\n%s", st.name, text)
+		}
+		tx.Rollback(ctx)
+		if got != st.rows || xid != "none" {
+			t.Fatalf("%s statement for duplicates: %d rows, transaction id %s; want %d rows and none (nothing written)", st.name, got, xid, st.rows)
 		}
 	}
-	if n := count(t, db, `SELECT count(*) FROM operations`); n != 1 {
-		t.Fatalf("operations: got %d, want 1", n)
+	if n := count(t, db, `SELECT count(*) FROM operations`); n != len(evs) {
+		t.Fatalf("operations: got %d, want %d", n, len(evs))
 	}
 }
 
