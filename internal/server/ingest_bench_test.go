@@ -37,7 +37,7 @@ import (
 func BenchmarkIngest(b *testing.B) {
 	const (
 		clients = 16
-		events  = 6000
+		events  = 20000
 	)
 	ctx := context.Background()
 	dbURL := testdb.URL(b)

@@ -47,7 +47,9 @@ const (
 	// groupQueue is how many deliveries may wait for a writer before Receive blocks.
 	groupQueue = 1024
 	// groupMinBeside and groupBesideWait: a writer starts a batch beside a storing
-	// one when it holds this many deliveries, or after this long (see above).
+	// one when it holds this many deliveries, or after this long (see above). With
+	// 16 senders at once (BenchmarkIngest), 8 stored the most new events per second
+	// of 4, 6, 8, 10, 12 and 16.
 	groupMinBeside  = 8
 	groupBesideWait = 2 * time.Millisecond
 )
