@@ -5,7 +5,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 CONFIG   ?=
 
-.PHONY: build test test-short lint bench run demo clean
+.PHONY: build test test-short lint bench bench-ingest run demo clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ordersync
@@ -22,6 +22,11 @@ lint:
 # Benchmarks print their own figures (orders/s, events/s, round trips, lag).
 bench:
 	scripts/with-postgres $(GO) test -run '^$$' -bench . -benchtime 1x -count 3 ./internal/engine/ ./internal/outbox/ ./internal/store/postgres/
+
+# Webhook ingest over HTTP against pgbench's single-row INSERT ceiling (needs pgbench;
+# about 90 s).
+bench-ingest:
+	scripts/with-postgres $(GO) test -run '^$$' -bench Ingest -benchtime 1x ./internal/server/
 
 run: build
 	$(BIN) run $(if $(CONFIG),--config $(CONFIG))

@@ -31,14 +31,19 @@ import (
 // same deliveries again (duplicates), and reports requests/s with p50/p99 latency.
 // In the same run it measures the machine's ceiling for one committed single-row
 // INSERT with pgbench (same clients, same server), and reports new-event ingest as
-// a share of it. The WAL written by the duplicate pass is reported too.
+// a share of it. The WAL written by the duplicate pass is reported too. It runs at
+// 16, 32 and 64 senders at once, the ceiling each time with as many pgbench
+// clients (the server must allow 64 more connections than it has).
 //
-//	go test -run '^$' -bench Ingest -benchtime 1x ./internal/server/
+//	go test -run '^$' -bench Ingest -benchtime 1x ./internal/server/   (make bench-ingest)
 func BenchmarkIngest(b *testing.B) {
-	const (
-		clients = 16
-		events  = 20000
-	)
+	for _, clients := range []int{16, 32, 64} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { benchIngest(b, clients) })
+	}
+}
+
+func benchIngest(b *testing.B, clients int) {
+	const events = 20000
 	ctx := context.Background()
 	dbURL := testdb.URL(b)
 	db, err := postgres.Open(ctx, postgres.Config{URL: dbURL, MaxConns: 24})
