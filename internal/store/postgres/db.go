@@ -39,7 +39,8 @@ type Config struct {
 	// while its attempt row is written on another). Open claims and locks (Lock) are
 	// limited to MaxConns-1 together so that attempt rows and other queries always
 	// find a connection; a cancel holds a claim and a lock at once, so give each
-	// worker two.
+	// worker two. The inbox writers have two sessions of their own besides
+	// (writersConfig), opened when the first webhook is stored.
 	MaxConns int32
 	// ClaimIdleTimeout is the idle_in_transaction_session_timeout of claim
 	// transactions: how long a claim may sit idle (waiting for 1C) before the server
@@ -70,6 +71,7 @@ const (
 // DB is an open PostgreSQL store.
 type DB struct {
 	pool    *pgxpool.Pool
+	writers *pgxpool.Pool // the inbox writers' sessions (receiveTx)
 	cfg     Config
 	now     func() time.Time
 	log     *slog.Logger
@@ -129,6 +131,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	cfg.MaxConns = pc.MaxConns
 
 	target := describeTarget(pc.ConnConfig)
+	wc := writersConfig(pc)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: cannot connect to %s: %s", target, connectErrorCause(err))
@@ -137,8 +140,14 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: cannot connect to %s: %s", target, connectErrorCause(err))
 	}
+	writers, err := pgxpool.NewWithConfig(ctx, wc) // connects on first use
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: cannot connect to %s: %s", target, connectErrorCause(err))
+	}
 	db := &DB{
 		pool:       pool,
+		writers:    writers,
 		cfg:        cfg,
 		now:        cfg.Now,
 		log:        cfg.Logger,
@@ -157,6 +166,29 @@ func (db *DB) Close() {
 		db.group.close()
 	}
 	db.pool.Close()
+	db.writers.Close()
+}
+
+// writersConfig is the pool of the inbox writers (inbox_group.go): a session each,
+// on which a receiving statement sent alone is its own REPEATABLE READ transaction
+// on its generic plan (see receiveTx). They are not counted in MaxConns.
+//
+// The settings are made with SET after connecting rather than sent as start-up
+// parameters, which a connection pooler in front of the server may refuse.
+func writersConfig(pc *pgxpool.Config) *pgxpool.Config {
+	wc := pc.Copy()
+	wc.MaxConns, wc.MinConns = groupWriters, 0
+	after := wc.AfterConnect
+	wc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if after != nil {
+			if err := after(ctx, c); err != nil {
+				return err
+			}
+		}
+		_, err := c.Exec(ctx, `SET default_transaction_isolation = 'repeatable read'; SET plan_cache_mode = force_generic_plan`)
+		return err
+	}
+	return wc
 }
 
 // Pool is the connection pool, for packages (the outbox) that write in the same

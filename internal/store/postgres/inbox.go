@@ -353,57 +353,33 @@ func (db *DB) registerOne(ctx context.Context, row receiveRow) (receiveResult, e
 	return r, err
 }
 
-// receiveTx runs a receiving statement (inboxReceiveSQL, inboxReceiveBatchSQL) in a
-// REPEATABLE READ transaction of its own: BEGIN, plan_cache_mode, the statement and
-// COMMIT pipelined in one round trip; read consumes the statement's rows. On an
-// error the COMMIT is skipped and endTx rolls back.
+// receiveTx runs a receiving statement (inboxReceiveSQL, inboxReceiveBatchSQL) as a
+// REPEATABLE READ transaction of its own, in one round trip: alone, on a writer's
+// session (writersConfig), whose default isolation is REPEATABLE READ, so that the
+// statement is its own transaction and commits as it ends; read consumes its rows.
+// An error anywhere, the commit's included, rolls all of it back and is returned.
 //
-// The statement runs on its generic plan (planned once per connection and again when
+// The statement runs on its generic plan (planned once per session and again when
 // the tables' statistics change): the server's default plans it afresh on every
 // execution, which took about half of its server time. The generic plan finds
-// operations by key (a correlated subquery on the primary key) whatever the tables'
-// size; only the wake's join may scan the journal while its statistics say it is tiny
-// (a new database before its first autoanalyze), and only for a registration that
-// asks for a wake.
+// events and operations by key (correlated subqueries on the primary keys) whatever
+// the tables' size; only the wake's join may scan the journal while its statistics
+// say it is tiny (a new database before its first autoanalyze), and only for a
+// registration that asks for a wake.
 func (db *DB) receiveTx(ctx context.Context, query string, args []any, read func(pgx.Rows) error) error {
-	conn, err := db.pool.Acquire(ctx)
+	conn, err := db.writers.Acquire(ctx)
 	if err != nil {
 		return err
 	}
-	defer endTx(ctx, conn)
-	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
-	b.Queue(`SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`)
-	b.Queue(query, args...)
-	b.Queue("COMMIT")
-	br := conn.SendBatch(ctx, b)
-	var commit pgconn.CommandTag
-	err = func() error {
-		for range 2 { // BEGIN, plan_cache_mode
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		err = read(rows)
-		rows.Close()
-		if err == nil {
-			err = rows.Err()
-		}
-		if err != nil {
-			return err
-		}
-		commit, err = br.Exec()
+	defer conn.Release()
+	rows, err := conn.Query(ctx, query, args...)
+	if err != nil {
 		return err
-	}()
-	if cerr := br.Close(); err == nil {
-		err = cerr
 	}
-	if err == nil && commit.String() != "COMMIT" {
-		err = fmt.Errorf("unexpected result of COMMIT: %q", commit.String())
+	err = read(rows)
+	rows.Close()
+	if rerr := rows.Err(); rerr != nil {
+		err = rerr // the cause, when read saw the rows end early
 	}
 	return err
 }
