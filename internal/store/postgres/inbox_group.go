@@ -184,7 +184,8 @@ func (g *receiveGroup) register(ctx context.Context, row receiveRow) (receiveRes
 
 // write is one writer: it waits for a delivery, takes every other one already
 // waiting (up to groupMaxBatch, keeping back those that share an event or a key
-// with the batch for the next one) and stores them.
+// with the batch for the next one), gathers more while the other writer is storing
+// (see groupMinBeside) and stores them.
 func (g *receiveGroup) write() {
 	defer g.wg.Done()
 	var held []*groupRequest
