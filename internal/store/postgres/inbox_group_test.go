@@ -192,31 +192,13 @@ func TestInboxGroupDoesNotWaitForAWaitingStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{})
-	j := db.Journal()
-	key := "bitrix24:deal:held:create"
-	if _, err := j.Register(ctx, testOp(key)); err != nil {
-		t.Fatal(err)
-	}
-	c, err := j.ClaimKey(ctx, key, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, woken := wakeBehindClaim(t, db, "bitrix24:deal:held:create")
 	claimed := true
 	defer func() {
 		if claimed {
 			c.Finish(ctx, journal.Finish{Status: journal.StatusPending, NextAttemptAt: time.Now()})
 		}
 	}()
-	wake := inboxReg(key, 1)
-	wake.IfAbsent, wake.Wake = true, true
-	woken := make(chan error, 1)
-	go func() {
-		_, err := db.Inbox().Receive(ctx, inboxEv("update-held", `{}`), []inbox.Registration{wake}, inboxOK)
-		woken <- err
-	}()
-	if err := lockWait(db); err != nil {
-		t.Fatal(err)
-	}
 
 	stored := make(chan inbox.Receipt, 1)
 	go func() {
@@ -235,16 +217,16 @@ func TestInboxGroupDoesNotWaitForAWaitingStore(t *testing.T) {
 		t.Fatal("the new event was not stored within 10s while the other writer waited for the claim")
 	}
 	select {
-	case err := <-woken:
-		t.Fatalf("the wake returned (%v) while the claim held the row", err)
+	case w := <-woken:
+		t.Fatalf("the wake returned (%s, %v) while the claim held the row", w.r.Outcome, w.err)
 	default:
 	}
 	claimed = false
 	if err := c.Finish(ctx, journal.Finish{Status: journal.StatusPending, NextAttemptAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-woken; err != nil {
-		t.Fatal(err)
+	if w := <-woken; w.err != nil {
+		t.Fatal(w.err)
 	}
 	wantCounts(t, db, "in the end", 2, 2)
 }

@@ -79,6 +79,39 @@ func wantCounts(t *testing.T, db *DB, what string, events, ops int) {
 }
 
 // lockWait waits until a session of this test's schema waits for a lock.
+// wakeOutcome is what a delivery started by wakeBehindClaim answered.
+type wakeOutcome struct {
+	r   inbox.Receipt
+	err error
+}
+
+// wakeBehindClaim registers key and claims it, as the engine does while it calls
+// 1C, then sends a delivery (event "update-"+key) that wakes the operation. It
+// returns once that delivery's statement waits for the claim's row lock, with the
+// claim and the channel on which the delivery's outcome will come.
+func wakeBehindClaim(t *testing.T, db *DB, key string) (journal.Claim, <-chan wakeOutcome) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := db.Journal().Register(ctx, testOp(key)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := db.Journal().ClaimKey(ctx, key, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wake := inboxReg(key, 1)
+	wake.IfAbsent, wake.Wake = true, true
+	done := make(chan wakeOutcome, 1)
+	go func() {
+		r, err := db.Inbox().Receive(ctx, inboxEv("update-"+key, `{}`), []inbox.Registration{wake}, inboxOK)
+		done <- wakeOutcome{r, err}
+	}()
+	if err := lockWait(db); err != nil {
+		t.Fatal(err)
+	}
+	return c, done
+}
+
 func lockWait(db *DB) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -301,37 +334,18 @@ func TestInboxWakeWaitsForTheClaim(t *testing.T) {
 		{journal.Finish{Status: journal.StatusDone, Result: &journal.Result{Ref: "r", Number: "1"}}, journal.StatusDone, false},
 	} {
 		key := "bitrix24:deal:" + string(tc.verdict.Status) + ":create"
-		if _, err := j.Register(ctx, testOp(key)); err != nil {
-			t.Fatal(err)
-		}
-		c, err := j.ClaimKey(ctx, key, "w")
-		if err != nil {
-			t.Fatal(err)
-		}
-		wake := inboxReg(key, 1)
-		wake.IfAbsent, wake.Wake = true, true
-		done := make(chan inbox.Receipt, 1)
-		go func() {
-			r, err := db.Inbox().Receive(ctx, inboxEv("update-"+key, `{}`), []inbox.Registration{wake}, inboxOK)
-			if err != nil {
-				t.Error(err)
-			}
-			done <- r
-		}()
-		if err := lockWait(db); err != nil {
-			t.Fatal(err)
-		}
+		c, done := wakeBehindClaim(t, db, key)
 		select {
-		case r := <-done:
-			t.Fatalf("%s: the wake returned %s while the claim held the row", key, r.Outcome)
+		case w := <-done:
+			t.Fatalf("%s: the wake returned (%s, %v) while the claim held the row", key, w.r.Outcome, w.err)
 		default:
 		}
 		finishedAt := time.Now()
 		if err := c.Finish(ctx, tc.verdict); err != nil {
 			t.Fatal(err)
 		}
-		if r := <-done; r.Outcome != inbox.Processed {
-			t.Fatalf("%s: got %s, want %s", key, r.Outcome, inbox.Processed)
+		if w := <-done; w.err != nil || w.r.Outcome != inbox.Processed {
+			t.Fatalf("%s: got %s (%v), want %s", key, w.r.Outcome, w.err, inbox.Processed)
 		}
 		op, err := j.Get(ctx, key)
 		if err != nil {
