@@ -33,13 +33,104 @@ const (
 	OutcomeInterrupted Outcome = "interrupted"
 )
 
+// Retry classes: why a pending operation waits (Operation.RetryClass, Attempt.Class).
+const (
+	ClassTransient     = "transient"     // 1C (or a source) did not run the request: safe to retry
+	ClassUnknown       = "unknown"       // a POST was sent and no verdict came back
+	ClassConfiguration = "configuration" // the publication or its URL is wrong: nothing is the order's fault
+	ClassAuth          = "auth"          // 1C refused the credentials
+	ClassWaiting       = "waiting"       // the source says the order is not ready
+)
+
+// Warning codes.
+const (
+	// WarningDuplicateIn1C: 1C holds two or more orders for the operation's external id.
+	WarningDuplicateIn1C = "duplicate_in_1c"
+	// WarningDeletedIn1C: the order 1C holds is marked for deletion.
+	WarningDeletedIn1C = "deleted_in_1c"
+)
+
+// Warning is something about a done operation that a person must look at: a
+// duplicate in 1C is never silent.
+type Warning struct {
+	Code    string    `json:"code"`
+	Message string    `json:"message"`
+	Refs    []string  `json:"refs"`
+	Numbers []string  `json:"numbers,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// DecodeWarnings reads a stored warnings column: nil or empty is no warnings (an
+// empty, non-nil slice, so JSON shows []).
+func DecodeWarnings(b []byte) ([]Warning, error) {
+	ws := []Warning{}
+	if len(b) == 0 {
+		return ws, nil
+	}
+	if err := json.Unmarshal(b, &ws); err != nil {
+		return nil, fmt.Errorf("warnings: %w", err)
+	}
+	if ws == nil {
+		ws = []Warning{}
+	}
+	return ws, nil
+}
+
+// EncodeWarnings is the stored form of ws: nil (SQL NULL) when there are none.
+func EncodeWarnings(ws []Warning) ([]byte, error) {
+	if len(ws) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(ws)
+}
+
+// HasWarning reports whether ws holds a warning with code and the same refs.
+func HasWarning(ws []Warning, code string, refs []string) bool {
+	for _, w := range ws {
+		if w.Code != code || len(w.Refs) != len(refs) {
+			continue
+		}
+		same := true
+		for i := range refs {
+			if w.Refs[i] != refs[i] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return true
+		}
+	}
+	return false
+}
+
 // Sentinel errors the stores map their driver errors to.
 var (
 	ErrNotFound   = errors.New("journal: operation not found")
 	ErrNothingDue = errors.New("journal: no operation is due")
 	ErrNotPending = errors.New("journal: operation is not pending")
 	ErrBusy       = errors.New("journal: operation is locked by another worker")
+	// ErrUnsettled: an earlier attempt may still be at work in 1C (a POST whose
+	// outcome is unknown, younger than onec.settle_time, or an open attempt younger
+	// than the call budget plus the settle time); no attempt may start before Until.
+	ErrUnsettled = errors.New("journal: an earlier attempt may still be at work in 1C")
 )
+
+// UnsettledError is how ClaimKey answers ErrUnsettled: the operation, and the time
+// from which an attempt may start (the operation is made due then).
+// errors.Is(err, ErrUnsettled) holds for it.
+type UnsettledError struct {
+	Key   string
+	Until time.Time
+}
+
+func (e *UnsettledError) Error() string {
+	return fmt.Sprintf("journal: %s: an earlier attempt may still be at work in 1C; the next attempt waits until %s",
+		e.Key, e.Until.UTC().Format(time.RFC3339))
+}
+
+// Is reports whether target is ErrUnsettled.
+func (e *UnsettledError) Is(target error) bool { return target == ErrUnsettled }
 
 // NotPendingError is how ClaimKey and Requeue answer ErrNotPending: it carries the
 // operation as it stands (done, or failed for ClaimKey), so the caller can say what it
@@ -70,9 +161,34 @@ type Operation struct {
 	NextAttemptAt time.Time       `json:"next_attempt_at"`
 	CreatedAt     time.Time       `json:"created_at"`
 	UpdatedAt     time.Time       `json:"updated_at"`
+	// SettleUntil: no attempt starts, and no cancel concludes "never created",
+	// before it: a POST an earlier attempt sent may still be being written by 1C.
+	// As read by Lock it also covers an open attempt (started_at plus the takeover
+	// time).
+	SettleUntil *time.Time `json:"settle_until,omitempty"`
+	// FirstAttemptAt is when the first attempt since registration (or the last
+	// requeue) finished; worker.give_up_after counts from it.
+	FirstAttemptAt *time.Time `json:"first_attempt_at,omitempty"`
+	// UnknownAttempts counts the attempts whose outcome was unknown (a POST sent,
+	// no verdict): worker.max_attempts bounds these only. Requeue resets it.
+	UnknownAttempts int `json:"unknown_attempts"`
+	// RetryClass is why a pending operation waits (ClassTransient, …), "" otherwise.
+	RetryClass string `json:"retry_class,omitempty"`
+	// VerifyAt: a done create that was ever in doubt is looked up in 1C once more
+	// then, to find duplicates.
+	VerifyAt *time.Time `json:"verify_at,omitempty"`
+	// Warnings a person must look at (duplicates in 1C); never null in JSON.
+	Warnings []Warning `json:"warnings"`
+
 	// CancelRequested is set on a claimed create whose order has a cancel operation
 	// registered (its key with :cancel for :create): the engine then never creates it.
 	CancelRequested bool `json:"-"`
+	// Doubted is set on a claimed operation when an earlier attempt had an unknown
+	// outcome or was interrupted: once done, it is verified.
+	Doubted bool `json:"-"`
+	// AttemptStartedAt is, on a claimed operation, when its attempt row was
+	// written: the engine's deadline for the attempt counts from it.
+	AttemptStartedAt time.Time `json:"-"`
 }
 
 // Result is what 1C answered when the operation succeeded.
@@ -95,7 +211,9 @@ type Attempt struct {
 	StartedAt  time.Time  `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at"`
 	Error      string     `json:"error"`
-	Ref        string     `json:"ref,omitempty"`
+	// Class is the failure's class when the attempt failed (ClassTransient, …).
+	Class string `json:"class,omitempty"`
+	Ref   string `json:"ref,omitempty"`
 	// Exchanges digests what was sent to and received from 1C during the attempt.
 	Exchanges json.RawMessage `json:"exchanges,omitempty"`
 }
@@ -141,12 +259,17 @@ type Registration struct {
 	Operation Operation
 }
 
-// Filter selects operations for `journal list`.
+// Filter selects operations for `journal list` and bulk resync.
 type Filter struct {
 	Status Status
 	Source string
 	Since  time.Time // updated at or after
 	Limit  int       // 0: the store's default (100)
+	// ErrorContains keeps the operations whose last error contains this text
+	// (case-insensitive).
+	ErrorContains string
+	// WarningsOnly keeps the operations that carry at least one warning.
+	WarningsOnly bool
 }
 
 // Finish is how an attempt ended, written together with the operation's new state.
@@ -163,9 +286,26 @@ type Finish struct {
 	// Payload, when set, replaces the operation's payload (and its SHA-256): a create
 	// registered with a fetch payload keeps the order that was fetched for it.
 	Payload json.RawMessage
+	// Class is the failure's class (ClassTransient, ClassUnknown, …), written on the
+	// attempt row and, when pending, as the operation's RetryClass.
+	Class string
+	// SettleUntil, when set, becomes the operation's SettleUntil if later than the
+	// one it has: an unknown outcome's POST time plus onec.settle_time.
+	SettleUntil time.Time
+	// VerifyAt, when set on a done create, schedules its verification find.
+	VerifyAt time.Time
+	// FirstAttemptAt is kept as the operation's FirstAttemptAt unless it has one.
+	FirstAttemptAt time.Time
+	// Warnings, when not nil, replace the operation's warnings (the caller holds the
+	// lock, so it read the current ones).
+	Warnings []Warning
 }
 
-// Claim is one operation claimed by one worker. In PostgreSQL it holds the row lock
+// Claim is one operation claimed by one worker. A claim never takes over an attempt
+// that may still be at work in 1C: an operation whose SettleUntil is ahead, or whose
+// open attempt is younger than the store's takeover time (the call budget plus
+// onec.settle_time), is made due then and not claimed (ClaimKey: *UnsettledError).
+// In PostgreSQL it holds the row lock
 // (SELECT … FOR UPDATE) in an open transaction until Finish or Release; that
 // transaction does nothing else while 1C is called (ARCHITECTURE.md rule 9).
 type Claim interface {
@@ -195,8 +335,9 @@ type Store interface {
 	// ClaimKey claims one operation by key, waiting for its lock (the resync path).
 	// ErrNotPending (with the operation) when it is done or failed; ErrNotFound.
 	ClaimKey(ctx context.Context, key, worker string) (Claim, error)
-	// Requeue makes a failed or pending operation due now. A done one is left alone
-	// and ErrNotPending is returned.
+	// Requeue makes a failed or pending operation due now, with a fresh give-up
+	// clock and unknown-attempt count. A done one is left alone and ErrNotPending is
+	// returned.
 	Requeue(ctx context.Context, key string) (Operation, error)
 
 	// RegisterFailed registers an operation that is failed from the start: a
@@ -211,8 +352,21 @@ type Store interface {
 	Revise(ctx context.Context, op NewOperation) (Operation, error)
 	// Lock takes the row lock of an operation, waiting for it (bounded), in a
 	// transaction of its own: a cancel uses it to settle its create first. ErrBusy
-	// when the wait runs out, ErrNotFound for an unknown key.
+	// when the wait runs out, ErrNotFound for an unknown key. The operation's
+	// SettleUntil also covers an attempt left open (its start plus the takeover time).
 	Lock(ctx context.Context, key string) (Locked, error)
+
+	// WakeWaiting makes every pending operation that waits on a transient,
+	// configuration or authentication failure due now (1C answers again) and
+	// returns how many it woke. Claims still honour SettleUntil.
+	WakeWaiting(ctx context.Context) (int, error)
+	// ClaimVerification takes the done operation whose verification is due first
+	// and leases it (its VerifyAt moves lease ahead), so no other replica verifies it
+	// meanwhile; no lock is held. ErrNothingDue when none is.
+	ClaimVerification(ctx context.Context, lease time.Duration) (Operation, error)
+	// FinishVerification clears the operation's VerifyAt, replaces its warnings with
+	// warnings when not nil, and enqueues messages, in one transaction.
+	FinishVerification(ctx context.Context, key string, warnings []Warning, messages []outbox.Message) error
 }
 
 // ErrNotRevisable answers Revise for an operation that reached 1C or is not failed.

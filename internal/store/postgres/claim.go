@@ -29,26 +29,49 @@ var ErrClaimClosed = errors.New("postgres: the claim is already finished or rele
 // deadlock between the claim's two connections that the server cannot see. FOR NO KEY
 // UPDATE still excludes every other claim and every UPDATE of the row.
 //
-// A claim also says whether the order of a create has a cancel registered (its key
-// with :cancel for :create): the engine then never creates it.
-const claimDueSQL = `SELECT ` + opColumns + cancelRequestedColumn + ` FROM operations
-WHERE status = 'pending' AND next_attempt_at <= $1
-ORDER BY next_attempt_at, key
-LIMIT 1
-FOR NO KEY UPDATE SKIP LOCKED`
+// The row is locked in a subquery with LIMIT 1, and what a claim asks of it besides
+// (claimExtras) is computed for that one row outside it, so the planner never weighs
+// the extras against every due row.
+const claimDueSQL = `SELECT ` + opColumns + claimExtras + ` FROM (
+	SELECT * FROM operations
+	WHERE status = 'pending' AND next_attempt_at <= $1
+	ORDER BY next_attempt_at, key
+	LIMIT 1
+	FOR NO KEY UPDATE SKIP LOCKED) operations`
 
-const claimKeySQL = `SELECT ` + opColumns + cancelRequestedColumn + ` FROM operations WHERE key = $1 FOR NO KEY UPDATE`
+const claimKeySQL = `SELECT ` + opColumns + claimExtras + ` FROM (
+	SELECT * FROM operations WHERE key = $1 FOR NO KEY UPDATE) operations`
 
-// lockKeySQL is Store.Lock's: the row under the same lock, without claim extras.
-const lockKeySQL = `SELECT ` + opColumns + ` FROM operations WHERE key = $1 FOR NO KEY UPDATE`
+// lockKeySQL is Store.Lock's: the row under the same lock, and when its open attempt
+// started.
+const lockKeySQL = `SELECT ` + opColumns + openStartedColumn + ` FROM (
+	SELECT * FROM operations WHERE key = $1 FOR NO KEY UPDATE) operations`
 
-const cancelRequestedColumn = `,
+// claimExtras: whether the order of a create has a cancel registered (its key with
+// :cancel for :create: the engine then never creates it); when the newest open attempt
+// started (a worker that may still be at work in 1C); and whether an earlier attempt
+// was in doubt (an unknown outcome, or interrupted), so the done create is verified.
+const claimExtras = `,
 	operations.key LIKE '%:create' AND EXISTS (
-		SELECT 1 FROM operations c WHERE c.key = left(operations.key, -7) || ':cancel')`
+		SELECT 1 FROM operations c WHERE c.key = left(operations.key, -7) || ':cancel')` + openStartedColumn + `,
+	EXISTS (SELECT 1 FROM operation_attempts d WHERE d.operation_key = operations.key
+		AND (d.outcome = 'interrupted' OR d.class = 'unknown'))`
+
+const openStartedColumn = `,
+	(SELECT max(started_at) FROM operation_attempts o WHERE o.operation_key = operations.key AND o.finished_at IS NULL)`
+
+// deferSQL makes a claimed row due when the attempt that may still be at work in 1C
+// has settled; the claim commits it and claims no attempt.
+const deferSQL = `UPDATE operations SET next_attempt_at = $2 WHERE key = $1`
+
+// maxDeferrals bounds how many unsettled rows one ClaimDue steps over before it
+// answers journal.ErrNothingDue.
+const maxDeferrals = 16
 
 // attemptSQL runs on a connection of its own, in autocommit, while the claim holds the
-// row lock: it closes the attempts a stopped worker left open and opens the next one.
-// Numbering by max(attempt)+1 is safe because the row lock admits one claimer.
+// row lock: it closes the attempts a stopped worker left open (the claim has checked
+// that they are older than the takeover time) and opens the next one. Numbering by
+// max(attempt)+1 is safe because the row lock admits one claimer.
 const attemptSQL = `
 WITH interrupted AS (
 	UPDATE operation_attempts
@@ -67,16 +90,27 @@ FROM opened`
 
 // finishOperationSQL writes the verdict; $8 and $9, when not null, replace the payload
 // and its SHA-256 (Finish.Payload: the order fetched for a fetch payload).
+//
+// $10 the retry class (kept only while pending), $11 whether the attempt's outcome was
+// unknown (counted), $12 a settle time (the later one is kept), $13 the verification
+// time, $14 the first attempt's time (kept if there is one), $15 and $16 whether to
+// replace the warnings and with what.
 const finishOperationSQL = `
 UPDATE operations
 SET status = $2, result = $3, last_error = $4, attempts = $5,
 	next_attempt_at = coalesce($6, next_attempt_at), updated_at = $7,
-	payload = coalesce($8, payload), payload_sha256 = coalesce($9, payload_sha256)
+	payload = coalesce($8, payload), payload_sha256 = coalesce($9, payload_sha256),
+	retry_class = CASE WHEN $2 = 'pending' THEN $10 ELSE '' END,
+	unknown_attempts = unknown_attempts + CASE WHEN $11 THEN 1 ELSE 0 END,
+	settle_until = greatest(settle_until, $12),
+	verify_at = CASE WHEN $2 = 'done' THEN $13 ELSE verify_at END,
+	first_attempt_at = coalesce(first_attempt_at, $14),
+	warnings = CASE WHEN $15 THEN $16 ELSE warnings END
 WHERE key = $1`
 
 const finishAttemptSQL = `
 UPDATE operation_attempts
-SET finished_at = $3, outcome = $4, error = $5, onec_ref = $6, exchanges = $7
+SET finished_at = $3, outcome = $4, error = $5, onec_ref = $6, exchanges = $7, class = $8
 WHERE operation_key = $1 AND attempt = $2`
 
 // ClaimDue claims the pending operation that is due first (next_attempt_at, then key),
@@ -104,6 +138,11 @@ func (j *Journal) ClaimKey(ctx context.Context, key, worker string) (journal.Cla
 // claim is ClaimDue (key == "") or ClaimKey. Round trips: one for BEGIN + settings +
 // SELECT … FOR NO KEY UPDATE (a pipelined batch), one for the attempt row on another
 // connection.
+//
+// A row whose earlier attempt may still be at work in 1C — its settle_until ahead, or
+// an open attempt younger than TakeoverAfter — is not claimed: it is made due when
+// that has settled and committed, and ClaimDue goes on to the next due row (ClaimKey
+// answers *journal.UnsettledError).
 func (j *Journal) claim(ctx context.Context, worker, key string) (_ journal.Claim, err error) {
 	db := j.db
 	what := "claim due"
@@ -127,39 +166,43 @@ func (j *Journal) claim(ctx context.Context, worker, key string) (_ journal.Clai
 		}
 	}()
 
-	now := db.nowUTC()
-	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{})
-	b.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, millis(db.cfg.ClaimIdleTimeout))
-	if key == "" {
-		b.Queue(claimDueSQL, now)
-	} else {
-		b.Queue(`SELECT set_config('lock_timeout', $1, true)`, millis(db.cfg.ClaimLockTimeout))
-		b.Queue(claimKeySQL, key)
-	}
-	br := conn.SendBatch(ctx, b)
-	op, err := func() (journal.Operation, error) {
-		for range b.Len() - 1 { // BEGIN and the settings
-			if _, err := br.Exec(); err != nil {
-				return journal.Operation{}, err
-			}
+	var (
+		op          journal.Operation
+		openStarted *time.Time
+		now         time.Time
+	)
+	for deferrals := 0; ; deferrals++ {
+		now = db.nowUTC()
+		op, openStarted, err = j.lockForClaim(ctx, conn, key, now)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows) && key == "":
+			return nil, journal.ErrNothingDue
+		case err != nil:
+			return nil, fmt.Errorf("postgres: %s: %w", what, interpretError(err))
+		case op.Status != journal.StatusPending:
+			return nil, &journal.NotPendingError{Operation: op}
 		}
-		var cancelRequested bool
-		op, err := scanOperation(br.QueryRow(), &cancelRequested)
-		op.CancelRequested = cancelRequested
-		return op, err
-	}()
-	if cerr := br.Close(); err == nil {
-		err = cerr
+		until := unsettledUntil(op.SettleUntil, openStarted, db.cfg.TakeoverAfter)
+		if until == nil || !until.After(now) {
+			break
+		}
+		// An earlier attempt may still be at work in 1C: leave the row until it has settled.
+		b := &pgx.Batch{}
+		b.Queue(deferSQL, op.Key, *until)
+		b.Queue("COMMIT")
+		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			return nil, fmt.Errorf("postgres: %s: defer %s: %w", what, op.Key, interpretError(err))
+		}
+		db.log.InfoContext(ctx, "journal: an earlier attempt may still be at work in 1C; the operation waits",
+			"key", op.Key, "until", until.Format(time.RFC3339Nano), "open_attempt_started_at", openStarted)
+		if key != "" {
+			return nil, &journal.UnsettledError{Key: op.Key, Until: *until}
+		}
+		if deferrals+1 >= maxDeferrals {
+			return nil, journal.ErrNothingDue
+		}
 	}
-	switch {
-	case errors.Is(err, pgx.ErrNoRows) && key == "":
-		return nil, journal.ErrNothingDue
-	case err != nil:
-		return nil, fmt.Errorf("postgres: %s: %w", what, interpretError(err))
-	case op.Status != journal.StatusPending:
-		return nil, &journal.NotPendingError{Operation: op}
-	}
+	op.Doubted = op.Doubted || openStarted != nil
 
 	// The attempt row, committed on another connection before 1C hears of the claim.
 	// Bounded by the claim's idle timeout, which ends the claim transaction anyway
@@ -178,8 +221,76 @@ func (j *Journal) claim(ctx context.Context, worker, key string) (_ journal.Clai
 			"key", op.Key, "interrupted", interrupted, "attempt", c.attempt, "worker", worker)
 	}
 	op.Attempts = c.attempt
+	op.AttemptStartedAt = now
 	c.op = op
 	return c, nil
+}
+
+// lockForClaim begins a transaction on conn and locks the row to claim: the first
+// due one (key == "") or key's. It returns the operation with its claim extras and
+// when its newest open attempt started (nil when none is open).
+func (j *Journal) lockForClaim(ctx context.Context, conn *pgxpool.Conn, key string, now time.Time) (journal.Operation, *time.Time, error) {
+	db := j.db
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	b.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, millis(db.cfg.ClaimIdleTimeout))
+	if key == "" {
+		b.Queue(claimDueSQL, now)
+	} else {
+		b.Queue(`SELECT set_config('lock_timeout', $1, true)`, millis(db.cfg.ClaimLockTimeout))
+		b.Queue(claimKeySQL, key)
+	}
+	br := conn.SendBatch(ctx, b)
+	var openStarted *time.Time
+	op, err := func() (journal.Operation, error) {
+		for range b.Len() - 1 { // BEGIN and the settings
+			if _, err := br.Exec(); err != nil {
+				return journal.Operation{}, err
+			}
+		}
+		var cancelRequested, doubted bool
+		op, err := scanOperation(br.QueryRow(), &cancelRequested, &openStarted, &doubted)
+		op.CancelRequested, op.Doubted = cancelRequested, doubted
+		return op, err
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = endTxKeep(ctx, conn)
+	}
+	return op, utcPtr(openStarted), err
+}
+
+// endTxKeep rolls back what is left of a transaction on conn and keeps the
+// connection.
+func endTxKeep(ctx context.Context, conn *pgxpool.Conn) error {
+	pc := conn.Conn().PgConn()
+	if pc.IsClosed() || pc.TxStatus() == 'I' {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	_, err := conn.Exec(rctx, "ROLLBACK")
+	return err
+}
+
+// unsettledUntil is the time before which no attempt may start: the operation's
+// settle_until, or TakeoverAfter past the start of an attempt left open, whichever is
+// later; nil when neither applies.
+func unsettledUntil(settle, openStarted *time.Time, takeover time.Duration) *time.Time {
+	var until *time.Time
+	if settle != nil {
+		t := *settle
+		until = &t
+	}
+	if openStarted != nil {
+		t := openStarted.Add(takeover)
+		if until == nil || t.After(*until) {
+			until = &t
+		}
+	}
+	return until
 }
 
 // claim is one claimed operation: a pooled connection in an open transaction that
@@ -239,9 +350,12 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 		sum := order.SHA256Hex(f.Payload)
 		payloadSHA256 = &sum
 	}
+	warnings, err := journal.EncodeWarnings(f.Warnings)
+	if err != nil {
+		return fmt.Errorf("postgres: finish %s: warnings: %w", key, err)
+	}
 	var result []byte
 	if f.Status == journal.StatusDone && f.Result != nil {
-		var err error
 		if result, err = json.Marshal(f.Result); err != nil {
 			return fmt.Errorf("postgres: finish %s: result: %w", key, err)
 		}
@@ -275,8 +389,10 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 	c.closed = true
 
 	b := &pgx.Batch{}
-	b.Queue(finishOperationSQL, key, string(f.Status), result, lastError, c.attempt, next, now, payload, payloadSHA256)
-	b.Queue(finishAttemptSQL, key, c.attempt, now, string(outcome), f.Error, f.Ref, exchanges)
+	b.Queue(finishOperationSQL, key, string(f.Status), result, lastError, c.attempt, next, now, payload, payloadSHA256,
+		f.Class, f.Class == journal.ClassUnknown, timeOrNil(f.SettleUntil), timeOrNil(f.VerifyAt),
+		timeOrNil(f.FirstAttemptAt), f.Warnings != nil, warnings)
+	b.Queue(finishAttemptSQL, key, c.attempt, now, string(outcome), f.Error, f.Ref, exchanges, f.Class)
 	if len(messages) > 0 {
 		queueMessages(b, messages)
 	}
@@ -284,7 +400,7 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 	br := c.conn.SendBatch(ctx, b)
 	var tags [2]pgconn.CommandTag
 	var commit pgconn.CommandTag
-	err := func() (err error) {
+	err = func() (err error) {
 		for i := range tags {
 			if tags[i], err = br.Exec(); err != nil {
 				return err
@@ -351,4 +467,13 @@ func (c *claim) explain(err error, lost bool) error {
 			"(if it did not commit, the next claim marks this attempt interrupted): %w", err)
 	}
 	return interpretError(err)
+}
+
+// timeOrNil is t in UTC, or nil (SQL NULL) for the zero time.
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }

@@ -51,6 +51,11 @@ type Config struct {
 	// Lock wait for a row another worker holds; past it they answer journal.ErrBusy
 	// (default 30s). Lock counts its wait for a free claim slot in it.
 	ClaimLockTimeout time.Duration
+	// TakeoverAfter is how old an open attempt must be before a claim takes it over
+	// (closes it as interrupted and starts another): the engine's call budget plus
+	// onec.settle_time, so that a worker whose session died is never raced while its
+	// POST may still be at work in 1C (default 3m30s: 3 × 30s + 2m).
+	TakeoverAfter time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger receives notices such as applied migrations and interrupted attempts
@@ -66,6 +71,7 @@ const (
 	DefaultMaxConns         = 10
 	DefaultClaimIdleTimeout = 2 * time.Minute
 	DefaultClaimLockTimeout = 30 * time.Second
+	DefaultTakeoverAfter    = 3*time.Minute + 30*time.Second
 )
 
 // DB is an open PostgreSQL store.
@@ -101,8 +107,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if strings.TrimSpace(cfg.URL) == "" {
 		return nil, errors.New("postgres: the database URL is empty")
 	}
-	if cfg.MaxConns < 0 || cfg.ClaimIdleTimeout < 0 || cfg.ClaimLockTimeout < 0 {
-		return nil, errors.New("postgres: MaxConns, ClaimIdleTimeout and ClaimLockTimeout must not be negative")
+	if cfg.MaxConns < 0 || cfg.ClaimIdleTimeout < 0 || cfg.ClaimLockTimeout < 0 || cfg.TakeoverAfter < 0 {
+		return nil, errors.New("postgres: MaxConns, ClaimIdleTimeout, ClaimLockTimeout and TakeoverAfter must not be negative")
 	}
 	pc, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
@@ -116,6 +122,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	}
 	cfg.ClaimIdleTimeout = cmp.Or(cfg.ClaimIdleTimeout, DefaultClaimIdleTimeout)
 	cfg.ClaimLockTimeout = cmp.Or(cfg.ClaimLockTimeout, DefaultClaimLockTimeout)
+	cfg.TakeoverAfter = cmp.Or(cfg.TakeoverAfter, DefaultTakeoverAfter)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -26,17 +26,19 @@ var _ journal.Store = (*Journal)(nil)
 const DefaultListLimit = 100
 
 const opColumns = `key, kind, source, external_id, status, payload, payload_sha256, result,
-	attempts, last_error, next_attempt_at, created_at, updated_at`
+	attempts, last_error, next_attempt_at, created_at, updated_at,
+	settle_until, first_attempt_at, unknown_attempts, retry_class, verify_at, warnings`
 
 // scanOperation reads opColumns, then any extra columns into extra.
 func scanOperation(row pgx.Row, extra ...any) (journal.Operation, error) {
 	var (
-		op              journal.Operation
-		status          string
-		payload, result []byte
+		op                        journal.Operation
+		status                    string
+		payload, result, warnings []byte
 	)
 	dest := append([]any{&op.Key, &op.Kind, &op.Source, &op.ExternalID, &status, &payload, &op.PayloadSHA256, &result,
-		&op.Attempts, &op.LastError, &op.NextAttemptAt, &op.CreatedAt, &op.UpdatedAt}, extra...)
+		&op.Attempts, &op.LastError, &op.NextAttemptAt, &op.CreatedAt, &op.UpdatedAt,
+		&op.SettleUntil, &op.FirstAttemptAt, &op.UnknownAttempts, &op.RetryClass, &op.VerifyAt, &warnings}, extra...)
 	err := row.Scan(dest...)
 	if err != nil {
 		return journal.Operation{}, err
@@ -50,9 +52,14 @@ func scanOperation(row pgx.Row, extra ...any) (journal.Operation, error) {
 		}
 		op.Result = &r
 	}
+	op.Warnings, err = journal.DecodeWarnings(warnings)
+	if err != nil {
+		return journal.Operation{}, fmt.Errorf("operation %s: %w", op.Key, err)
+	}
 	op.NextAttemptAt = op.NextAttemptAt.UTC()
 	op.CreatedAt = op.CreatedAt.UTC()
 	op.UpdatedAt = op.UpdatedAt.UTC()
+	op.SettleUntil, op.FirstAttemptAt, op.VerifyAt = utcPtr(op.SettleUntil), utcPtr(op.FirstAttemptAt), utcPtr(op.VerifyAt)
 	return op, nil
 }
 
@@ -164,7 +171,7 @@ func (j *Journal) Get(ctx context.Context, key string) (journal.Operation, error
 func (j *Journal) Show(ctx context.Context, key string) (journal.Detail, error) {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT `+opColumns+` FROM operations WHERE key = $1`, key)
-	b.Queue(`SELECT attempt, worker, coalesce(outcome, ''), started_at, finished_at, error, onec_ref, exchanges
+	b.Queue(`SELECT attempt, worker, coalesce(outcome, ''), started_at, finished_at, error, onec_ref, exchanges, class
 		FROM operation_attempts WHERE operation_key = $1 ORDER BY attempt`, key)
 	b.Queue(`SELECT at, last_at, times, payload_sha256, payload FROM operation_conflicts
 		WHERE operation_key = $1 ORDER BY at, id`, key)
@@ -196,7 +203,7 @@ func readDetail(br pgx.BatchResults) (journal.Detail, error) {
 			outcome   string
 			exchanges []byte
 		)
-		err := row.Scan(&a.Attempt, &a.Worker, &outcome, &a.StartedAt, &a.FinishedAt, &a.Error, &a.Ref, &exchanges)
+		err := row.Scan(&a.Attempt, &a.Worker, &outcome, &a.StartedAt, &a.FinishedAt, &a.Error, &a.Ref, &exchanges, &a.Class)
 		a.Outcome = journal.Outcome(outcome)
 		a.StartedAt = a.StartedAt.UTC()
 		if a.FinishedAt != nil {
@@ -262,6 +269,12 @@ func (j *Journal) List(ctx context.Context, f journal.Filter) ([]journal.Operati
 	if !f.Since.IsZero() {
 		q += ` AND updated_at >= ` + arg(f.Since)
 	}
+	if f.ErrorContains != "" {
+		q += ` AND strpos(lower(last_error), lower(` + arg(f.ErrorContains) + `)) > 0`
+	}
+	if f.WarningsOnly {
+		q += ` AND warnings IS NOT NULL`
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = DefaultListLimit
@@ -291,7 +304,8 @@ func (j *Journal) Requeue(ctx context.Context, key string) (journal.Operation, e
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
 	b.Queue(`SELECT set_config('lock_timeout', $1, true)`, millis(j.db.cfg.ClaimLockTimeout))
-	b.Queue(`UPDATE operations SET status = 'pending', next_attempt_at = $2, updated_at = $2
+	b.Queue(`UPDATE operations SET status = 'pending', next_attempt_at = $2, updated_at = $2,
+			first_attempt_at = NULL, unknown_attempts = 0
 		WHERE key = $1 AND status IN ('pending', 'failed')
 		RETURNING `+opColumns, key, now)
 	b.Queue(`COMMIT`)

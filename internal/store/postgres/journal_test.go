@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/journal"
@@ -15,6 +16,11 @@ func newDB(t *testing.T, cfg Config) *DB {
 	t.Helper()
 	if cfg.URL == "" {
 		cfg.URL = testdb.URL(t)
+	}
+	if cfg.TakeoverAfter == 0 {
+		// The suites take over released and failed claims at once; the takeover
+		// wait has tests of its own (storetest.Doubt).
+		cfg.TakeoverAfter = time.Nanosecond
 	}
 	db, err := Open(context.Background(), cfg)
 	if err != nil {

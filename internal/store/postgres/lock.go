@@ -82,7 +82,10 @@ func (j *Journal) Lock(ctx context.Context, key string) (_ journal.Locked, err e
 				return journal.Operation{}, err
 			}
 		}
-		return scanOperation(br.QueryRow())
+		var openStarted *time.Time
+		op, err := scanOperation(br.QueryRow(), &openStarted)
+		op.SettleUntil = unsettledUntil(op.SettleUntil, utcPtr(openStarted), db.cfg.TakeoverAfter)
+		return op, err
 	}()
 	if cerr := br.Close(); err == nil {
 		err = cerr

@@ -30,10 +30,25 @@ ORDER BY next_attempt_at, key`
 // claimReadSQL reads the operation to claim and whether the order of a create has a
 // cancel registered (its key with :cancel for :create): the engine then never
 // creates it. The suffix is compared exactly (LIKE would ignore case).
+//
+// It also reads when the newest open attempt started (a worker that may still be at
+// work in 1C) and whether an earlier attempt was in doubt (an unknown outcome, or
+// interrupted), so the done create is verified.
 const claimReadSQL = `SELECT ` + opColumns + `,
 	substr(operations.key, -7) = ':create' AND EXISTS (
-		SELECT 1 FROM operations c WHERE c.key = substr(operations.key, 1, length(operations.key) - 7) || ':cancel')
+		SELECT 1 FROM operations c WHERE c.key = substr(operations.key, 1, length(operations.key) - 7) || ':cancel'),
+	(SELECT max(started_at) FROM operation_attempts o WHERE o.operation_key = operations.key AND o.finished_at IS NULL),
+	EXISTS (SELECT 1 FROM operation_attempts d WHERE d.operation_key = operations.key
+		AND (d.outcome = 'interrupted' OR d.class = 'unknown'))
 FROM operations WHERE key = ?`
+
+// deferSQL makes an operation due when the attempt that may still be at work in 1C
+// has settled; the claim claims no attempt.
+const deferSQL = `UPDATE operations SET next_attempt_at = ?2 WHERE key = ?1`
+
+// maxDeferrals bounds how many unsettled operations one ClaimDue steps over before it
+// answers journal.ErrNothingDue.
+const maxDeferrals = 16
 
 // interruptSQL closes the attempts a stopped worker left open (or a released claim):
 // while the key is held no other claim of it is in flight.
@@ -49,23 +64,36 @@ RETURNING attempt`
 
 // finishOperationSQL writes the verdict; ?8 and ?9, when not null, replace the payload
 // and its SHA-256 (Finish.Payload: the order fetched for a fetch payload).
+//
+// ?10 the retry class (kept only while pending), ?11 whether the attempt's outcome was
+// unknown (counted), ?12 a settle time (the later one is kept), ?13 the verification
+// time, ?14 the first attempt's time (kept if there is one), ?15 and ?16 whether to
+// replace the warnings and with what.
 const finishOperationSQL = `
 UPDATE operations
 SET status = ?2, result = ?3, last_error = ?4, attempts = ?5,
 	next_attempt_at = coalesce(?6, next_attempt_at), updated_at = ?7,
-	payload = coalesce(?8, payload), payload_sha256 = coalesce(?9, payload_sha256)
+	payload = coalesce(?8, payload), payload_sha256 = coalesce(?9, payload_sha256),
+	retry_class = CASE WHEN ?2 = 'pending' THEN ?10 ELSE '' END,
+	unknown_attempts = unknown_attempts + CASE WHEN ?11 THEN 1 ELSE 0 END,
+	settle_until = CASE WHEN ?12 IS NOT NULL AND (settle_until IS NULL OR ?12 > settle_until) THEN ?12 ELSE settle_until END,
+	verify_at = CASE WHEN ?2 = 'done' THEN ?13 ELSE verify_at END,
+	first_attempt_at = coalesce(first_attempt_at, ?14),
+	warnings = CASE WHEN ?15 THEN ?16 ELSE warnings END
 WHERE key = ?1`
 
 const finishAttemptSQL = `
 UPDATE operation_attempts
-SET finished_at = ?3, outcome = ?4, error = ?5, onec_ref = ?6, exchanges = ?7
+SET finished_at = ?3, outcome = ?4, error = ?5, onec_ref = ?6, exchanges = ?7, class = ?8
 WHERE operation_key = ?1 AND attempt = ?2 AND finished_at IS NULL`
 
 // ClaimDue claims the pending operation that is due first (next_attempt_at, then key)
 // whose key no claim or lock of this process holds — the SKIP LOCKED stand-in — and
 // commits its attempt row before returning, in one short write transaction; the
-// claim then holds the key and no database lock. journal.ErrNothingDue when no
-// operation is due. Callers must `defer claim.Release(ctx)` (a no-op after Finish).
+// claim then holds the key and no database lock. An operation whose earlier attempt
+// may still be at work in 1C is made due when that has settled and stepped over.
+// journal.ErrNothingDue when no operation is due. Callers must
+// `defer claim.Release(ctx)` (a no-op after Finish).
 func (j *Journal) ClaimDue(ctx context.Context, worker string) (journal.Claim, error) {
 	db := j.db
 	var (
@@ -74,23 +102,47 @@ func (j *Journal) ClaimDue(ctx context.Context, worker string) (journal.Claim, e
 	)
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		now := db.nowUTC()
-		var err error
-		if key, err = lockDue(ctx, tx, db.keys, now); err != nil {
-			return err
+		for range maxDeferrals {
+			var err error
+			if key, err = lockDue(ctx, tx, db.keys, now); err != nil {
+				if errors.Is(err, journal.ErrNothingDue) {
+					return nil // commits the deferrals made so far
+				}
+				return err
+			}
+			var until *time.Time
+			c, until, err = j.openAttempt(ctx, tx, key, worker, now)
+			if err != nil || until == nil {
+				return err
+			}
+			if err := j.deferUntil(ctx, tx, key, *until); err != nil {
+				return err
+			}
+			db.keys.Unlock(key)
+			key = ""
 		}
-		c, err = j.openAttempt(ctx, tx, key, worker, now)
-		return err
+		return nil // stepped over maxDeferrals: the deferrals commit, nothing is claimed
 	})
-	if err != nil {
+	if err != nil || c == nil {
 		if key != "" {
 			db.keys.Unlock(key)
 		}
-		if errors.Is(err, journal.ErrNothingDue) {
+		if err == nil || errors.Is(err, journal.ErrNothingDue) {
 			return nil, journal.ErrNothingDue
 		}
 		return nil, fmt.Errorf("sqlite: claim due: %w", err)
 	}
 	return c, nil
+}
+
+// deferUntil makes key due at until: an earlier attempt may still be at work in 1C.
+func (j *Journal) deferUntil(ctx context.Context, tx *sql.Tx, key string, until time.Time) error {
+	if _, err := tx.ExecContext(ctx, deferSQL, key, ts(until)); err != nil {
+		return fmt.Errorf("defer %s: %w", key, err)
+	}
+	j.db.log.InfoContext(ctx, "journal: an earlier attempt may still be at work in 1C; the operation waits",
+		"key", key, "until", until.Format(time.RFC3339Nano))
+	return nil
 }
 
 // lockDue returns the first due key it could lock, locked; journal.ErrNothingDue
@@ -120,7 +172,9 @@ func lockDue(ctx context.Context, tx *sql.Tx, keys *KeyLocks, now time.Time) (st
 // resync), waiting at most ClaimLockTimeout for a claim or lock of this process that
 // holds it (journal.ErrBusy). journal.ErrNotFound for an unknown key;
 // *journal.NotPendingError (journal.ErrNotPending) when it is done or failed, and then
-// no attempt is written. Callers must `defer claim.Release(ctx)`.
+// no attempt is written; *journal.UnsettledError when an earlier attempt may still be
+// at work in 1C (the operation is made due then). Callers must
+// `defer claim.Release(ctx)`.
 func (j *Journal) ClaimKey(ctx context.Context, key, worker string) (journal.Claim, error) {
 	db := j.db
 	if key == "" {
@@ -129,12 +183,22 @@ func (j *Journal) ClaimKey(ctx context.Context, key, worker string) (journal.Cla
 	if err := db.lockOperation(ctx, key); err != nil {
 		return nil, fmt.Errorf("sqlite: claim %s: %w", key, err)
 	}
-	var c *claim
+	var (
+		c     *claim
+		until *time.Time
+	)
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		c, err = j.openAttempt(ctx, tx, key, worker, db.nowUTC())
-		return err
+		c, until, err = j.openAttempt(ctx, tx, key, worker, db.nowUTC())
+		if err != nil || until == nil {
+			return err
+		}
+		return j.deferUntil(ctx, tx, key, *until)
 	})
+	if err == nil && until != nil {
+		db.keys.Unlock(key)
+		return nil, &journal.UnsettledError{Key: key, Until: *until}
+	}
 	if err != nil {
 		db.keys.Unlock(key)
 		var npe *journal.NotPendingError
@@ -148,44 +212,72 @@ func (j *Journal) ClaimKey(ctx context.Context, key, worker string) (journal.Cla
 
 // openAttempt reads the operation under its (held) key, refuses one that is not
 // pending, closes the attempts left open as interrupted and opens the next one, in
-// tx. The claim it returns holds the key.
-func (j *Journal) openAttempt(ctx context.Context, tx *sql.Tx, key, worker string, now time.Time) (*claim, error) {
-	var cancelRequested bool
-	op, err := scanOperation(tx.QueryRowContext(ctx, claimReadSQL, key), &cancelRequested)
+// tx. The claim it returns holds the key. When an earlier attempt may still be at
+// work in 1C (settle_until ahead, or an open attempt younger than TakeoverAfter) it
+// writes nothing and returns when that will have settled instead.
+func (j *Journal) openAttempt(ctx context.Context, tx *sql.Tx, key, worker string, now time.Time) (*claim, *time.Time, error) {
+	var (
+		cancelRequested, doubted bool
+		openStarted              sql.NullInt64
+	)
+	op, err := scanOperation(tx.QueryRowContext(ctx, claimReadSQL, key), &cancelRequested, &openStarted, &doubted)
 	if err != nil {
-		return nil, journalError(err)
+		return nil, nil, journalError(err)
 	}
 	if op.Status != journal.StatusPending {
-		return nil, &journal.NotPendingError{Operation: op}
+		return nil, nil, &journal.NotPendingError{Operation: op}
+	}
+	if until := unsettledUntil(op.SettleUntil, nullTS(openStarted), j.db.cfg.TakeoverAfter); until != nil && until.After(now) {
+		return nil, until, nil
 	}
 	op.CancelRequested = cancelRequested
+	op.Doubted = doubted || openStarted.Valid
 	rows, err := tx.QueryContext(ctx, interruptSQL, key, ts(now), InterruptedError)
 	if err != nil {
-		return nil, fmt.Errorf("close interrupted attempts of %s: %w", key, err)
+		return nil, nil, fmt.Errorf("close interrupted attempts of %s: %w", key, err)
 	}
 	var interrupted []int
 	for rows.Next() {
 		var n int
 		if err := rows.Scan(&n); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("close interrupted attempts of %s: %w", key, err)
+			return nil, nil, fmt.Errorf("close interrupted attempts of %s: %w", key, err)
 		}
 		interrupted = append(interrupted, n)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("close interrupted attempts of %s: %w", key, err)
+		return nil, nil, fmt.Errorf("close interrupted attempts of %s: %w", key, err)
 	}
 	var attempt int
 	if err := tx.QueryRowContext(ctx, openAttemptSQL, key, worker, ts(now)).Scan(&attempt); err != nil {
-		return nil, fmt.Errorf("record attempt of %s: %w", key, err)
+		return nil, nil, fmt.Errorf("record attempt of %s: %w", key, err)
 	}
 	if len(interrupted) > 0 {
 		j.db.log.WarnContext(ctx, "journal: closed attempts left open by a stopped worker as interrupted",
 			"key", key, "interrupted", interrupted, "attempt", attempt, "worker", worker)
 	}
 	op.Attempts = attempt
-	return &claim{db: j.db, op: op, attempt: attempt}, nil
+	op.AttemptStartedAt = now
+	return &claim{db: j.db, op: op, attempt: attempt}, nil, nil
+}
+
+// unsettledUntil is the time before which no attempt may start: the operation's
+// settle_until, or TakeoverAfter past the start of an attempt left open, whichever is
+// later; nil when neither applies.
+func unsettledUntil(settle, openStarted *time.Time, takeover time.Duration) *time.Time {
+	var until *time.Time
+	if settle != nil {
+		t := *settle
+		until = &t
+	}
+	if openStarted != nil {
+		t := openStarted.Add(takeover)
+		if until == nil || t.After(*until) {
+			until = &t
+		}
+	}
+	return until
 }
 
 // claim is one claimed operation: it holds the operation's key lock, and nothing in
@@ -261,6 +353,17 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 	if f.Status == journal.StatusDone {
 		lastError = ""
 	}
+	var warnings *string
+	if f.Warnings != nil {
+		b, err := journal.EncodeWarnings(f.Warnings)
+		if err != nil {
+			return fmt.Errorf("sqlite: finish %s: warnings: %w", key, err)
+		}
+		if b != nil {
+			w := string(b)
+			warnings = &w
+		}
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -282,14 +385,16 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 			next = &us
 		}
 		res, err := tx.ExecContext(ctx, finishOperationSQL, key, string(f.Status), result, lastError, c.attempt,
-			next, ts(now), payload, payloadSHA256)
+			next, ts(now), payload, payloadSHA256,
+			f.Class, f.Class == journal.ClassUnknown, tsOrNil(f.SettleUntil), tsOrNil(f.VerifyAt),
+			tsOrNil(f.FirstAttemptAt), f.Warnings != nil, warnings)
 		if err != nil {
 			return err
 		}
 		if n, err := res.RowsAffected(); err != nil || n != 1 {
 			return fmt.Errorf("the operation row was not updated (%d rows, %v)", n, err)
 		}
-		res, err = tx.ExecContext(ctx, finishAttemptSQL, key, c.attempt, ts(now), string(outcome), f.Error, f.Ref, exchanges)
+		res, err = tx.ExecContext(ctx, finishAttemptSQL, key, c.attempt, ts(now), string(outcome), f.Error, f.Ref, exchanges, f.Class)
 		if err != nil {
 			return err
 		}
@@ -324,4 +429,13 @@ func (c *claim) Release(context.Context) error {
 	c.closed = true
 	c.db.keys.Unlock(c.op.Key)
 	return nil
+}
+
+// tsOrNil is t as stored, or nil (SQL NULL) for the zero time.
+func tsOrNil(t time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	us := ts(t)
+	return &us
 }

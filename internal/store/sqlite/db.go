@@ -44,14 +44,20 @@ type Config struct {
 	// ClaimLockTimeout bounds the wait for an operation's key lock (ClaimKey, Lock,
 	// Requeue of a claimed row) before journal.ErrBusy; default 30s.
 	ClaimLockTimeout time.Duration
-	Now              func() time.Time
-	Logger           *slog.Logger
+	// TakeoverAfter is how old an open attempt must be before a claim takes it over
+	// (closes it as interrupted and starts another): the engine's call budget plus
+	// onec.settle_time, since a killed worker's POST may still be at work in 1C
+	// (default 3m30s: 3 × 30s + 2m).
+	TakeoverAfter time.Duration
+	Now           func() time.Time
+	Logger        *slog.Logger
 }
 
 // Defaults.
 const (
 	DefaultBusyTimeout      = 10 * time.Second
 	DefaultClaimLockTimeout = 30 * time.Second
+	DefaultTakeoverAfter    = 3*time.Minute + 30*time.Second
 )
 
 // DB is an open SQLite store.
@@ -78,6 +84,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	}
 	cfg.BusyTimeout = cmp.Or(cfg.BusyTimeout, DefaultBusyTimeout)
 	cfg.ClaimLockTimeout = cmp.Or(cfg.ClaimLockTimeout, DefaultClaimLockTimeout)
+	cfg.TakeoverAfter = cmp.Or(cfg.TakeoverAfter, DefaultTakeoverAfter)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -36,6 +37,7 @@ func inboxTestDB(t testing.TB, cfg Config) *DB {
 	if cfg.Path == "" {
 		cfg.Path = filepath.Join(t.TempDir(), "ordersync.db")
 	}
+	cfg.TakeoverAfter = cmp.Or(cfg.TakeoverAfter, time.Nanosecond)
 	db, err := Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ordersync/ordersync/internal/journal"
@@ -33,7 +34,8 @@ func (db *DB) Journal() *Journal { return &Journal{db: db} }
 const DefaultListLimit = 100
 
 const opColumns = `key, kind, source, external_id, status, payload, payload_sha256, result,
-	attempts, last_error, next_attempt_at, created_at, updated_at`
+	attempts, last_error, next_attempt_at, created_at, updated_at,
+	settle_until, first_attempt_at, unknown_attempts, retry_class, verify_at, warnings`
 
 // rowScanner is *sql.Row or *sql.Rows.
 type rowScanner interface{ Scan(dest ...any) error }
@@ -41,15 +43,22 @@ type rowScanner interface{ Scan(dest ...any) error }
 // scanOperation reads opColumns, then any extra columns into extra.
 func scanOperation(row rowScanner, extra ...any) (journal.Operation, error) {
 	var (
-		op                     journal.Operation
-		status, payload        string
-		result                 sql.NullString
-		next, created, updated int64
+		op                      journal.Operation
+		status, payload         string
+		result, warnings        sql.NullString
+		next, created, updated  int64
+		settle, first, verifyAt sql.NullInt64
 	)
 	dest := append([]any{&op.Key, &op.Kind, &op.Source, &op.ExternalID, &status, &payload, &op.PayloadSHA256, &result,
-		&op.Attempts, &op.LastError, &next, &created, &updated}, extra...)
+		&op.Attempts, &op.LastError, &next, &created, &updated,
+		&settle, &first, &op.UnknownAttempts, &op.RetryClass, &verifyAt, &warnings}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return journal.Operation{}, err
+	}
+	op.SettleUntil, op.FirstAttemptAt, op.VerifyAt = nullTS(settle), nullTS(first), nullTS(verifyAt)
+	var err error
+	if op.Warnings, err = journal.DecodeWarnings([]byte(warnings.String)); err != nil {
+		return journal.Operation{}, fmt.Errorf("operation %s: %w", op.Key, err)
 	}
 	op.Status = journal.Status(status)
 	op.Payload = json.RawMessage(payload)
@@ -205,7 +214,7 @@ func (j *Journal) show(ctx context.Context, key string) (journal.Detail, error) 
 	if d.Operation, err = scanOperation(tx.QueryRowContext(ctx, `SELECT `+opColumns+` FROM operations WHERE key = ?`, key)); err != nil {
 		return d, err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT attempt, worker, coalesce(outcome, ''), started_at, finished_at, error, onec_ref, exchanges
+	rows, err := tx.QueryContext(ctx, `SELECT attempt, worker, coalesce(outcome, ''), started_at, finished_at, error, onec_ref, exchanges, class
 		FROM operation_attempts WHERE operation_key = ? ORDER BY attempt`, key)
 	if err != nil {
 		return d, err
@@ -219,7 +228,7 @@ func (j *Journal) show(ctx context.Context, key string) (journal.Detail, error) 
 			finished  sql.NullInt64
 			exchanges sql.NullString
 		)
-		if err := rows.Scan(&a.Attempt, &a.Worker, &outcome, &started, &finished, &a.Error, &a.Ref, &exchanges); err != nil {
+		if err := rows.Scan(&a.Attempt, &a.Worker, &outcome, &started, &finished, &a.Error, &a.Ref, &exchanges, &a.Class); err != nil {
 			rows.Close()
 			return d, err
 		}
@@ -291,12 +300,24 @@ func (j *Journal) List(ctx context.Context, f journal.Filter) ([]journal.Operati
 		q += ` AND updated_at >= ?`
 		args = append(args, ts(since))
 	}
+	if f.ErrorContains != "" {
+		// A cheap prefilter (non-empty errors); the text is matched below in Go,
+		// since SQLite's lower() folds ASCII only and errors are often Russian.
+		q += ` AND last_error <> ''`
+	}
+	if f.WarningsOnly {
+		q += ` AND warnings IS NOT NULL`
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = DefaultListLimit
 	}
-	q += ` ORDER BY updated_at DESC, key LIMIT ?`
-	args = append(args, limit)
+	q += ` ORDER BY updated_at DESC, key`
+	if f.ErrorContains == "" {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	needle := strings.ToLower(f.ErrorContains)
 	rows, err := j.db.sql.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list: %w", err)
@@ -308,7 +329,13 @@ func (j *Journal) List(ctx context.Context, f journal.Filter) ([]journal.Operati
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: list: %w", err)
 		}
+		if needle != "" && !strings.Contains(strings.ToLower(op.LastError), needle) {
+			continue
+		}
 		ops = append(ops, op)
+		if len(ops) == limit {
+			break
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: list: %w", err)
@@ -330,7 +357,8 @@ func (j *Journal) Requeue(ctx context.Context, key string) (journal.Operation, e
 		var err error
 		now := j.db.nowUTC()
 		op, err = scanOperation(tx.QueryRowContext(ctx, `UPDATE operations
-			SET status = 'pending', next_attempt_at = ?2, updated_at = ?2
+			SET status = 'pending', next_attempt_at = ?2, updated_at = ?2,
+				first_attempt_at = NULL, unknown_attempts = 0
 			WHERE key = ?1 AND status IN ('pending', 'failed')
 			RETURNING `+opColumns, key, ts(now)))
 		if errors.Is(err, sql.ErrNoRows) { // unknown, or done

@@ -28,6 +28,11 @@ func journalTestDB(t testing.TB, cfg Config) *DB {
 	if cfg.Path == "" {
 		cfg.Path = filepath.Join(t.TempDir(), "ordersync.db")
 	}
+	if cfg.TakeoverAfter == 0 {
+		// The suites take over released and failed claims at once; the takeover
+		// wait has tests of its own (storetest.Doubt).
+		cfg.TakeoverAfter = time.Nanosecond
+	}
 	db, err := Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -26,11 +26,15 @@ func (j *Journal) Lock(ctx context.Context, key string) (journal.Locked, error) 
 	if err := j.db.lockOperation(ctx, key); err != nil {
 		return nil, fmt.Errorf("sqlite: lock %s: %w", key, err)
 	}
-	op, err := scanOperation(j.db.sql.QueryRowContext(ctx, `SELECT `+opColumns+` FROM operations WHERE key = ?`, key))
+	var openStarted sql.NullInt64
+	op, err := scanOperation(j.db.sql.QueryRowContext(ctx, `SELECT `+opColumns+`,
+		(SELECT max(started_at) FROM operation_attempts o WHERE o.operation_key = operations.key AND o.finished_at IS NULL)
+		FROM operations WHERE key = ?`, key), &openStarted)
 	if err != nil {
 		j.db.keys.Unlock(key)
 		return nil, fmt.Errorf("sqlite: lock %s: %w", key, journalError(err))
 	}
+	op.SettleUntil = unsettledUntil(op.SettleUntil, nullTS(openStarted), j.db.cfg.TakeoverAfter)
 	return &locked{db: j.db, op: op}, nil
 }
 

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -18,6 +19,7 @@ func newOutboxDB(tb testing.TB, cfg Config) *DB {
 	tb.Helper()
 	ctx := context.Background()
 	cfg.Path = filepath.Join(tb.TempDir(), "ordersync.db")
+	cfg.TakeoverAfter = cmp.Or(cfg.TakeoverAfter, time.Nanosecond)
 	db, err := Open(ctx, cfg)
 	if err != nil {
 		tb.Fatal(err)

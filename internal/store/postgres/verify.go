@@ -1,0 +1,113 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/outbox"
+)
+
+// wakeWaitingSQL makes due now every pending operation that waits on a failure of
+// 1C's that is not the order's (operations_waiting_idx).
+const wakeWaitingSQL = `UPDATE operations SET next_attempt_at = $1
+WHERE status = 'pending' AND retry_class IN ('transient', 'configuration', 'auth') AND next_attempt_at > $1`
+
+// WakeWaiting makes every pending operation that waits on a transient, configuration
+// or authentication failure due now, and returns how many. One round trip.
+func (j *Journal) WakeWaiting(ctx context.Context) (int, error) {
+	tag, err := j.db.pool.Exec(ctx, wakeWaitingSQL, j.db.nowUTC())
+	if err != nil {
+		return 0, fmt.Errorf("postgres: wake waiting operations: %w", interpretError(err))
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// claimVerificationSQL leases the done operation whose verification is due first:
+// its verify_at moves ahead by the lease, so that no other replica verifies it while
+// this one asks 1C, and no lock is held meanwhile.
+const claimVerificationSQL = `UPDATE operations SET verify_at = $2
+WHERE key = (
+	SELECT key FROM operations
+	WHERE verify_at IS NOT NULL AND verify_at <= $1 AND status = 'done'
+	ORDER BY verify_at
+	LIMIT 1
+	FOR NO KEY UPDATE SKIP LOCKED)
+RETURNING ` + opColumns
+
+// ClaimVerification leases the done operation whose verification is due first.
+// journal.ErrNothingDue when none is. One round trip.
+func (j *Journal) ClaimVerification(ctx context.Context, lease time.Duration) (journal.Operation, error) {
+	now := j.db.nowUTC()
+	op, err := scanOperation(j.db.pool.QueryRow(ctx, claimVerificationSQL, now, now.Add(lease)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return journal.Operation{}, journal.ErrNothingDue
+	}
+	if err != nil {
+		return journal.Operation{}, fmt.Errorf("postgres: claim verification: %w", interpretError(err))
+	}
+	return op, nil
+}
+
+// FinishVerification clears the verification of key, replaces its warnings when
+// warnings is not nil (and then marks it updated), and enqueues messages, in one
+// transaction: one round trip.
+func (j *Journal) FinishVerification(ctx context.Context, key string, warnings []journal.Warning, messages []outbox.Message) error {
+	enc, err := journal.EncodeWarnings(warnings)
+	if err != nil {
+		return fmt.Errorf("postgres: finish verification of %s: %w", key, err)
+	}
+	now := j.db.nowUTC()
+	var rows []enqueueRow
+	if len(messages) > 0 {
+		if rows, err = prepareMessages(now, messages); err != nil {
+			return fmt.Errorf("postgres: finish verification of %s: outbox: %w", key, err)
+		}
+	}
+	conn, err := j.db.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: finish verification of %s: %w", key, err)
+	}
+	defer endTx(ctx, conn)
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	b.Queue(`UPDATE operations SET verify_at = NULL,
+			warnings = CASE WHEN $2 THEN $3 ELSE warnings END,
+			updated_at = CASE WHEN $2 THEN $4 ELSE updated_at END
+		WHERE key = $1`, key, warnings != nil, enc, now)
+	if len(rows) > 0 {
+		queueMessages(b, rows)
+	}
+	b.Queue("COMMIT")
+	br := conn.SendBatch(ctx, b)
+	err = func() error {
+		if _, err := br.Exec(); err != nil { // BEGIN
+			return err
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != 1 {
+			return journal.ErrNotFound
+		}
+		if len(rows) > 0 {
+			if err := readEnqueued(br, len(rows)); err != nil {
+				return fmt.Errorf("outbox: %w", err)
+			}
+		}
+		_, err = br.Exec() // COMMIT
+		return err
+	}()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: finish verification of %s: %w", key, interpretError(err))
+	}
+	return nil
+}
