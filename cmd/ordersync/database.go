@@ -78,7 +78,8 @@ func (a *app) sqlitePath(cfg *config.Config) string {
 func (a *app) openDB(ctx context.Context, cfg *config.Config, log *slog.Logger) (database, error) {
 	if path := a.sqlitePath(cfg); path != "" {
 		db, err := sqlite.Open(ctx, sqlite.Config{Path: path, Logger: log,
-			ClaimLockTimeout: engine.CallBudget(cfg.OneC.Timeout) + 10*time.Second})
+			ClaimLockTimeout: engine.CallBudget(cfg.OneC.Timeout) + 10*time.Second,
+			TakeoverAfter:    engine.TakeoverAfter(cfg.OneC.Timeout, cfg.OneC.SettleTime)})
 		if err != nil {
 			return nil, fmt.Errorf("database.url: %w", err)
 		}
@@ -89,6 +90,7 @@ func (a *app) openDB(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 		MaxConns:         int32(cfg.Database.MaxConns),
 		ClaimIdleTimeout: claimIdleTimeout(cfg),
 		ClaimLockTimeout: engine.CallBudget(cfg.OneC.Timeout) + 10*time.Second,
+		TakeoverAfter:    engine.TakeoverAfter(cfg.OneC.Timeout, cfg.OneC.SettleTime),
 		Logger:           log,
 	})
 	if err != nil {

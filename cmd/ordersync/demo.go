@@ -578,7 +578,8 @@ func (d *demo) restart(ctx context.Context) (string, error) {
 	if det.Result != nil && det.Result.Found {
 		how = "found it in 1C"
 	}
-	return fmt.Sprintf("pid %d; the open attempt is closed as interrupted, attempt %d %s: 1 order, not 2", svc.pid(), det.Attempts, how), nil
+	return fmt.Sprintf("pid %d; the open attempt is left alone until the killed call has settled (3 × onec.timeout + onec.settle_time), "+
+		"then closed as interrupted; attempt %d %s: 1 order, not 2", svc.pid(), det.Attempts, how), nil
 }
 
 // 10. The outbox delivers order.created and order.cancelled to the CRM, and each

@@ -104,7 +104,11 @@ func (s *demoSims) serviceEnv(parent []string, dir string) []string {
 		"ORDERSYNC_ONEC__BASE_URL="+s.onec.URL(),
 		"ORDERSYNC_ONEC__USERNAME="+demoOneCUser,
 		"ORDERSYNC_ONEC__PASSWORD="+demoOneCPassword,
-		"ORDERSYNC_ONEC__TIMEOUT=10s",
+		// Short, so that the order whose service is killed in mid-call settles within
+		// seconds: its open attempt is taken over 3 × timeout + settle_time after it
+		// started (a real base: 30s and 2m).
+		"ORDERSYNC_ONEC__TIMEOUT=2s",
+		"ORDERSYNC_ONEC__SETTLE_TIME=3s",
 		"ORDERSYNC_WORKER__POLL_INTERVAL=50ms",
 		"ORDERSYNC_WORKER__BACKOFF_MIN=100ms",
 		"ORDERSYNC_WORKER__BACKOFF_MAX=400ms",

@@ -82,6 +82,7 @@ func newEnvOn(t *testing.T, backend string, opts sim.OneCOptions, migrate bool) 
 		"ORDERSYNC_ONEC__USERNAME=ordersync",
 		"ORDERSYNC_ONEC__PASSWORD="+simPassword,
 		"ORDERSYNC_ONEC__TIMEOUT=5s",
+		"ORDERSYNC_ONEC__SETTLE_TIME=6s",
 		"ORDERSYNC_WORKER__BACKOFF_MIN=10ms",
 		"ORDERSYNC_WORKER__BACKOFF_MAX=50ms",
 		"ORDERSYNC_WORKER__POLL_INTERVAL=20ms",

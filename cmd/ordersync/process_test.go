@@ -101,7 +101,8 @@ func TestKill9MidCallThenRestartCreatesEveryOrderOnce(t *testing.T) {
 
 func testKill9(t *testing.T, backend string) {
 	e := newEnvOn(t, backend, sim.OneCOptions{Latency: 150 * time.Millisecond}, true)
-	e.environ = append(e.environ, "ORDERSYNC_ONEC__MAX_CONCURRENCY=8")
+	// A killed attempt is taken over 3 × timeout + settle_time after it started.
+	e.environ = append(e.environ, "ORDERSYNC_ONEC__MAX_CONCURRENCY=8", "ORDERSYNC_ONEC__TIMEOUT=2s", "ORDERSYNC_ONEC__SETTLE_TIME=3s")
 	const n = 60
 	var input strings.Builder
 	for i := range n {

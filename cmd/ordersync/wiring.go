@@ -89,6 +89,8 @@ func newEngine(db database, client *httpservice.Client, cfg *config.Config, rout
 		PollInterval:    cfg.Worker.PollInterval,
 		ShutdownTimeout: cfg.Worker.ShutdownTimeout,
 		OneCTimeout:     cfg.OneC.Timeout,
+		SettleTime:      cfg.OneC.SettleTime,
+		GiveUpAfter:     cfg.Worker.GiveUpAfter,
 		Location:        cfg.OneC.Location(),
 		Routes:          routes,
 		Fetchers:        fetchers,

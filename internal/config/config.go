@@ -71,6 +71,10 @@ type OneC struct {
 	SessionReuse   bool          `koanf:"session_reuse"`
 	Timezone       string        `koanf:"timezone"` // IANA name; 1C dates carry no zone
 	GetRetries     int           `koanf:"get_retries"`
+	// SettleTime is how long 1C may go on writing an order after the client stopped
+	// waiting (a timeout, a proxy's 504): no attempt follows an unknown outcome, and no
+	// cancel concludes "never created", sooner.
+	SettleTime time.Duration `koanf:"settle_time"`
 }
 
 // Worker is the engine's claim, retry and shutdown policy.
@@ -80,6 +84,9 @@ type Worker struct {
 	BackoffMax      time.Duration `koanf:"backoff_max"`
 	PollInterval    time.Duration `koanf:"poll_interval"` // how often idle workers look for due operations
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+	// GiveUpAfter: failures that are not the order's (1C down, a missing
+	// publication) fail an operation only once this has passed since its first attempt.
+	GiveUpAfter time.Duration `koanf:"give_up_after"`
 }
 
 // Log is the program's log output.
@@ -131,7 +138,7 @@ type Destination struct {
 }
 
 // eventTypes are the event types a destination may subscribe to.
-var eventTypes = []string{outbox.OrderCreated, outbox.OrderCancelled, outbox.StockSnapshot}
+var eventTypes = []string{outbox.OrderCreated, outbox.OrderCancelled, outbox.OrderDuplicateIn1C, outbox.StockSnapshot}
 
 // publishingConnectors are the connectors that can be a destination: the sections
 // of Connectors.
@@ -149,6 +156,7 @@ func defaults() Config {
 			SessionReuse:   true,
 			Timezone:       "Asia/Almaty",
 			GetRetries:     3,
+			SettleTime:     2 * time.Minute,
 		},
 		Worker: Worker{
 			MaxAttempts:     10,
@@ -156,6 +164,7 @@ func defaults() Config {
 			BackoffMax:      10 * time.Minute,
 			PollInterval:    time.Second,
 			ShutdownTimeout: 30 * time.Second,
+			GiveUpAfter:     72 * time.Hour,
 		},
 		HTTP: HTTP{
 			Listen:          "127.0.0.1:8080",
@@ -368,6 +377,10 @@ func (o OneC) validate(p *problems) {
 	if o.GetRetries < 0 {
 		p.add("onec.get_retries", fmt.Sprintf("must be at least 0, got %d", o.GetRetries))
 	}
+	if o.Timeout > 0 && o.SettleTime <= o.Timeout {
+		p.add("onec.settle_time", fmt.Sprintf("must be greater than onec.timeout (%s), and than any proxy timeout in front of 1C, got %s",
+			formatDuration(o.Timeout), formatDuration(o.SettleTime)))
+	}
 }
 
 func (w Worker) validate(p *problems) {
@@ -385,6 +398,9 @@ func (w Worker) validate(p *problems) {
 	}
 	if w.ShutdownTimeout <= 0 {
 		p.add("worker.shutdown_timeout", fmt.Sprintf("must be greater than 0, got %s", formatDuration(w.ShutdownTimeout)))
+	}
+	if w.GiveUpAfter <= 0 {
+		p.add("worker.give_up_after", fmt.Sprintf("must be greater than 0, got %s", formatDuration(w.GiveUpAfter)))
 	}
 }
 

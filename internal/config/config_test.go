@@ -104,6 +104,7 @@ func TestDefaults(t *testing.T) {
 			SessionReuse:   true,
 			Timezone:       "Asia/Almaty",
 			GetRetries:     3,
+			SettleTime:     2 * time.Minute,
 		},
 		Worker: Worker{
 			MaxAttempts:     10,
@@ -111,6 +112,7 @@ func TestDefaults(t *testing.T) {
 			BackoffMax:      10 * time.Minute,
 			PollInterval:    time.Second,
 			ShutdownTimeout: 30 * time.Second,
+			GiveUpAfter:     72 * time.Hour,
 		},
 		HTTP: HTTP{
 			Listen:          "127.0.0.1:8080",
@@ -288,6 +290,7 @@ log:
 			SessionReuse:   false,
 			Timezone:       "Asia/Aqtobe",
 			GetRetries:     0,
+			SettleTime:     2 * time.Minute,
 		},
 		Worker: Worker{
 			MaxAttempts:     3,
@@ -295,6 +298,7 @@ log:
 			BackoffMax:      90 * time.Minute,
 			PollInterval:    250 * time.Millisecond,
 			ShutdownTimeout: time.Minute,
+			GiveUpAfter:     72 * time.Hour,
 		},
 		HTTP:       defaults().HTTP,
 		Log:        Log{Level: "debug", Format: "text"},
@@ -385,6 +389,7 @@ func TestEnvNesting(t *testing.T) {
 			SessionReuse:   false,
 			Timezone:       "Europe/Moscow",
 			GetRetries:     1,
+			SettleTime:     2 * time.Minute,
 		},
 		Worker: Worker{
 			MaxAttempts:     20,
@@ -392,6 +397,7 @@ func TestEnvNesting(t *testing.T) {
 			BackoffMax:      time.Hour,
 			PollInterval:    100 * time.Millisecond,
 			ShutdownTimeout: 5 * time.Second,
+			GiveUpAfter:     72 * time.Hour,
 		},
 		HTTP:       defaults().HTTP,
 		Log:        Log{Level: "warn", Format: "json"},

@@ -26,6 +26,11 @@ import (
 //     lock so it never will be;
 //   - create failed, or never registered: cancel in 1C whatever it holds; when it
 //     holds nothing the cancel ends done with a note, not failed.
+//
+// A create whose POST may still be at work in 1C (an unknown outcome younger than
+// onec.settle_time, or an open attempt younger than the takeover time) is never
+// concluded "never created": the cancel retries once it has settled. A cancel ends
+// done only on the contract's answer: "cancelled", or its JSON 404 (no such order).
 func (e *Engine) cancelOrder(ctx context.Context, log *slog.Logger, op journal.Operation) verdict {
 	var c order.Cancel
 	if err := json.Unmarshal(op.Payload, &c); err != nil {
@@ -49,6 +54,9 @@ func (e *Engine) cancelOrder(ctx context.Context, log *slog.Logger, op journal.O
 	case create.Status == journal.StatusDone:
 		return e.cancelIn1C(ctx, extID, c.Reason)
 	case create.Status == journal.StatusFailed:
+		if v, unsettled := e.unsettled(createKey, create); unsettled {
+			return v
+		}
 		return e.cancelIfPresent(ctx, extID, c.Reason, "its create failed: "+create.LastError)
 	}
 
@@ -61,11 +69,18 @@ func (e *Engine) cancelOrder(ctx context.Context, log *slog.Logger, op journal.O
 		return verdict{class: onec.Transient, err: fmt.Errorf("lock %s: %w", createKey, err)}
 	}
 	defer lock.Release(context.WithoutCancel(ctx))
-	switch cur := lock.Operation(); cur.Status {
-	case journal.StatusDone:
+	cur := lock.Operation()
+	if cur.Status == journal.StatusDone {
 		lock.Release(ctx)
 		return e.cancelIn1C(ctx, extID, c.Reason)
-	case journal.StatusFailed:
+	}
+	if v, unsettled := e.unsettled(createKey, cur); unsettled {
+		// Its last POST may still be at work in 1C: finding nothing now proves nothing.
+		lock.Release(ctx)
+		log.InfoContext(ctx, "the create's last POST may still be at work in 1C; the cancel waits for it", "create", createKey)
+		return v
+	}
+	if cur.Status == journal.StatusFailed {
 		lock.Release(ctx)
 		return e.cancelIfPresent(ctx, extID, c.Reason, "its create failed: "+cur.LastError)
 	}
@@ -89,6 +104,19 @@ func (e *Engine) cancelOrder(ctx context.Context, log *slog.Logger, op journal.O
 	return verdict{result: &journal.Result{Note: fmt.Sprintf("cancelled before creation: %s was stopped, 1C holds no order %s", createKey, extID)}}
 }
 
+// unsettled tells whether a create's last POST may still be at work in 1C (its
+// SettleUntil, as Lock and Get read it, is ahead); if so, the cancel's verdict is a
+// retry at that time.
+func (e *Engine) unsettled(createKey string, create journal.Operation) (verdict, bool) {
+	if create.SettleUntil == nil || !create.SettleUntil.After(e.cfg.Now()) {
+		return verdict{}, false
+	}
+	until := *create.SettleUntil
+	return verdict{class: onec.Transient, retryAt: until, err: fmt.Errorf(
+		"%s may still be at work in 1C (its last POST had no verdict); the cancel concludes after %s",
+		createKey, until.UTC().Format(time.RFC3339))}, true
+}
+
 // cancelIfPresent cancels the order when 1C holds it, and otherwise ends done with a
 // note saying why there was nothing to cancel.
 func (e *Engine) cancelIfPresent(ctx context.Context, extID, reason, why string) verdict {
@@ -110,7 +138,9 @@ func (e *Engine) cancelIn1C(ctx context.Context, extID, reason string) verdict {
 		return verdict{result: &journal.Result{Ref: res.Ref, Note: "cancelled in 1C"}, ref: res.Ref}
 	}
 	var oe *onec.Error
-	if errors.As(err, &oe) && oe.Status == http.StatusNotFound {
+	if errors.As(err, &oe) && oe.Status == http.StatusNotFound && oe.API && oe.Class == onec.Permanent {
+		// Only the service's own JSON 404 means "no such order"; a web server's page
+		// is a configuration problem and the cancel waits for it.
 		return verdict{result: &journal.Result{Note: fmt.Sprintf("nothing to cancel: 1C answered 404 for %s (deleted in 1C?)", extID)}}
 	}
 	class := onec.ClassOf(err)

@@ -133,6 +133,17 @@ func TestCancelFindsAnOrderWhoseCreateReplyWasLost(t *testing.T) {
 		t.Fatal("nothing ran")
 	}
 	key := h.registerCancel(o, "")
+	// Right after the unknown outcome, 1C may still be writing the order: the cancel
+	// concludes nothing yet, it waits for the create's settle time.
+	op, err := e.RunKey(context.Background(), key)
+	if err != nil || op.Status != journal.StatusPending || !strings.Contains(op.LastError, "may still be at work in 1C") {
+		t.Fatalf("cancel right after the unknown outcome: %s %q %v, want pending until the create has settled", op.Status, op.LastError, err)
+	}
+	settle := h.show(o.CreateKey()).SettleUntil
+	if settle == nil {
+		t.Fatal("the create has no settle time after an unknown outcome")
+	}
+	waitFor(t, func() bool { return time.Now().After(*settle) })
 	if op, err := e.RunKey(context.Background(), key); err != nil || op.Status != journal.StatusDone {
 		t.Fatalf("cancel: %+v %v", op, err)
 	}

@@ -72,7 +72,8 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 		return verdict{class: onec.ClassOf(err), err: err}
 	}
 	if len(found) > 0 {
-		return verdict{result: foundResult(extID, found, "1C already held the order: nothing was created")}
+		res, ws := foundResult(extID, found, "1C already held the order: nothing was created", e.cfg.Now())
+		return verdict{result: res, warnings: ws}
 	}
 
 	if op.CancelRequested {
@@ -82,6 +83,7 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 			order.CancelKeyOf(op.Key))}
 	}
 	req := ToCreateOrder(o, e.cfg.Location)
+	postedAt := e.cfg.Now()
 	created, err := e.client.CreateOrder(ctx, req)
 	if err == nil {
 		res := &journal.Result{Ref: created.Ref, Number: created.Number, Date: created.Date}
@@ -102,23 +104,38 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 		again, ferr := e.client.FindOrders(ctx, extID)
 		switch {
 		case ferr != nil:
-			return verdict{class: onec.Unknown, err: fmt.Errorf("%w; and the find that should settle it failed: %v", err, ferr)}
+			return verdict{class: onec.Unknown, postedAt: postedAt, err: fmt.Errorf("%w; and the find that should settle it failed: %v", err, ferr)}
 		case len(again) > 0:
 			log.WarnContext(ctx, "1C answered an error but holds the order", "err", err)
-			return verdict{result: foundResult(extID, again, "1C answered an error after creating the order: "+err.Error())}
+			res, ws := foundResult(extID, again, "1C answered an error after creating the order: "+err.Error(), e.cfg.Now())
+			return verdict{result: res, warnings: ws}
 		default:
 			return verdict{class: onec.Permanent, err: fmt.Errorf("%w (1C holds no order %s, so nothing was created)", err, extID)}
 		}
 	}
 	if class == onec.Unknown {
-		err = fmt.Errorf("%w: the order may exist in 1C; the next attempt asks 1C first", err)
+		err = fmt.Errorf("%w: the order may exist in 1C, which may still be writing it; the next attempt asks 1C first, "+
+			"not before onec.settle_time (%s) has passed", err, e.cfg.SettleTime)
+		return verdict{class: class, err: err, postedAt: postedAt}
 	}
 	return verdict{class: class, err: err}
 }
 
 // foundResult picks the earliest of the orders 1C holds for one external id and
 // warns about any others: they are duplicates that were made outside this operation.
-func foundResult(extID string, orders []onec.Order, note string) *journal.Result {
+func foundResult(extID string, orders []onec.Order, note string, now time.Time) (*journal.Result, []journal.Warning) {
+	sorted := sortFound(orders)
+	pick := sorted[0]
+	res := &journal.Result{Ref: pick.Ref, Number: pick.Number, Date: pick.Date, Found: true, Note: note}
+	ws := warningsFor(extID, sorted, now)
+	for _, w := range ws {
+		res.Warnings = append(res.Warnings, w.Message)
+	}
+	return res, ws
+}
+
+// sortFound orders what 1C holds for one external id: the one to use first.
+func sortFound(orders []onec.Order) []onec.Order {
 	sorted := append([]onec.Order(nil), orders...)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		a, b := sorted[i], sorted[j]
@@ -133,21 +150,85 @@ func foundResult(extID string, orders []onec.Order, note string) *journal.Result
 		}
 		return a.Ref < b.Ref
 	})
+	return sorted
+}
+
+// warningsFor says what is wrong with what 1C holds for one external id (sorted by
+// sortFound): two or more orders are a duplicate, naming every ref and number; the
+// order in use marked for deletion is a warning too.
+func warningsFor(extID string, sorted []onec.Order, now time.Time) []journal.Warning {
+	if len(sorted) == 0 {
+		return nil
+	}
 	pick := sorted[0]
-	res := &journal.Result{Ref: pick.Ref, Number: pick.Number, Date: pick.Date, Found: true, Note: note}
+	var ws []journal.Warning
 	if len(sorted) > 1 {
+		refs := make([]string, len(sorted))
+		numbers := make([]string, len(sorted))
 		var others []string
-		for _, o := range sorted[1:] {
-			others = append(others, fmt.Sprintf("%s (№ %s, %s)", o.Ref, o.Number, o.Date))
+		for i, o := range sorted {
+			refs[i], numbers[i] = o.Ref, o.Number
+			if i > 0 {
+				others = append(others, fmt.Sprintf("%s (№ %s, %s)", o.Ref, o.Number, o.Date))
+			}
 		}
-		res.Warnings = append(res.Warnings, fmt.Sprintf(
-			"1C holds %d orders with external id %s: using the earliest, %s (№ %s); duplicates: %s",
-			len(sorted), extID, pick.Ref, pick.Number, strings.Join(others, ", ")))
+		ws = append(ws, journal.Warning{
+			Code: journal.WarningDuplicateIn1C,
+			Message: fmt.Sprintf("1C holds %d orders with external id %s: using the earliest, %s (№ %s); duplicates: %s",
+				len(sorted), extID, pick.Ref, pick.Number, strings.Join(others, ", ")),
+			Refs: refs, Numbers: numbers, At: now.UTC(),
+		})
 	}
 	if pick.Deleted {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("the order %s (№ %s) is marked for deletion in 1C", pick.Ref, pick.Number))
+		ws = append(ws, journal.Warning{
+			Code:    journal.WarningDeletedIn1C,
+			Message: fmt.Sprintf("the order %s (№ %s) is marked for deletion in 1C", pick.Ref, pick.Number),
+			Refs:    []string{pick.Ref}, Numbers: []string{pick.Number}, At: now.UTC(),
+		})
 	}
-	return res
+	return ws
+}
+
+// mergeWarnings adds to old the warnings of add it does not hold yet (same code and
+// refs), and returns nil when there is nothing new.
+func mergeWarnings(old, add []journal.Warning) []journal.Warning {
+	merged := append([]journal.Warning{}, old...)
+	for _, w := range add {
+		if !journal.HasWarning(merged, w.Code, w.Refs) {
+			merged = append(merged, w)
+		}
+	}
+	if len(merged) == len(old) {
+		return nil
+	}
+	return merged
+}
+
+// duplicateEvent is what a newly found duplicate tells the world:
+// order.duplicate_in_1c, naming every ref and number. ok is false when ws holds no
+// duplicate.
+func duplicateEvent(op journal.Operation, ws []journal.Warning, now time.Time) (outbox.Event, bool) {
+	for _, w := range ws {
+		if w.Code != journal.WarningDuplicateIn1C {
+			continue
+		}
+		data, _ := json.Marshal(struct {
+			Key        string   `json:"key"`
+			Source     string   `json:"source"`
+			ExternalID string   `json:"external_id"`
+			Message    string   `json:"message"`
+			Refs       []string `json:"refs"`
+			Numbers    []string `json:"numbers"`
+		}{op.Key, op.Source, op.ExternalID, w.Message, w.Refs, w.Numbers})
+		return outbox.Event{
+			Type:          outbox.OrderDuplicateIn1C,
+			AggregateType: "order",
+			AggregateID:   order.AggregateOfKey(op.Key),
+			Data:          data,
+			OccurredAt:    now,
+		}, true
+	}
+	return outbox.Event{}, false
 }
 
 // decodeOrder reads a journal payload back into the canonical order.

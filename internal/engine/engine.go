@@ -31,8 +31,24 @@ type Config struct {
 	BackoffMax      time.Duration // worker.backoff_max, default 10m
 	PollInterval    time.Duration // worker.poll_interval, default 1s
 	ShutdownTimeout time.Duration // worker.shutdown_timeout, default 30s
-	// OneCTimeout is onec.timeout; one find-or-create is bounded by CallBudget of it.
+	// OneCTimeout is onec.timeout; one find-or-create is bounded by CallBudget of it,
+	// counted from the attempt's start.
 	OneCTimeout time.Duration
+	// SettleTime is onec.settle_time, default 2m: after an unknown outcome the next
+	// attempt, and any cancel that would conclude "never created", waits this long
+	// from the moment the POST was sent, since 1C may still be writing the order.
+	SettleTime time.Duration
+	// GiveUpAfter is worker.give_up_after, default 72h: failures that are not the
+	// order's (1C down, a missing publication) never fail an operation before this
+	// has passed since its first attempt. MaxAttempts counts only unknown outcomes.
+	GiveUpAfter time.Duration
+	// PingInterval bounds how often 1C is pinged while it fails or while the engine
+	// is paused by a configuration problem; default 15s. The first ping comes
+	// BackoffMin after the failure, and the interval doubles up to this.
+	PingInterval time.Duration
+	// VerifyLease is how long a verification is leased to this engine; default
+	// CallBudget.
+	VerifyLease time.Duration
 	Location    *time.Location // onec.timezone, for 1C's zone-less dates; default Asia/Almaty
 	WorkerID    string         // default host:pid
 	Logger      *slog.Logger
@@ -58,24 +74,38 @@ type Fetcher interface {
 }
 
 // CallBudget bounds one find-or-create (a find with its retries, then a create) for a
-// given onec.timeout. The claim transaction's idle_in_transaction_session_timeout must
-// be set above it, so the database never kills a lock that a call still relies on.
+// given onec.timeout, counted from the moment the attempt row was written. The claim
+// transaction's idle_in_transaction_session_timeout must be set above it, so the
+// database never kills a lock that a call still relies on.
 func CallBudget(oneCTimeout time.Duration) time.Duration {
 	return 3 * cmp.Or(oneCTimeout, 30*time.Second)
+}
+
+// TakeoverAfter is how old an open attempt must be before a claim takes it over: the
+// call budget, by which its worker has stopped calling 1C, plus the settle time, by
+// which 1C has finished what it was sent. The stores are configured with it.
+func TakeoverAfter(oneCTimeout, settleTime time.Duration) time.Duration {
+	return CallBudget(oneCTimeout) + cmp.Or(settleTime, 2*time.Minute)
 }
 
 // Stats are running counters, read with Engine.Stats.
 type Stats struct {
 	Claimed, Done, Found, Retried, Failed, FinishErrors int64
+	// Verified counts verification finds made; Duplicates the operations they, or a
+	// find before a create, found duplicated in 1C.
+	Verified, Duplicates int64
+	// Woken counts operations made due at once because 1C answered again.
+	Woken int64
 }
 
 // Engine runs the workers.
 type Engine struct {
 	store   journal.Store
-	client  onec.Client
+	client  onec.Client // watched: every answer and failure updates health
 	cfg     Config
 	log     *slog.Logger
 	backoff backoff.Policy
+	health  *health
 
 	wake chan struct{}
 
@@ -86,6 +116,7 @@ type Engine struct {
 	wg      sync.WaitGroup
 
 	claimed, done, found, retried, failed, finishErrors atomic.Int64
+	verified, duplicates, woken                         atomic.Int64
 }
 
 // New returns an engine over a journal store and a 1C client.
@@ -98,6 +129,10 @@ func New(store journal.Store, client onec.Client, cfg Config) *Engine {
 	cfg.ShutdownTimeout = cmp.Or(cfg.ShutdownTimeout, 30*time.Second)
 	cfg.OneCTimeout = cmp.Or(cfg.OneCTimeout, 30*time.Second)
 	cfg.WaitInterval = cmp.Or(cfg.WaitInterval, 24*time.Hour)
+	cfg.SettleTime = cmp.Or(cfg.SettleTime, 2*time.Minute)
+	cfg.GiveUpAfter = cmp.Or(cfg.GiveUpAfter, 72*time.Hour)
+	cfg.PingInterval = cmp.Or(cfg.PingInterval, 15*time.Second)
+	cfg.VerifyLease = cmp.Or(cfg.VerifyLease, CallBudget(cfg.OneCTimeout))
 	if cfg.Location == nil {
 		loc, err := time.LoadLocation("Asia/Almaty")
 		if err != nil {
@@ -118,8 +153,11 @@ func New(store journal.Store, client onec.Client, cfg Config) *Engine {
 	if cfg.BackoffMax < cfg.BackoffMin {
 		panic("engine: BackoffMax below BackoffMin") // validated by config before this
 	}
-	return &Engine{store: store, client: client, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1),
+	e := &Engine{store: store, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, cfg.Workers),
 		backoff: backoff.Policy{Min: cfg.BackoffMin, Max: cfg.BackoffMax, Jitter: cfg.Jitter}}
+	e.health = newHealth(cfg.Logger)
+	e.client = watchedClient{Client: client, h: e.health}
+	return e
 }
 
 // Stats returns a snapshot of the counters.
@@ -127,6 +165,7 @@ func (e *Engine) Stats() Stats {
 	return Stats{
 		Claimed: e.claimed.Load(), Done: e.done.Load(), Found: e.found.Load(),
 		Retried: e.retried.Load(), Failed: e.failed.Load(), FinishErrors: e.finishErrors.Load(),
+		Verified: e.verified.Load(), Duplicates: e.duplicates.Load(), Woken: e.woken.Load(),
 	}
 }
 
@@ -149,6 +188,11 @@ func (e *Engine) Start(ctx context.Context) error {
 			e.loop(claimCtx, callCtx, worker)
 		}()
 	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.watch(claimCtx)
+	}()
 	e.log.InfoContext(ctx, "engine started", "workers", e.cfg.Workers, "worker_id", e.cfg.WorkerID)
 	return nil
 }
@@ -186,6 +230,13 @@ func (e *Engine) Wake() {
 	}
 }
 
+// wakeAll tells every idle worker to look for due operations now.
+func (e *Engine) wakeAll() {
+	for range e.cfg.Workers {
+		e.Wake()
+	}
+}
+
 func (e *Engine) loop(claimCtx, callCtx context.Context, worker string) {
 	idle := time.NewTimer(0)
 	defer idle.Stop()
@@ -196,6 +247,15 @@ func (e *Engine) loop(claimCtx, callCtx context.Context, worker string) {
 			return
 		default:
 		}
+		if paused := e.health.pausedCh(); paused != nil {
+			// A configuration problem: nothing is claimed until a ping succeeds.
+			select {
+			case <-claimCtx.Done():
+				return
+			case <-paused:
+			}
+			continue
+		}
 		claim, err := e.store.ClaimDue(claimCtx, worker)
 		switch {
 		case err == nil:
@@ -203,6 +263,9 @@ func (e *Engine) loop(claimCtx, callCtx context.Context, worker string) {
 			e.process(callCtx, claim)
 			continue
 		case errors.Is(err, journal.ErrNothingDue):
+			if e.verifyDue(callCtx, claimCtx, worker) {
+				continue
+			}
 		case claimCtx.Err() != nil:
 			return
 		default:
@@ -278,14 +341,30 @@ func (e *Engine) process(ctx context.Context, claim journal.Claim) error {
 	log := e.log.With("key", op.Key, "attempt", attempt)
 
 	rec := &onec.Recorder{}
-	callCtx, cancel := context.WithTimeout(onec.WithRecorder(ctx, rec), CallBudget(e.cfg.OneCTimeout))
+	// The attempt's deadline counts from the moment its row was written, so a claim
+	// that takes it over (TakeoverAfter past that moment) never races its calls.
+	started := op.AttemptStartedAt
+	if started.IsZero() {
+		started = e.cfg.Now()
+	}
+	callCtx, cancel := context.WithDeadline(onec.WithRecorder(ctx, rec), started.Add(CallBudget(e.cfg.OneCTimeout)))
 	v := e.carryOut(callCtx, log, op)
 	cancel()
 
-	f := e.finishFor(v, attempt)
+	f := e.finishFor(op, v, attempt, started)
 	f.Exchanges = exchangesJSON(rec.Exchanges())
 	if f.Status == journal.StatusDone {
-		f.Messages = e.cfg.Routes.Address(eventFor(op, v.result, e.cfg.Now()))
+		now := e.cfg.Now()
+		f.Messages = e.cfg.Routes.Address(eventFor(op, v.result, now))
+		if len(v.warnings) > 0 {
+			f.Warnings = mergeWarnings(op.Warnings, v.warnings)
+			if added := len(f.Warnings) - len(op.Warnings); added > 0 {
+				if ev, ok := duplicateEvent(op, f.Warnings[len(op.Warnings):], now); ok {
+					e.duplicates.Add(1)
+					f.Messages = append(f.Messages, e.cfg.Routes.Address(ev)...)
+				}
+			}
+		}
 	}
 	if err := claim.Finish(context.WithoutCancel(ctx), f); err != nil {
 		e.finishErrors.Add(1)
@@ -300,8 +379,8 @@ func (e *Engine) process(ctx context.Context, claim journal.Claim) error {
 			e.found.Add(1)
 		}
 		log.InfoContext(ctx, "operation done", "ref", f.Result.Ref, "number", f.Result.Number, "found", f.Result.Found)
-		for _, w := range f.Result.Warnings {
-			log.WarnContext(ctx, "1C warning", "warning", w)
+		for _, w := range v.warnings {
+			log.WarnContext(ctx, "1C warning", "code", w.Code, "warning", w.Message, "refs", w.Refs)
 		}
 	case journal.StatusPending:
 		e.retried.Add(1)
@@ -324,6 +403,12 @@ type verdict struct {
 	waiting bool
 	// payload: the order fetched for a fetch payload, kept as the operation's payload.
 	payload []byte
+	// postedAt: when the POST whose outcome is unknown was sent.
+	postedAt time.Time
+	// retryAt: the earliest time for the next attempt (a create still settling).
+	retryAt time.Time
+	// warnings about what 1C holds (duplicates), recorded on a done operation.
+	warnings []journal.Warning
 }
 
 func (e *Engine) carryOut(ctx context.Context, log *slog.Logger, op journal.Operation) verdict {
@@ -337,33 +422,94 @@ func (e *Engine) carryOut(ctx context.Context, log *slog.Logger, op journal.Oper
 	}
 }
 
-// finishFor applies the retry policy to a verdict.
-func (e *Engine) finishFor(v verdict, attempt int) journal.Finish {
-	f := e.verdictFinish(v, attempt)
+// finishFor applies the retry policy to a verdict of the attempt that started at
+// started.
+func (e *Engine) finishFor(op journal.Operation, v verdict, attempt int, started time.Time) journal.Finish {
+	f := e.verdictFinish(op, v, attempt, started)
 	f.Payload = v.payload
+	f.FirstAttemptAt = started
 	return f
 }
 
-func (e *Engine) verdictFinish(v verdict, attempt int) journal.Finish {
+// verdictFinish is the retry policy:
+//
+//   - done: done; a create that was ever in doubt is verified once settled;
+//   - permanent: failed at once;
+//   - unknown outcome: retried no sooner than settle time after the POST; it counts
+//     toward worker.max_attempts, and failing for that is the only way an unknown
+//     outcome fails before worker.give_up_after;
+//   - transient, configuration, authentication, not ready: retried, never counted;
+//     failed only once worker.give_up_after has passed since the first attempt.
+func (e *Engine) verdictFinish(op journal.Operation, v verdict, attempt int, started time.Time) journal.Finish {
+	now := e.cfg.Now()
 	if v.err == nil {
-		return journal.Finish{Status: journal.StatusDone, Result: v.result, Ref: v.result.Ref}
+		f := journal.Finish{Status: journal.StatusDone, Result: v.result, Ref: v.result.Ref}
+		if op.Kind == order.KindCreate && (op.Doubted || op.UnknownAttempts > 0) {
+			f.VerifyAt = now
+			if op.SettleUntil != nil && op.SettleUntil.After(now) {
+				f.VerifyAt = *op.SettleUntil
+			}
+		}
+		return f
 	}
 	msg := v.err.Error()
 	if v.waiting {
-		return journal.Finish{Status: journal.StatusPending, Error: msg, NextAttemptAt: e.cfg.Now().Add(e.cfg.WaitInterval)}
+		return journal.Finish{Status: journal.StatusPending, Class: journal.ClassWaiting, Error: msg,
+			NextAttemptAt: now.Add(e.cfg.WaitInterval)}
 	}
-	if v.class == onec.Permanent {
-		return journal.Finish{Status: journal.StatusFailed, Error: msg, Ref: v.ref}
+	class := classOf(v.class)
+	if class == journal.ClassPermanent {
+		return journal.Finish{Status: journal.StatusFailed, Class: class, Error: msg, Ref: v.ref}
 	}
-	if attempt >= e.cfg.MaxAttempts {
-		return journal.Finish{
-			Status: journal.StatusFailed, Ref: v.ref,
-			Error: fmt.Sprintf("gave up after %d attempts (worker.max_attempts): %s", attempt, msg),
+	first := started
+	if op.FirstAttemptAt != nil && op.FirstAttemptAt.Before(first) {
+		first = *op.FirstAttemptAt
+	}
+	f := journal.Finish{Status: journal.StatusPending, Class: class, Error: msg, Ref: v.ref}
+	if class == journal.ClassUnknown {
+		unknown := op.UnknownAttempts + 1
+		if unknown >= e.cfg.MaxAttempts {
+			f.Status = journal.StatusFailed
+			f.Error = fmt.Sprintf("gave up after %d attempts whose outcome was unknown (worker.max_attempts): %s", unknown, msg)
+			return f
+		}
+		if !v.postedAt.IsZero() {
+			f.SettleUntil = v.postedAt.Add(e.cfg.SettleTime)
 		}
 	}
-	return journal.Finish{
-		Status: journal.StatusPending, Error: msg, Ref: v.ref,
-		NextAttemptAt: e.cfg.Now().Add(e.Backoff(attempt)),
+	if since := now.Sub(first); since >= e.cfg.GiveUpAfter {
+		f.Status = journal.StatusFailed
+		f.Error = fmt.Sprintf("gave up after %s of failures since the first attempt at %s (worker.give_up_after %s): %s",
+			since.Round(time.Second), first.UTC().Format(time.RFC3339), e.cfg.GiveUpAfter, msg)
+		return f
+	}
+	delay := e.Backoff(attempt)
+	if class == journal.ClassConfiguration || class == journal.ClassAuth {
+		// Woken at once when a ping succeeds; until then it waits the longest.
+		delay = e.cfg.BackoffMax
+	}
+	f.NextAttemptAt = now.Add(delay)
+	for _, t := range []time.Time{f.SettleUntil, v.retryAt} {
+		if t.After(f.NextAttemptAt) {
+			f.NextAttemptAt = t
+		}
+	}
+	return f
+}
+
+// classOf names a 1C class as the journal records it.
+func classOf(c onec.Class) string {
+	switch c {
+	case onec.Unknown:
+		return journal.ClassUnknown
+	case onec.Permanent:
+		return journal.ClassPermanent
+	case onec.Auth:
+		return journal.ClassAuth
+	case onec.Configuration:
+		return journal.ClassConfiguration
+	default:
+		return journal.ClassTransient
 	}
 }
 

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -78,7 +79,18 @@ func newHarness(t *testing.T, opts sim.OneCOptions) *harness {
 
 func (h *harness) openDB() *postgres.DB {
 	h.t.Helper()
-	db, err := postgres.Open(context.Background(), postgres.Config{URL: h.url, MaxConns: 12})
+	return h.openDBWith(postgres.Config{})
+}
+
+// openDBWith opens another pool on the harness's schema: a replica. A zero
+// TakeoverAfter takes attempts left open over at once (the tests of the takeover
+// wait set their own).
+func (h *harness) openDBWith(cfg postgres.Config) *postgres.DB {
+	h.t.Helper()
+	cfg.URL = h.url
+	cfg.MaxConns = cmp.Or(cfg.MaxConns, 12)
+	cfg.TakeoverAfter = cmp.Or(cfg.TakeoverAfter, time.Nanosecond)
+	db, err := postgres.Open(context.Background(), cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -108,6 +120,8 @@ func (h *harness) engine(store journal.Store, cfg engine.Config) *engine.Engine 
 	cfg.BackoffMax = cmpDur(cfg.BackoffMax, 5*time.Millisecond)
 	cfg.OneCTimeout = cmpDur(cfg.OneCTimeout, 5*time.Second)
 	cfg.PollInterval = cmpDur(cfg.PollInterval, 5*time.Millisecond)
+	cfg.SettleTime = cmpDur(cfg.SettleTime, 20*time.Millisecond)
+	cfg.PingInterval = cmpDur(cfg.PingInterval, 50*time.Millisecond)
 	if cfg.Jitter == nil {
 		cfg.Jitter = func(d time.Duration) time.Duration { return d }
 	}
@@ -449,21 +463,62 @@ func TestBusinessException500FailsAfterFindProvesNothingWasCreated(t *testing.T)
 	}
 }
 
-func TestGivesUpAfterMaxAttempts(t *testing.T) {
+// worker.max_attempts counts attempts whose outcome was unknown: a POST sent and no
+// verdict back (here a proxy's 504 every time, 1C writing nothing).
+func TestUnknownOutcomesGiveUpAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, sim.OneCOptions{})
 	o := testOrder("A-1009")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status503, Times: -1})
+	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status504, Times: -1})
 	h.drain(h.engine(nil, engine.Config{MaxAttempts: 3}))
 	d := h.show(o.CreateKey())
-	if d.Status != journal.StatusFailed || d.Attempts != 3 || outcomes(d) != "retry,retry,failed" {
-		t.Fatalf("status %s attempts %d outcomes %s; want failed after 3", d.Status, d.Attempts, outcomes(d))
+	if d.Status != journal.StatusFailed || d.Attempts != 3 || outcomes(d) != "retry,retry,failed" || d.UnknownAttempts != 3 {
+		t.Fatalf("status %s attempts %d unknown %d outcomes %s; want failed after 3", d.Status, d.Attempts, d.UnknownAttempts, outcomes(d))
 	}
 	if !strings.Contains(d.LastError, "worker.max_attempts") {
 		t.Fatalf("last_error %q, want it to name worker.max_attempts", d.LastError)
 	}
 	h.wantOneCOrders("site:A-1009", 0)
+}
+
+// Attempts that provably never reached 1C's handler do not count toward
+// worker.max_attempts: they wait until worker.give_up_after has passed since the first.
+func TestTransientFailuresDoNotCountTowardMaxAttempts(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{})
+	o := testOrder("A-1016")
+	h.register(o)
+	for _, k := range []sim.FaultKind{sim.Status503, sim.Status406, sim.LockConflict500, sim.Status503, sim.Status406, sim.LockConflict500} {
+		h.onec.Inject(sim.Fault{Op: "create", Kind: k})
+	}
+	h.drain(h.engine(nil, engine.Config{MaxAttempts: 2}))
+	d := h.show(o.CreateKey())
+	if d.Status != journal.StatusDone || d.Attempts != 7 || d.UnknownAttempts != 0 {
+		t.Fatalf("status %s attempts %d unknown %d outcomes %s; want done at the 7th attempt with max_attempts 2",
+			d.Status, d.Attempts, d.UnknownAttempts, outcomes(d))
+	}
+	h.wantOneCOrders("site:A-1016", 1)
+	for i, a := range d.History[:6] {
+		if a.Class != journal.ClassTransient {
+			t.Fatalf("attempt %d class %q, want transient", i+1, a.Class)
+		}
+	}
+}
+
+func TestTransientFailuresFailOnlyAfterGiveUpAfter(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{})
+	o := testOrder("A-1017")
+	h.register(o)
+	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status503, Times: -1})
+	h.drain(h.engine(nil, engine.Config{MaxAttempts: 1, GiveUpAfter: 300 * time.Millisecond}))
+	d := h.show(o.CreateKey())
+	if d.Status != journal.StatusFailed || d.Attempts < 3 || !strings.Contains(d.LastError, "worker.give_up_after") {
+		t.Fatalf("status %s attempts %d last_error %q; want failed after several attempts, naming worker.give_up_after",
+			d.Status, d.Attempts, d.LastError)
+	}
+	h.wantOneCOrders("site:A-1017", 0)
 }
 
 func TestDuplicatesAlreadyIn1CUseTheEarliestWithAWarning(t *testing.T) {
@@ -491,13 +546,15 @@ func TestDuplicatesAlreadyIn1CUseTheEarliestWithAWarning(t *testing.T) {
 	}
 }
 
-func TestAuthFailureIsRetriedAndNamesTheConfigKeys(t *testing.T) {
+func TestAuthFailureWaitsAndNamesTheConfigKeys(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, sim.OneCOptions{}) // 1C answers bad credentials with a 200 HTML page
 	h.client = h.newClient("ordersync", "wrong-"+testPassword, 4)
 	o := testOrder("A-1011")
 	h.register(o)
-	e := h.engine(nil, engine.Config{MaxAttempts: 2})
+	// An authentication failure is not the order's: it waits (the engine pauses until
+	// a ping succeeds) and fails only once worker.give_up_after has passed.
+	e := h.engine(nil, engine.Config{MaxAttempts: 1, BackoffMax: time.Millisecond, GiveUpAfter: 200 * time.Millisecond})
 	h.drain(e)
 	d := h.show(o.CreateKey())
 	if d.Status != journal.StatusFailed || !strings.Contains(d.LastError, "onec.username") || !strings.Contains(d.LastError, "onec.base_url") {

@@ -40,6 +40,7 @@ const (
 	ClassConfiguration = "configuration" // the publication or its URL is wrong: nothing is the order's fault
 	ClassAuth          = "auth"          // 1C refused the credentials
 	ClassWaiting       = "waiting"       // the source says the order is not ready
+	ClassPermanent     = "permanent"     // refused for a reason retrying will not change
 )
 
 // Warning codes.
@@ -48,6 +49,8 @@ const (
 	WarningDuplicateIn1C = "duplicate_in_1c"
 	// WarningDeletedIn1C: the order 1C holds is marked for deletion.
 	WarningDeletedIn1C = "deleted_in_1c"
+	// WarningMissingIn1C: a done create's order is no longer found in 1C.
+	WarningMissingIn1C = "missing_in_1c"
 )
 
 // Warning is something about a done operation that a person must look at: a

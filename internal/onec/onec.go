@@ -116,6 +116,10 @@ const (
 	Permanent
 	// Auth: credentials or the publication are wrong; an operator must act.
 	Auth
+	// Configuration: the web server answered 404 or 405 with a page that is not the
+	// service's JSON error: the publication, its URL template or onec.base_url is
+	// wrong. Nothing ran in 1C and nothing is the order's fault.
+	Configuration
 )
 
 func (c Class) String() string {
@@ -128,6 +132,8 @@ func (c Class) String() string {
 		return "permanent"
 	case Auth:
 		return "authentication"
+	case Configuration:
+		return "configuration"
 	default:
 		return fmt.Sprintf("class(%d)", int(c))
 	}
@@ -137,7 +143,11 @@ func (c Class) String() string {
 type Error struct {
 	Class  Class
 	Op     string // "ping", "find", "create", "cancel", "stock"
+	Path   string // the request's path below onec.base_url ("/orders"), when known
 	Status int    // HTTP status, 0 when no answer came
+	// API is true when the body was the contract's {"error":…} object: the
+	// service's own handler answered (a 404 on cancel then means "no such order").
+	API bool
 	// Code, Message and Field come from 1C's {"error":{…}} body when it sent one.
 	Code    string
 	Message string
@@ -166,6 +176,15 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// Path is the request path (below onec.base_url) of the failed call, when known.
+func PathOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Path
+	}
+	return ""
+}
 
 // ClassOf classifies any error from a Client. Errors that are not *Error (a
 // cancelled context, say) are Transient: nothing proves 1C acted on them.

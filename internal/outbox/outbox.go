@@ -28,6 +28,9 @@ const (
 	OrderCreated   = "order.created"
 	OrderCancelled = "order.cancelled"
 	StockSnapshot  = "stock.snapshot"
+	// OrderDuplicateIn1C: 1C holds two or more orders for one operation's external
+	// id; the event names every ref and number.
+	OrderDuplicateIn1C = "order.duplicate_in_1c"
 )
 
 // Event is something that happened, before it is addressed to destinations.

@@ -19,6 +19,7 @@
 //	other 5xx                                         GET: Transient; POST: Unknown
 //	400 on an expired session (no {"error"} body)     Transient; a GET renews the session and goes on
 //	other 3xx and 4xx, 409 except on create           Permanent, with 1C's code, message, field
+//	404, 405 whose body is not the {"error"} object   Configuration (the publication or its URL is wrong)
 //	401, 403, or a 2xx whose body is not JSON         Auth
 //	409 on create with the order                      success: onec.Created{Existing: true}
 //	409 or 2xx on create without the order's ref      Unknown
@@ -270,6 +271,12 @@ func (c *Client) CancelOrder(ctx context.Context, externalID, reason string) (on
 	if err := c.decode(k, ans, &v); err != nil {
 		return onec.Cancelled{}, err
 	}
+	if v.Status != "cancelled" {
+		// Not the contract's answer: nothing proves the order was cancelled. The
+		// cancel is idempotent, so asking again is safe.
+		return onec.Cancelled{}, &onec.Error{Class: onec.Unknown, Op: "cancel", Path: k.path, Status: ans.status,
+			Message: `1C answered the cancel without "status":"cancelled": ` + snippet(ans.body)}
+	}
 	return v, nil
 }
 
@@ -386,7 +393,7 @@ func (c *Client) do(ctx context.Context, k call) (answer, error) {
 		return answer{}, err
 	}
 	// The context ended before a try or between two.
-	e := &onec.Error{Class: onec.Transient, Op: k.op, Err: err}
+	e := &onec.Error{Class: onec.Transient, Op: k.op, Path: k.path, Err: err}
 	if errors.As(last, &oe) {
 		e.Status, e.Code, e.Message, e.Field = oe.Status, oe.Code, oe.Message, oe.Field
 		e.Err = fmt.Errorf("%w (last failure: %w)", err, last)
@@ -399,7 +406,7 @@ func (c *Client) do(ctx context.Context, k call) (answer, error) {
 func (c *Client) once(ctx context.Context, k call) (answer, error) {
 	s, err := c.acquire(ctx)
 	if err != nil {
-		return answer{}, &onec.Error{Class: onec.Transient, Op: k.op,
+		return answer{}, &onec.Error{Class: onec.Transient, Op: k.op, Path: k.path,
 			Message: fmt.Sprintf("the call ended before one of the onec.max_concurrency (%d) slots for 1C requests was free; nothing was sent", c.cfg.MaxConcurrency), Err: err}
 	}
 	defer func() { c.slots <- s }()
@@ -415,7 +422,7 @@ func (c *Client) once(ctx context.Context, k call) (answer, error) {
 				c.log.DebugContext(ctx, "1c session expired, starting a new one", "op", k.op)
 				continue
 			}
-			return answer{}, &onec.Error{Class: onec.Transient, Op: k.op, Status: ans.status,
+			return answer{}, &onec.Error{Class: onec.Transient, Op: k.op, Path: k.path, Status: ans.status,
 				Message: "the 1C session expired (HTTP 400 to a request on an ibsession cookie); 1C did not run the request: " + snippet(ans.body)}
 		}
 		return c.judge(k, ans)
@@ -505,7 +512,7 @@ func (c *Client) exchange(ctx context.Context, k call, s *slot) (ans answer, sen
 // transportError classifies a failure with no HTTP answer. Before the request was
 // written nothing can have happened in 1C; after it, a POST may have been carried out.
 func (c *Client) transportError(ctx, rctx context.Context, k call, wrote bool, err error) *onec.Error {
-	e := &onec.Error{Op: k.op, Err: err}
+	e := &onec.Error{Op: k.op, Path: k.path, Err: err}
 	timedOut := ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded)
 	switch {
 	case !wrote:
@@ -542,9 +549,16 @@ func (c *Client) classify(k call, ans answer) *onec.Error {
 	if st == http.StatusUnauthorized || st == http.StatusForbidden {
 		return c.authError(k, st, ans.body)
 	}
-	e := &onec.Error{Op: k.op, Status: st}
+	e := &onec.Error{Op: k.op, Path: k.path, Status: st, API: isAPIError(ans.body)}
 	fillAPIError(e, ans.body)
 	switch {
+	case (st == http.StatusNotFound || st == http.StatusMethodNotAllowed) && !e.API:
+		// The web server's page, not the service's answer: the publication, its URL
+		// template, or onec.base_url is wrong. The handler never ran.
+		e.Class = onec.Configuration
+		e.Message = fmt.Sprintf("1C's web server answered %d for %s %s%s with a page that is not the ordersync service's answer: "+
+			"the publication or its URL template is missing, or onec.base_url is wrong (%s)",
+			st, k.method, c.base, k.path, snippet(ans.body))
 	case st == http.StatusGatewayTimeout && !k.idempotent():
 		// A proxy stopped waiting for 1C; 1C may still be writing the order.
 		e.Class = onec.Unknown
@@ -583,7 +597,7 @@ func (c *Client) authError(k call, status int, body []byte) *onec.Error {
 		}
 		msg = fmt.Sprintf("1C answered HTTP %d with %s instead of JSON, the way a publication answers credentials it does not accept. %s (or that onec.base_url points at the ordersync HTTP service)", status, what, msg)
 	}
-	return &onec.Error{Class: onec.Auth, Op: k.op, Status: status, Message: msg,
+	return &onec.Error{Class: onec.Auth, Op: k.op, Path: k.path, Status: status, Message: msg,
 		Err: errors.New("1C answered: " + snippet(body))}
 }
 

@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/order"
+	"github.com/ordersync/ordersync/internal/outbox"
+)
+
+// verifyDue makes the verification find of one done create that was ever in doubt,
+// if one is due, and reports whether there was one. A duplicate may be impossible
+// to prevent when 1C misbehaves (a POST that went on after its 504, a second client);
+// it is never silent: it is recorded as a duplicate_in_1c warning and announced by an
+// order.duplicate_in_1c event.
+func (e *Engine) verifyDue(callCtx, claimCtx context.Context, worker string) bool {
+	op, err := e.store.ClaimVerification(claimCtx, e.cfg.VerifyLease)
+	switch {
+	case errors.Is(err, journal.ErrNothingDue):
+		return false
+	case err != nil:
+		if claimCtx.Err() == nil {
+			e.log.Error("claim a verification failed", "worker", worker, "err", err)
+		}
+		return false
+	}
+	if err := e.Verify(callCtx, op); err != nil {
+		e.log.Warn("verification of a create that was in doubt failed; it is tried again when its lease ends",
+			"key", op.Key, "err", err)
+	}
+	return true
+}
+
+// Verify asks 1C once more for a done create's external id and records what it
+// finds: a duplicate as a warning (and an event), a missing order as a warning.
+func (e *Engine) Verify(ctx context.Context, op journal.Operation) error {
+	ctx, cancel := context.WithTimeout(ctx, CallBudget(e.cfg.OneCTimeout))
+	defer cancel()
+	extID := order.OneCExternalID(op.Source, op.ExternalID)
+	found, err := e.client.FindOrders(ctx, extID)
+	if err != nil {
+		return err
+	}
+	e.verified.Add(1)
+	now := e.cfg.Now()
+	ws := warningsFor(extID, sortFound(found), now)
+	if len(found) == 0 {
+		ws = append(ws, journal.Warning{Code: journal.WarningMissingIn1C,
+			Message: "1C holds no order with external id " + extID + " although the operation is done (deleted in 1C?)",
+			Refs:    []string{}, At: now.UTC()})
+	}
+	merged := mergeWarnings(op.Warnings, ws)
+	var msgs []outbox.Message
+	if merged != nil {
+		if ev, ok := duplicateEvent(op, merged[len(op.Warnings):], now); ok {
+			e.duplicates.Add(1)
+			msgs = e.cfg.Routes.Address(ev)
+		}
+		for _, w := range merged[len(op.Warnings):] {
+			e.log.WarnContext(ctx, "1C warning", "key", op.Key, "code", w.Code, "warning", w.Message, "refs", w.Refs)
+		}
+	}
+	return e.store.FinishVerification(context.WithoutCancel(ctx), op.Key, merged, msgs)
+}
