@@ -46,3 +46,11 @@ func TestCursors(t *testing.T) {
 		return newDB(t, Config{}).Cursors()
 	})
 }
+
+func TestDoubt(t *testing.T) {
+	t.Parallel()
+	storetest.Doubt(t, func(t *testing.T, clock *storetest.Clock) storetest.DoubtStores {
+		db := newDB(t, Config{Now: clock.Now, TakeoverAfter: storetest.DoubtTakeover})
+		return storetest.DoubtStores{Journal: db.Journal(), Outbox: db.Outbox()}
+	})
+}

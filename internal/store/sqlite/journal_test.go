@@ -450,3 +450,11 @@ func TestJournalInjectedClock(t *testing.T) {
 		t.Fatalf("second attempt started at %v, want the store's clock", a.StartedAt)
 	}
 }
+
+func TestJournalDoubt(t *testing.T) {
+	t.Parallel()
+	storetest.Doubt(t, func(t *testing.T, clock *storetest.Clock) storetest.DoubtStores {
+		db := journalTestDB(t, Config{Now: clock.Now, TakeoverAfter: storetest.DoubtTakeover})
+		return storetest.DoubtStores{Journal: db.Journal(), Outbox: db.Outbox()}
+	})
+}
