@@ -23,6 +23,7 @@ func (a *app) journalListCommand() *cobra.Command {
 	var (
 		status, source, since, format string
 		limit                         int
+		warnings                      bool
 	)
 	c := &cobra.Command{
 		Use:   "list",
@@ -32,7 +33,7 @@ func (a *app) journalListCommand() *cobra.Command {
 			if err := checkFormat(format, "table", "json", "csv"); err != nil {
 				return err
 			}
-			f := journal.Filter{Status: journal.Status(status), Source: source, Limit: limit}
+			f := journal.Filter{Status: journal.Status(status), Source: source, Limit: limit, WarningsOnly: warnings}
 			switch f.Status {
 			case "", journal.StatusPending, journal.StatusDone, journal.StatusFailed:
 			default:
@@ -75,20 +76,21 @@ func (a *app) journalListCommand() *cobra.Command {
 				return writeJSON(a.stdout, rows)
 			case "csv":
 				w := csv.NewWriter(a.stdout)
-				w.Write([]string{"key", "status", "attempts", "updated_at", "ref", "number", "last_error"})
+				w.Write([]string{"key", "status", "attempts", "updated_at", "ref", "number", "last_error", "warnings"})
 				for _, op := range ops {
 					r := toListRow(op)
-					w.Write([]string{r.Key, r.Status, fmt.Sprint(r.Attempts), r.UpdatedAt.Format(time.RFC3339), r.Ref, r.Number, r.LastError})
+					w.Write([]string{r.Key, r.Status, fmt.Sprint(r.Attempts), r.UpdatedAt.Format(time.RFC3339), r.Ref, r.Number, r.LastError,
+						warningCodes(r.Warnings)})
 				}
 				w.Flush()
 				return w.Error()
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "KEY\tSTATUS\tATTEMPTS\tUPDATED\t1C NUMBER\tLAST ERROR")
+			fmt.Fprintln(tw, "KEY\tSTATUS\tATTEMPTS\tUPDATED\t1C NUMBER\tWARNINGS\tLAST ERROR")
 			for _, op := range ops {
 				r := toListRow(op)
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Key, r.Status, r.Attempts,
-					r.UpdatedAt.Local().Format("2006-01-02 15:04:05"), r.Number, truncate(r.LastError, 80))
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Key, r.Status, r.Attempts,
+					r.UpdatedAt.Local().Format("2006-01-02 15:04:05"), r.Number, warningCodes(r.Warnings), truncate(r.LastError, 80))
 			}
 			return tw.Flush()
 		},
@@ -98,7 +100,17 @@ func (a *app) journalListCommand() *cobra.Command {
 	c.Flags().StringVar(&since, "since", "", "only operations updated since: a duration (24h), a date (2026-09-16) or an RFC 3339 time")
 	c.Flags().IntVar(&limit, "limit", 100, "at most this many operations")
 	c.Flags().StringVar(&format, "format", "table", "output: table, json or csv")
+	c.Flags().BoolVar(&warnings, "warnings", false, "only operations with warnings (a duplicate in 1C, an order gone from 1C)")
 	return c
+}
+
+// warningCodes lists the codes of ws for a table or CSV cell: "duplicate_in_1c".
+func warningCodes(ws []journal.Warning) string {
+	codes := make([]string, len(ws))
+	for i, w := range ws {
+		codes[i] = w.Code
+	}
+	return strings.Join(codes, ",")
 }
 
 type listRow struct {
@@ -110,11 +122,16 @@ type listRow struct {
 	Ref       string    `json:"ref,omitempty"`
 	Number    string    `json:"number,omitempty"`
 	LastError string    `json:"last_error"`
+	// Warnings are [{"code","message","refs"}], never null.
+	Warnings []journal.Warning `json:"warnings"`
 }
 
 func toListRow(op journal.Operation) listRow {
 	r := listRow{Key: op.Key, Status: string(op.Status), Attempts: op.Attempts, UpdatedAt: op.UpdatedAt,
-		Source: op.Source, LastError: op.LastError}
+		Source: op.Source, LastError: op.LastError, Warnings: op.Warnings}
+	if r.Warnings == nil {
+		r.Warnings = []journal.Warning{}
+	}
 	if op.Result != nil {
 		r.Ref, r.Number = op.Result.Ref, op.Result.Number
 	}
@@ -185,6 +202,9 @@ func (a *app) journalShowCommand() *cobra.Command {
 // showJSON is the §4.4 shape of `journal show --format json`; attempts_history and
 // conflicts are arrays, never null.
 func showJSON(d journal.Detail) journal.Detail {
+	if d.Warnings == nil {
+		d.Warnings = []journal.Warning{}
+	}
 	if d.History == nil {
 		d.History = []journal.Attempt{}
 	}
@@ -214,12 +234,30 @@ func (a *app) printDetail(d journal.Detail) {
 		} else if d.Result.Note != "" {
 			fmt.Fprintf(w, "              %s\n", d.Result.Note)
 		}
+	}
+	for _, warn := range d.Warnings {
+		fmt.Fprintf(w, "WARNING:      %s: %s\n", warn.Code, warn.Message)
+		if len(warn.Refs) > 0 {
+			fmt.Fprintf(w, "              refs: %s\n", strings.Join(warn.Refs, ", "))
+		}
+	}
+	if len(d.Warnings) == 0 && d.Result != nil { // recorded before warnings had codes
 		for _, warn := range d.Result.Warnings {
 			fmt.Fprintf(w, "warning:      %s\n", warn)
 		}
 	}
 	if d.LastError != "" {
 		fmt.Fprintf(w, "last error:   %s\n", d.LastError)
+	}
+	if d.Status == journal.StatusPending && d.RetryClass != "" {
+		fmt.Fprintf(w, "waiting on:   %s failure", d.RetryClass)
+		if d.UnknownAttempts > 0 {
+			fmt.Fprintf(w, " (%d attempt(s) with an unknown outcome count toward worker.max_attempts)", d.UnknownAttempts)
+		}
+		fmt.Fprintln(w)
+	}
+	if d.SettleUntil != nil && d.Status == journal.StatusPending {
+		fmt.Fprintf(w, "settles:      %s (1C may still be writing what an earlier attempt sent)\n", ts(*d.SettleUntil))
 	}
 	fmt.Fprintf(w, "\nattempts:\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -231,6 +269,9 @@ func (a *app) printDetail(d journal.Detail) {
 		}
 		if outcome == "" {
 			outcome = "(open)"
+		}
+		if at.Class != "" && at.Outcome != journal.OutcomeDone {
+			outcome += " (" + at.Class + ")"
 		}
 		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", at.Attempt, outcome, ts(at.StartedAt), fin, at.Worker, at.Ref, truncate(at.Error, 100))
 	}
