@@ -87,7 +87,7 @@ func (h *harness) openDB() *postgres.DB {
 // wait set their own).
 func (h *harness) openDBWith(cfg postgres.Config) *postgres.DB {
 	h.t.Helper()
-	cfg.URL = h.url
+	cfg.URL = cmp.Or(cfg.URL, h.url)
 	cfg.MaxConns = cmp.Or(cfg.MaxConns, 12)
 	cfg.TakeoverAfter = cmp.Or(cfg.TakeoverAfter, time.Nanosecond)
 	db, err := postgres.Open(context.Background(), cfg)
