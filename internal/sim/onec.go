@@ -144,6 +144,12 @@ type OneCStats struct {
 	FaultsFired int `json:"faults_fired"`
 	// ConnectionsDropped counts connections closed without an answer.
 	ConnectionsDropped int `json:"connections_dropped"`
+	// Missing counts requests answered 404 with the web server's HTML page
+	// (SetMissing, or an html_404 fault); they are counted in Requests too.
+	Missing int `json:"missing"`
+	// DownPeriods counts the times the server went down (Down, DownFor), refusing
+	// connections until it came up again.
+	DownPeriods int `json:"down_periods"`
 }
 
 type session struct {
@@ -183,6 +189,16 @@ type OneC struct {
 	stock     map[string][]StockItem
 	stats     OneCStats
 	inFlight  int
+	// locks are the managed locks on external ids that Dedupe creates hold until
+	// they commit or roll back; a channel is closed when its lock is released.
+	locks map[string]chan struct{}
+	// missing are the operations answered 404 by the web server; missingAll: every
+	// path.
+	missing    map[string]bool
+	missingAll bool
+
+	closing bool           // Close began
+	bg      sync.WaitGroup // handlers running on in the background (Gateway504After)
 }
 
 // NewOneC returns a simulated base; it serves nothing until Start, or until it is
@@ -211,6 +227,7 @@ func NewOneC(opts OneCOptions) *OneC {
 		sessions:  map[string]*session{},
 		stock:     map[string][]StockItem{},
 		stats:     OneCStats{Requests: map[string]int{}},
+		locks:     map[string]chan struct{}{},
 	}
 	if opts.Prefix == "" {
 		s.prefix = DefaultPrefix
@@ -243,11 +260,17 @@ func (s *OneC) URL() string {
 	return s.server.url(s.prefix)
 }
 
-// Close ends stalls and stops the server started by Start. It is safe to call twice
-// and before Start.
+// Close ends stalls, rolls back creates that have not committed (SlowCreate,
+// Gateway504After), stops the server started by Start, also while it is down, and
+// waits for the simulator's own goroutines. It is safe to call twice and before
+// Start.
 func (s *OneC) Close() {
 	s.closeOnce.Do(func() { close(s.closed) })
+	s.mu.Lock()
+	s.closing = true // no background handler starts from now: see gateway504After
+	s.mu.Unlock()
 	s.server.close()
+	s.bg.Wait()
 }
 
 // Orders returns a snapshot of every order, in creation order.
@@ -360,7 +383,8 @@ func (s *OneC) Stats() OneCStats {
 }
 
 // WaitIdle waits until no request is being processed: a handler may still be
-// working after its client gave up (a stalled create creates the order afterwards).
+// working after its client gave up (a stalled create creates the order afterwards,
+// a SlowCreate or Gateway504After commits it afterwards).
 func (s *OneC) WaitIdle(ctx context.Context) error {
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
@@ -386,6 +410,10 @@ func (s *OneC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	op, allowed := s.route(r)
+	if s.isMissing(op) {
+		s.answerMissing(w, r, op, allowed)
+		return
+	}
 	s.mu.Lock()
 	s.inFlight++
 	latency := s.latency
@@ -444,7 +472,11 @@ func (s *OneC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer release()
+	defer func() {
+		if release != nil { // nil: handed to a handler running on in the background
+			release()
+		}
+	}()
 
 	dropAfter := false
 	if f != nil {
@@ -460,6 +492,16 @@ func (s *OneC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		case Stall:
 			s.wait(r.Context(), f.Delay, true)
+		case SlowCreate:
+			if op == opCreate {
+				s.answerCreate(w, s.create(body, f.Delay))
+				return
+			}
+			s.sleep(f.Delay)
+		case Gateway504After:
+			s.gateway504After(w, r, op, body, f, release)
+			release = nil
+			return
 		case DropAfterCreate:
 			dropAfter = true
 		}
@@ -488,6 +530,11 @@ func (s *OneC) gatewayFault(w http.ResponseWriter, r *http.Request, f *Fault) bo
 		s.writeText(w, http.StatusNotAcceptable, "Не удалось начать сеанс: нет свободной лицензии на сервере 1С:Предприятия или превышено число сеансов")
 	case HTMLLogin200:
 		s.writeHTML(w, http.StatusOK, loginPage)
+	case HTML404:
+		s.mu.Lock()
+		s.stats.Missing++
+		s.mu.Unlock()
+		s.writeHTML(w, http.StatusNotFound, notFoundPage)
 	case DropBeforeCreate:
 		s.drop(w)
 	case ExpireSessions:
@@ -601,6 +648,19 @@ func (s *OneC) wait(ctx context.Context, d time.Duration, untilGiveUp bool) {
 	}
 }
 
+// sleep waits d whatever the client does, as a busy 1C handler does (it runs
+// detached from the request); false: the simulator closed first.
+func (s *OneC) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.closed:
+		return false
+	}
+}
+
 func (s *OneC) authorized(r *http.Request) bool {
 	if s.username == "" {
 		return true
@@ -711,36 +771,81 @@ func (s *OneC) serveFind(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *OneC) serveCreate(w http.ResponseWriter, body []byte) {
+	s.answerCreate(w, s.create(body, 0))
+}
+
+// lockTimeout is how long a create waits for a managed lock, 1C's default.
+const lockTimeout = 20 * time.Second
+
+// createResult is what a create's handler answers: the order it created, a plain
+// text (a 1C exception) with status, or an {"error"} with status and the existing
+// order of a 409.
+type createResult struct {
+	order    *OneCOrder
+	status   int
+	text     string
+	problem  *apiError
+	existing *order1C
+}
+
+func (s *OneC) answerCreate(w http.ResponseWriter, res createResult) {
+	switch {
+	case res.order != nil:
+		o := res.order
+		s.writeJSON(w, http.StatusCreated, map[string]string{"ref": o.Ref, "number": o.Number, "date": o.Date})
+	case res.problem != nil:
+		s.writeError(w, res.status, *res.problem, res.existing)
+	default:
+		s.writeText(w, res.status, res.text)
+	}
+}
+
+// create is the handler of a create. It checks the order and, with Dedupe, finds
+// its external id under a managed lock, in the transaction that writes it. The
+// transaction commits after hold: until then finds do not see the order and the
+// lock stays taken, so a Dedupe create of the same external id waits (up to
+// lockTimeout, then fails as 1C does with a lock conflict). Close rolls back a
+// transaction that has not committed.
+func (s *OneC) create(body []byte, hold time.Duration) createResult {
 	req, status, problem := parseCreate(body)
 	if problem != nil {
-		s.writeError(w, status, *problem, nil)
-		return
+		return createResult{status: status, problem: problem}
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.knownSKUs != nil {
 		for i, l := range req.Lines {
 			if !s.knownSKUs[l.SKU] {
-				s.mu.Unlock()
-				s.writeError(w, http.StatusUnprocessableEntity, apiError{
+				return createResult{status: http.StatusUnprocessableEntity, problem: &apiError{
 					Code:    "unknown_sku",
 					Message: fmt.Sprintf("Номенклатура с артикулом %q не найдена", l.SKU),
 					Field:   fmt.Sprintf("lines[%d].sku", i),
-				}, nil)
-				return
+				}}
 			}
 		}
 	}
 	if s.dedupe {
 		// The reference module: find under a managed lock on the external id, in the
-		// same transaction as the write. The simulator's mutex plays the lock.
+		// same transaction as the write.
+		if err := s.lockLocked(req.ExternalID); err != nil {
+			return *err
+		}
+		defer s.unlockLocked(req.ExternalID) // runs before the deferred s.mu.Unlock
 		if found := s.findLocked(req.ExternalID); len(found) > 0 {
 			existing := toOrder1C(found[0])
-			s.mu.Unlock()
-			s.writeError(w, http.StatusConflict, apiError{
+			return createResult{status: http.StatusConflict, problem: &apiError{
 				Code:    "already_exists",
 				Message: fmt.Sprintf("Заказ клиента с внешним номером %q уже существует: %s", req.ExternalID, existing.Number),
-			}, &existing)
-			return
+			}, existing: &existing}
+		}
+	}
+	if hold > 0 {
+		// The document is written; the transaction is open for hold.
+		s.mu.Unlock()
+		committed := s.sleep(hold)
+		s.mu.Lock()
+		if !committed {
+			return createResult{status: http.StatusServiceUnavailable, text: shutdownText}
 		}
 	}
 	s.seq++
@@ -756,8 +861,42 @@ func (s *OneC) serveCreate(w http.ResponseWriter, body []byte) {
 		Body:       bytes.Clone(bytes.TrimPrefix(body, bom)),
 	}
 	s.orders = append(s.orders, o)
-	s.mu.Unlock()
-	s.writeJSON(w, http.StatusCreated, map[string]string{"ref": o.Ref, "number": o.Number, "date": o.Date})
+	return createResult{order: o}
+}
+
+// lockLocked takes the managed lock on externalID, waiting while another create
+// holds it; s.mu is held on entry and return. On failure it returns the answer.
+func (s *OneC) lockLocked(externalID string) *createResult {
+	var timeout <-chan time.Time
+	for {
+		held, ok := s.locks[externalID]
+		if !ok {
+			s.locks[externalID] = make(chan struct{})
+			return nil
+		}
+		if timeout == nil {
+			t := time.NewTimer(lockTimeout)
+			defer t.Stop()
+			timeout = t.C
+		}
+		s.mu.Unlock()
+		select {
+		case <-held:
+			s.mu.Lock()
+		case <-timeout:
+			s.mu.Lock()
+			return &createResult{status: http.StatusInternalServerError, text: lockConflictText}
+		case <-s.closed:
+			s.mu.Lock()
+			return &createResult{status: http.StatusServiceUnavailable, text: shutdownText}
+		}
+	}
+}
+
+// unlockLocked releases the managed lock on externalID; s.mu is held.
+func (s *OneC) unlockLocked(externalID string) {
+	close(s.locks[externalID])
+	delete(s.locks, externalID)
 }
 
 func (s *OneC) serveCancel(w http.ResponseWriter, body []byte) {
@@ -893,6 +1032,8 @@ const lockConflictText = `{ОбщийМодуль.ordersync.Модуль(118)}: 
 Конфликт блокировок при выполнении транзакции:
 Превышено максимальное время ожидания предоставления блокировки.
 Ресурс: РегистрНакопления.ТоварыНаСкладах`
+
+const shutdownText = "Сервер 1С:Предприятия завершает работу: транзакция отменена"
 
 const businessErrorText = `{ОбщийМодуль.ordersync.Модуль(131)}: Не удалось записать "Заказ клиента"!
 по причине:

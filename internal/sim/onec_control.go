@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -17,12 +18,15 @@ import (
 //
 //	GET    /_sim/orders           every order, in creation order (OneCOrder JSON)
 //	GET    /_sim/stats            OneCStats
-//	POST   /_sim/faults           queue a Fault: {"op","kind":"drop_after_create","times","delay":"2s","external_id"}
+//	POST   /_sim/faults           queue a Fault: {"op","kind":"drop_after_create","times","delay":"2s","hold":"4s","external_id"}
 //	DELETE /_sim/faults           drop every queued fault
 //	POST   /_sim/latency          {"latency":"200ms"}
 //	POST   /_sim/known_skus       {"known_skus":["SKU-1",…]}; null accepts every SKU
 //	POST   /_sim/stock            {"warehouse":"WH1","items":[{"sku","quantity","price"}]}
 //	POST   /_sim/expire_sessions  forget every 1C session
+//	POST   /_sim/missing          {"ops":["create"]}: answer 404 HTML for these operations; no ops: every path
+//	DELETE /_sim/missing          publish every path again
+//	POST   /_sim/down             {"for":"2s"}: answer, then refuse connections for that long
 const controlPrefix = "/_sim/"
 
 func (s *OneC) serveControl(w http.ResponseWriter, r *http.Request) {
@@ -111,6 +115,55 @@ func (s *OneC) serveControl(w http.ResponseWriter, r *http.Request) {
 	case "POST expire_sessions":
 		s.ExpireSessions()
 		s.writeControl(w, http.StatusOK, map[string]bool{"ok": true})
+	case "POST missing":
+		var v struct {
+			Ops []string `json:"ops"`
+		}
+		if len(bytes.TrimSpace(body)) > 0 {
+			if err := json.Unmarshal(body, &v); err != nil {
+				bad(err)
+				return
+			}
+		}
+		if err := validateMissing(v.Ops); err != nil {
+			bad(err)
+			return
+		}
+		s.setMissing(v.Ops)
+		s.writeControl(w, http.StatusOK, map[string]any{"ops": v.Ops})
+	case "DELETE missing":
+		s.ClearMissing()
+		s.writeControl(w, http.StatusOK, map[string]bool{"ok": true})
+	case "POST down":
+		var v struct {
+			For string `json:"for"`
+		}
+		if err := json.Unmarshal(body, &v); err != nil {
+			bad(err)
+			return
+		}
+		d, err := time.ParseDuration(v.For)
+		if err != nil || d <= 0 {
+			bad(fmt.Errorf("for %q: want a positive Go duration such as 2s", v.For))
+			return
+		}
+		if s.Addr() == "" {
+			bad(fmt.Errorf("the simulator was not started with Start: it cannot go down"))
+			return
+		}
+		// Answer completely before the connection is cut by going down.
+		b, _ := json.Marshal(map[string]string{"for": d.String()})
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusOK)
+		w.Write(b)
+		if fl, ok := w.(http.Flusher); ok {
+			fl.Flush()
+		}
+		if err := s.DownFor(d); err != nil {
+			s.log.Error("1c sim: down", "err", err)
+		}
 	default:
 		s.writeControl(w, http.StatusNotFound, map[string]string{"error": "no control endpoint " + route})
 	}
@@ -211,6 +264,26 @@ func (c *OneCRemote) SetStock(ctx context.Context, warehouse string, items ...St
 // ExpireSessions makes the simulator forget every 1C session.
 func (c *OneCRemote) ExpireSessions(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "expire_sessions", nil, nil)
+}
+
+// SetMissing makes the simulator answer 404 with a web server's HTML page for the
+// named operations, or for every path when none is named, until ClearMissing.
+func (c *OneCRemote) SetMissing(ctx context.Context, ops ...string) error {
+	if ops == nil {
+		ops = []string{}
+	}
+	return c.do(ctx, http.MethodPost, "missing", map[string][]string{"ops": ops}, nil)
+}
+
+// ClearMissing publishes every path again.
+func (c *OneCRemote) ClearMissing(ctx context.Context) error {
+	return c.do(ctx, http.MethodDelete, "missing", nil, nil)
+}
+
+// DownFor makes the simulator refuse connections for d, from just after it
+// answers; it must have been started with Start.
+func (c *OneCRemote) DownFor(ctx context.Context, d time.Duration) error {
+	return c.do(ctx, http.MethodPost, "down", map[string]string{"for": d.String()}, nil)
 }
 
 func (c *OneCRemote) do(ctx context.Context, method, endpoint string, in, out any) error {

@@ -32,8 +32,10 @@ const (
 	// DropBeforeCreate closes the TCP connection without an answer before the
 	// handler runs: nothing is created.
 	DropBeforeCreate
-	// Stall waits Delay (0: until the client gives up), then goes on as usual: a
-	// create stalled this way still creates the order.
+	// Stall waits Delay or until the client gives up, whichever comes first (Delay
+	// 0: until the client gives up), then goes on as usual: a create stalled this way
+	// still creates the order, but at once when the client goes away, not after
+	// Delay. SlowCreate is a handler that takes its time whatever the client does.
 	Stall
 	// HTMLLogin200 answers 200 with an HTML page, as a 1C publication does when it
 	// does not accept the credentials.
@@ -41,6 +43,23 @@ const (
 	// ExpireSessions forgets every session, so this and later requests carrying an
 	// ibsession cookie get 400.
 	ExpireSessions
+	// SlowCreate is a handler that takes Delay whatever the client does, as 1C does:
+	// it does not notice that the client gave up. A create writes the order at once
+	// and commits it after Delay, then answers (to nobody, if the client is gone).
+	// Until it commits, finds do not see the order and, with Dedupe, another create
+	// of the same external id waits for the managed lock. Another operation just
+	// takes Delay. Close rolls back a create that has not committed. Delay must be
+	// positive.
+	SlowCreate
+	// Gateway504After is a reverse proxy that gives up on 1C: the client is answered
+	// 504 with the proxy's HTML page after Delay, while the handler runs on in the
+	// background and commits (a create creates the order, a cancel cancels) after
+	// Hold, counted from when the request reached 1C. Until then the create is
+	// uncommitted as with SlowCreate. Close rolls it back.
+	Gateway504After
+	// HTML404 answers 404 with a web server's HTML page, as when the publication is
+	// missing, before 1C runs anything. OneC.SetMissing does it until cleared.
+	HTML404
 )
 
 var faultKindNames = map[FaultKind]string{
@@ -56,12 +75,15 @@ var faultKindNames = map[FaultKind]string{
 	Stall:            "stall",
 	HTMLLogin200:     "html_login_200",
 	ExpireSessions:   "expire_sessions",
+	SlowCreate:       "slow_create",
+	Gateway504After:  "gateway_504_after",
+	HTML404:          "html_404",
 }
 
 // FaultKinds lists every kind, in declaration order.
 func FaultKinds() []FaultKind {
 	ks := make([]FaultKind, 0, len(faultKindNames))
-	for k := Status503; k <= ExpireSessions; k++ {
+	for k := Status503; k <= HTML404; k++ {
 		ks = append(ks, k)
 	}
 	return ks
@@ -110,8 +132,12 @@ type Fault struct {
 	Kind FaultKind
 	// Times is how many matching requests the fault hits: 0 means 1, -1 forever.
 	Times int
-	// Delay is how long a Stall waits; 0 waits until the client gives up.
+	// Delay is how long a Stall waits (0: until the client gives up), how long a
+	// SlowCreate takes, and after how long a Gateway504After answers 504.
 	Delay time.Duration
+	// Hold is, for Gateway504After, when the handler commits, counted like Delay
+	// from when the request reached 1C; 0 means 2×Delay. Other kinds ignore it.
+	Hold time.Duration
 	// ExternalID, when set, restricts the fault to finds, creates and cancels of
 	// this external id.
 	ExternalID string
@@ -122,14 +148,19 @@ type faultWire struct {
 	Kind       FaultKind `json:"kind"`
 	Times      int       `json:"times,omitempty"`
 	Delay      string    `json:"delay,omitempty"`
+	Hold       string    `json:"hold,omitempty"`
 	ExternalID string    `json:"external_id,omitempty"`
 }
 
-// MarshalJSON writes {"op","kind":"<name>","times","delay":"<Go duration>","external_id"}.
+// MarshalJSON writes {"op","kind":"<name>","times","delay":"<Go duration>",
+// "hold":"<Go duration>","external_id"}.
 func (f Fault) MarshalJSON() ([]byte, error) {
 	w := faultWire{Op: f.Op, Kind: f.Kind, Times: f.Times, ExternalID: f.ExternalID}
 	if f.Delay != 0 {
 		w.Delay = f.Delay.String()
+	}
+	if f.Hold != 0 {
+		w.Hold = f.Hold.String()
 	}
 	return json.Marshal(w)
 }
@@ -147,6 +178,13 @@ func (f *Fault) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("sim: fault delay: %w", err)
 		}
 		nf.Delay = d
+	}
+	if w.Hold != "" {
+		d, err := time.ParseDuration(w.Hold)
+		if err != nil {
+			return fmt.Errorf("sim: fault hold: %w", err)
+		}
+		nf.Hold = d
 	}
 	if err := nf.validate(); err != nil {
 		return err
@@ -170,7 +208,21 @@ func (f Fault) validate() error {
 	if f.Delay < 0 {
 		return fmt.Errorf("sim: fault delay %s is negative", f.Delay)
 	}
+	if f.Hold < 0 {
+		return fmt.Errorf("sim: fault hold %s is negative", f.Hold)
+	}
+	if f.Kind == SlowCreate && f.Delay == 0 {
+		return fmt.Errorf("sim: a slow_create fault needs a positive delay")
+	}
 	return nil
+}
+
+// hold is when a Gateway504After commits.
+func (f Fault) hold() time.Duration {
+	if f.Hold == 0 {
+		return 2 * f.Delay
+	}
+	return f.Hold
 }
 
 func (f Fault) matches(op, externalID string) bool {

@@ -311,6 +311,7 @@ func TestOneCFaults(t *testing.T) {
 		{BusinessError500, 500, `{ОбщийМодуль.ordersync.Модуль(131)}: Не удалось записать "Заказ клиента"`, 0},
 		{Status422, 422, `"error"`, 0},
 		{HTMLLogin200, 200, "<html", 0},
+		{HTML404, 404, "<html>", 0},
 		{DropBeforeCreate, 0, "", 0},
 		{DropAfterCreate, 0, "", 1},
 	}
@@ -741,7 +742,7 @@ func TestOneCControl(t *testing.T) {
 func TestFaultJSON(t *testing.T) {
 	t.Parallel()
 	for _, k := range FaultKinds() {
-		f := Fault{Op: "create", Kind: k, Times: -1, Delay: 1500 * time.Millisecond, ExternalID: "kaspi:1"}
+		f := Fault{Op: "create", Kind: k, Times: -1, Delay: 1500 * time.Millisecond, Hold: 3 * time.Second, ExternalID: "kaspi:1"}
 		b, err := json.Marshal(f)
 		if err != nil {
 			t.Fatal(err)
@@ -757,6 +758,12 @@ func TestFaultJSON(t *testing.T) {
 	var f Fault
 	if err := json.Unmarshal([]byte(`{"op":"delete","kind":"stall"}`), &f); err == nil {
 		t.Fatal("an unknown op was accepted")
+	}
+	if err := json.Unmarshal([]byte(`{"kind":"gateway_504_after","hold":"-1s"}`), &f); err == nil {
+		t.Fatal("a negative hold was accepted")
+	}
+	if err := json.Unmarshal([]byte(`{"kind":"gateway_504_after","delay":"1s","hold":"3s"}`), &f); err != nil || f.Kind != Gateway504After || f.Hold != 3*time.Second {
+		t.Fatalf("gateway_504_after = %+v, %v", f, err)
 	}
 }
 

@@ -10,12 +10,32 @@ import (
 	"time"
 )
 
+// upRetryFor is how long up keeps trying to bind the address again, and
+// upRetryEvery how often: the port of a just-closed listener may still be held for
+// a moment (a listener not yet closed by a racing down, another process).
+const (
+	upRetryFor   = 5 * time.Second
+	upRetryEvery = 10 * time.Millisecond
+)
+
 // server is the HTTP server a simulator's Start runs: started once, its address
-// readable while it runs, closed any number of times. The zero value is ready.
+// readable while it runs, taken down and brought up again on the same address any
+// number of times, closed any number of times. The zero value is ready.
 type server struct {
-	mu  sync.Mutex
-	srv *http.Server
-	ln  net.Listener
+	// op serialises down and up, so that two of them never race for the port.
+	op sync.Mutex
+
+	mu      sync.Mutex
+	name    string
+	handler http.Handler
+	log     *slog.Logger
+	address string       // the address listened on, kept while down
+	srv     *http.Server // nil while down
+	started bool
+	closed  bool
+	done    chan struct{} // closed by close, once started
+	downGen int           // counts downs, so a timed up knows whether its down still holds
+	wg      sync.WaitGroup
 }
 
 // start listens on addr and serves h in the background. name begins its errors
@@ -26,31 +46,38 @@ func (s *server) start(name, addr string, h http.Handler, log *slog.Logger) erro
 	if err != nil {
 		return fmt.Errorf("sim: %s: listen %s: %w", name, addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	s.mu.Lock()
-	if s.srv != nil {
-		s.mu.Unlock()
+	defer s.mu.Unlock()
+	if s.started {
 		ln.Close()
 		return fmt.Errorf("sim: %s: already started", name)
 	}
-	s.srv, s.ln = srv, ln
-	s.mu.Unlock()
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && log != nil {
-			log.Error(name+" sim: serve", "err", err)
-		}
-	}()
+	s.name, s.handler, s.log = name, h, log
+	s.address = ln.Addr().String()
+	s.started = true
+	s.done = make(chan struct{})
+	s.serveLocked(ln)
 	return nil
 }
 
-// addr is the listening address after start, "" before.
+// serveLocked serves on ln in the background; s.mu is held.
+func (s *server) serveLocked(ln net.Listener) {
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	s.srv = srv
+	name, log := s.name, s.log
+	s.wg.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && log != nil {
+			log.Error(name+" sim: serve", "err", err)
+		}
+	})
+}
+
+// addr is the listening address after start (also while down or after close), ""
+// before.
 func (s *server) addr() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ln == nil {
-		return ""
-	}
-	return s.ln.Addr().String()
+	return s.address
 }
 
 // url is "http://", the listening address and suffix after start, "" before.
@@ -62,12 +89,132 @@ func (s *server) url(suffix string) string {
 	return "http://" + a + suffix
 }
 
-// close stops the server started by start. It is safe to call twice and before start.
+// down stops listening and closes every connection, idle or not, so that new
+// connections are refused and requests in flight are cut; their handlers run on.
+// It reports whether the server was up.
+func (s *server) down() (bool, error) {
+	s.op.Lock()
+	defer s.op.Unlock()
+	s.mu.Lock()
+	if err := s.usableLocked(); err != nil {
+		s.mu.Unlock()
+		return false, err
+	}
+	srv := s.srv
+	s.srv = nil
+	s.downGen++
+	s.mu.Unlock()
+	if srv == nil {
+		return false, nil
+	}
+	srv.Close()
+	return true, nil
+}
+
+// up listens again on the address of start and serves, retrying the bind for a
+// while. It is a no-op when the server is up.
+func (s *server) up() error {
+	s.op.Lock()
+	defer s.op.Unlock()
+	s.mu.Lock()
+	if err := s.usableLocked(); err != nil || s.srv != nil {
+		s.mu.Unlock()
+		return err
+	}
+	name, addr, done := s.name, s.address, s.done
+	s.mu.Unlock()
+
+	// Go's net.Listen sets SO_REUSEADDR on Unix, so a port whose connections linger
+	// in TIME_WAIT binds at once; the retries cover a listener still being closed.
+	deadline := time.Now().Add(upRetryFor)
+	var ln net.Listener
+	for {
+		var err error
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sim: %s: listen again on %s: %w", name, addr, err)
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("sim: %s: closed", name)
+		case <-time.After(upRetryEvery):
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		ln.Close()
+		return fmt.Errorf("sim: %s: closed", name)
+	}
+	s.serveLocked(ln)
+	return nil
+}
+
+// downFor takes the server down and brings it up again after d, unless it is
+// brought up and down again meanwhile, or closed. It reports whether the server was
+// up.
+func (s *server) downFor(d time.Duration) (bool, error) {
+	wasUp, err := s.down()
+	if err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	gen, done := s.downGen, s.done
+	s.mu.Unlock()
+	s.wg.Go(func() {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		current := s.downGen == gen && !s.closed
+		log, name := s.log, s.name
+		s.mu.Unlock()
+		if !current {
+			return
+		}
+		if err := s.up(); err != nil && log != nil {
+			log.Error(name+" sim: come back up", "err", err)
+		}
+	})
+	return wasUp, nil
+}
+
+func (s *server) usableLocked() error {
+	switch {
+	case !s.started:
+		return fmt.Errorf("sim: not started")
+	case s.closed:
+		return fmt.Errorf("sim: %s: closed", s.name)
+	}
+	return nil
+}
+
+// close stops the server started by start and waits for its own goroutines (not
+// for handlers). It is safe to call twice and while down; before start it does
+// nothing.
 func (s *server) close() {
 	s.mu.Lock()
+	if !s.started {
+		s.mu.Unlock()
+		return
+	}
 	srv := s.srv
+	s.srv = nil
+	if !s.closed {
+		s.closed = true
+		if s.done != nil {
+			close(s.done)
+		}
+	}
 	s.mu.Unlock()
 	if srv != nil {
 		srv.Close()
 	}
+	s.wg.Wait()
 }
