@@ -300,8 +300,7 @@ func (p *Poller) handle(ctx context.Context, it Item, st *PollStats) error {
 
 func (p *Poller) registerCancel(ctx context.Context, it Item, st *PollStats) error {
 	name := p.mp.Name()
-	payload, _ := json.Marshal(CancelPayload{Source: name, ExternalID: it.ID, Reason: it.CancelReason, CreateKey: it.CreateKey(name)})
-	op := journal.NewOperation{Key: it.CancelKey(name), Kind: order.KindCancel, Source: name, ExternalID: it.ID, Payload: payload}
+	op := journal.CancelOrder(CancelPayload{Source: name, ExternalID: it.ID, Reason: it.CancelReason, CreateKey: it.CreateKey(name)})
 	reg, err := p.cfg.Journal.Register(ctx, op)
 	if err != nil {
 		return fmt.Errorf("register %s: %w", op.Key, err)

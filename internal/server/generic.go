@@ -19,7 +19,7 @@ type genericAnswer struct {
 	Status string   `json:"status"`           // processed, conflict, in_progress, rejected, error
 	Key    string   `json:"key,omitempty"`    // the operation registered
 	Reason string   `json:"reason,omitempty"` // why not
-	Fields []string `json:"fields,omitempty"` // the order's offending fields
+	Fields []string `json:"fields,omitempty"` // the order's (or cancel's) offending fields
 }
 
 var genericReplies = replies{
@@ -35,8 +35,9 @@ func genericReject(res result, status int, code, reason string) result {
 	return res
 }
 
-// handleGeneric is POST /webhooks/{source}: a canonical order signed the Standard
-// Webhooks way with one of the source's secrets.
+// handleGeneric is POST /webhooks/{source}: a canonical order, or a cancel delivery
+// (generic_cancel.go), signed the Standard Webhooks way with one of the source's
+// secrets.
 func (s *Server) handleGeneric(w http.ResponseWriter, r *http.Request) result {
 	name := r.PathValue("source")
 	verifier, ok := s.sources[name]
@@ -64,26 +65,46 @@ func (s *Server) handleGeneric(w http.ResponseWriter, r *http.Request) result {
 		return genericReject(res, http.StatusBadRequest, "bad_event_id", "webhook-id is longer than 256 bytes")
 	}
 
-	o, err := parseOrder(body, name)
-	if err != nil {
-		res.outcome, res.reason = outRejected, "invalid_order"
-		ans := genericAnswer{Status: "rejected", Reason: err.Error()}
-		var ve *order.ValidationError
-		if errors.As(err, &ve) {
-			for _, p := range ve.Problems {
-				ans.Fields = append(ans.Fields, p.Field)
-			}
+	// An order, or a cancel of one ("cancelled": true): either registers one
+	// operation through the inbox, so a redelivery is a duplicate by webhook-id.
+	var op journal.NewOperation
+	if isCancelDelivery(body) {
+		c, err := parseCancel(body, name)
+		if err != nil {
+			return genericInvalid(res, "invalid_cancel", "invalid cancel", err)
 		}
-		res.detail = strings.Join(ans.Fields, ",")
-		res.answer = jsonAnswer(http.StatusBadRequest, ans)
-		return res
+		op = journal.CancelOrder(c)
+	} else {
+		o, err := parseOrder(body, name)
+		if err != nil {
+			return genericInvalid(res, "invalid_order", "invalid order", err)
+		}
+		op = journal.CreateOrder(o)
 	}
 
-	op := journal.CreateOrder(o)
 	ev := inbox.Event{Source: name, ID: id, Body: body, ContentType: "application/json", ReceivedAt: s.now()}
 	answer := jsonAnswer(http.StatusOK, genericAnswer{Status: "processed", Key: op.Key})
 	res = s.receive(r, ev, []inbox.Registration{{Op: op}}, answer, genericReplies)
 	res.detail = op.Key
+	return res
+}
+
+// genericInvalid is the 400 answer to a body that is not a valid order (or cancel),
+// naming the offending fields.
+func genericInvalid(res result, code, what string, err error) result {
+	res.outcome, res.reason = outRejected, code
+	ans := genericAnswer{Status: "rejected", Reason: err.Error()}
+	var ve *order.ValidationError
+	if errors.As(err, &ve) {
+		problems := make([]string, len(ve.Problems))
+		for i, p := range ve.Problems {
+			ans.Fields = append(ans.Fields, p.Field)
+			problems[i] = p.Error()
+		}
+		ans.Reason = what + ": " + strings.Join(problems, "; ")
+	}
+	res.detail = strings.Join(ans.Fields, ",")
+	res.answer = jsonAnswer(http.StatusBadRequest, ans)
 	return res
 }
 
