@@ -47,10 +47,11 @@ func (w worker) runKeys(ctx context.Context, keys []string) ([]journal.Operation
 		}
 		defer lock.Release()
 	}
-	eng, err := w.engine()
+	eng, closeClient, err := w.engine()
 	if err != nil {
 		return nil, err
 	}
+	defer closeClient()
 	ops := make([]journal.Operation, 0, len(keys))
 	for _, key := range keys {
 		op, err := eng.RunKey(ctx, key)
@@ -62,28 +63,36 @@ func (w worker) runKeys(ctx context.Context, keys []string) ([]journal.Operation
 	return ops, nil
 }
 
-func (w worker) engine() (*engine.Engine, error) {
+// engine builds an engine for this command's own work, and the func that ends the
+// 1C sessions its client opened (with onec.session_reuse they hold licences until
+// 1C times them out otherwise).
+func (w worker) engine() (*engine.Engine, func(), error) {
 	client, err := w.a.newClient(w.cfg, w.log)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	closeClient := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.OneC.Timeout)
+		defer cancel()
+		_ = client.Close(ctx)
 	}
 	markets, err := enabledConnectors(w.cfg, w.log)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out, err := newDelivery(w.cfg, publishers(markets))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	skus, err := connectors.NewSKUMap(w.cfg.Connectors.SKUMap)
 	if err != nil {
-		return nil, usageError(err)
+		return nil, nil, usageError(err)
 	}
 	fs, err := fetchers(w.cfg, skus, w.log)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return newEngine(w.db, client, w.cfg, out.routes, fs, w.log), nil
+	return newEngine(w.db, client, w.cfg, out.routes, fs, w.log), closeClient, nil
 }
 
 // handOff requeues the keys, wakes the service and waits until each has had an

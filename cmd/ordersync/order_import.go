@@ -18,7 +18,7 @@ import (
 )
 
 func (a *app) orderCommand() *cobra.Command {
-	c := &cobra.Command{Use: "order", Short: "Register orders by hand"}
+	c := &cobra.Command{Use: "order", Short: "Register orders and cancels by hand"}
 	var format string
 	imp := &cobra.Command{
 		Use:   "import [FILE|-]",
@@ -98,7 +98,7 @@ naming the field and the others are still registered; the exit status is then 1.
 		},
 	}
 	imp.Flags().StringVar(&format, "format", "table", "output: table or json")
-	c.AddCommand(imp)
+	c.AddCommand(imp, a.orderCancelCommand())
 	return c
 }
 

@@ -14,10 +14,11 @@ func (a *app) resyncCommand() *cobra.Command {
 	var (
 		verify bool
 		format string
+		bulk   bulkFlags
 	)
 	c := &cobra.Command{
-		Use:   "resync KEY | resync CONNECTOR ID",
-		Short: "Carry out one operation now, in the foreground, and print the outcome",
+		Use:   "resync KEY | resync CONNECTOR ID | resync --status failed|pending [filters]",
+		Short: "Carry out one operation (or every one a filter selects) now, in the foreground, and print the outcome",
 		Long: `resync retries a failed or pending operation now (finding the order in 1C before
 creating it, as always) and prints the outcome. A done operation prints its saved
 result; with --verify, 1C is asked by external id whether the order still exists.
@@ -26,13 +27,32 @@ Exit status 0 when the operation ends done, 1 otherwise.
 With a connector and a marketplace order id (resync kaspi 512344101), the order is
 fetched fresh from the marketplace and goes the same way as a polled one: registered
 (or, if it had failed to map and maps now, revised), then carried out in the
-foreground, its cancel too when the marketplace cancelled it.`,
-		Args: cobra.RangeArgs(1, 2),
+foreground, its cancel too when the marketplace cancelled it.
+
+With --status and no argument (resync --status failed --error-contains SKU), every
+operation the filters select is made due now and carried out, in batches, as above;
+a progress bar (on a terminal) or a line per operation shows how it goes, and a
+summary line ends it: N retried: A done, B still failing. --dry-run lists what would
+be retried and changes nothing. Exit status 0 when none is still failing, 1 otherwise.`,
+		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format, "table", "json"); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
+			if bulk.used(cmd) {
+				if len(args) > 0 {
+					return usageError(errors.New("resync: --status, --source, --since, --error-contains and --dry-run select operations in bulk; " +
+						"give either a KEY (or a CONNECTOR and an ID) or those flags, not both"))
+				}
+				if verify {
+					return usageError(errors.New("resync: --verify takes a journal key, not --status"))
+				}
+				return a.resyncBulk(ctx, bulk, format)
+			}
+			if len(args) == 0 {
+				return usageError(errors.New("resync: give a KEY, a CONNECTOR and an ID, or --status failed|pending"))
+			}
 			if len(args) == 2 {
 				if verify {
 					return usageError(errors.New("resync: --verify takes a journal key, not a connector and an id"))
@@ -107,6 +127,7 @@ foreground, its cancel too when the marketplace cancelled it.`,
 	}
 	c.Flags().BoolVar(&verify, "verify", false, "ask 1C by external id whether the order still exists")
 	c.Flags().StringVar(&format, "format", "table", "output: table or json")
+	bulk.register(c)
 	return c
 }
 

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/order"
+)
+
+func (a *app) orderCancelCommand() *cobra.Command {
+	var reason, format string
+	c := &cobra.Command{
+		Use:   "cancel SOURCE EXTERNAL_ID",
+		Short: "Register the cancel of an order and carry it out now",
+		Long: `cancel registers <source>:order:<external_id>:cancel, the same operation a
+marketplace poller registers when the marketplace cancels an order, and carries it
+out now, as resync does (handed to a running service on an embedded database):
+the order's create is settled first, then 1C cancels the order. An order never
+created in 1C ends done with a note saying there was nothing to cancel.
+
+Registering the same cancel again is a duplicate (the saved operation, carried out
+if it is not done yet); the same cancel with another reason is a conflict, recorded
+and not applied. Exit status 0 when the cancel ends done, 1 otherwise.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format, "table", "json"); err != nil {
+				return err
+			}
+			c, err := newCancel(args[0], args[1], reason)
+			if err != nil {
+				return usageError(fmt.Errorf("order cancel: %w", err))
+			}
+			ctx := cmd.Context()
+			cfg, err := a.loadConfig()
+			if err != nil {
+				return err
+			}
+			log, err := a.logger(cfg)
+			if err != nil {
+				return err
+			}
+			if _, err := a.newClient(cfg, log); err != nil { // onec.base_url is needed to carry it out
+				return err
+			}
+			db, err := a.openReadyDB(ctx, cfg, log)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+
+			reg, err := db.Journal().Register(ctx, journal.CancelOrder(c))
+			if err != nil {
+				return fmt.Errorf("order cancel: register %s: %w", order.CancelKeyOf(c.CreateKey), err)
+			}
+			op := reg.Operation
+			out := cancelOutput{Key: op.Key, Outcome: string(reg.Outcome)}
+			switch {
+			case reg.Outcome == journal.Conflicted:
+				var saved order.Cancel
+				_ = json.Unmarshal(op.Payload, &saved)
+				out.Message = fmt.Sprintf("the journal already holds this cancel with another payload (reason %q); "+
+					"the conflict is recorded and nothing was changed", saved.Reason)
+			case op.Status != journal.StatusDone:
+				if reg.Outcome == journal.Duplicate {
+					out.Message = fmt.Sprintf("the journal already holds this cancel, %s; carrying it out now", op.Status)
+				}
+				ops, err := worker{a: a, cfg: cfg, log: log, db: db}.runKeys(ctx, []string{op.Key})
+				if err != nil {
+					return fmt.Errorf("order cancel: %w", err)
+				}
+				op, out.Rerun = ops[0], true
+			default:
+				out.Message = "the journal already holds this cancel, done; its saved result:"
+			}
+			out.Status, out.Attempts, out.Result, out.LastError = string(op.Status), op.Attempts, op.Result, op.LastError
+			if op.Result != nil {
+				out.Note = op.Result.Note
+			}
+			if format == "json" {
+				if err := writeJSON(a.stdout, out); err != nil {
+					return err
+				}
+			} else {
+				a.printCancel(out)
+			}
+			switch {
+			case reg.Outcome == journal.Conflicted:
+				return failedQuietly(errors.New("conflict"))
+			case op.Status != journal.StatusDone:
+				return failedQuietly(errors.New(op.LastError))
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&reason, "reason", "", "why the order is cancelled (sent to 1C)")
+	c.Flags().StringVar(&format, "format", "table", "output: table or json")
+	return c
+}
+
+// newCancel checks SOURCE and EXTERNAL_ID by the canonical order's rules (they make
+// the keys of its create and its cancel) and builds the cancel.
+func newCancel(source, externalID, reason string) (order.Cancel, error) {
+	err := order.Order{Source: source, ExternalID: externalID}.Validate()
+	var ve *order.ValidationError
+	if errors.As(err, &ve) {
+		for _, p := range ve.Problems {
+			switch p.Field {
+			case "source":
+				return order.Cancel{}, fmt.Errorf("SOURCE %s", p.Message)
+			case "external_id":
+				return order.Cancel{}, fmt.Errorf("EXTERNAL_ID %s", p.Message)
+			}
+		}
+	}
+	// The reason trimmed as a webhook's is, so that the same cancel either way is a
+	// duplicate.
+	return order.Cancel{Source: source, ExternalID: externalID, Reason: strings.TrimSpace(reason),
+		CreateKey: order.Key(source, "order", externalID, "create")}, nil
+}
+
+type cancelOutput struct {
+	Key       string          `json:"key"`
+	Outcome   string          `json:"outcome"` // registered, duplicate, conflict
+	Message   string          `json:"message,omitempty"`
+	Rerun     bool            `json:"rerun"` // carried out by this command
+	Status    string          `json:"status"`
+	Attempts  int             `json:"attempts"`
+	Note      string          `json:"note"`
+	Result    *journal.Result `json:"result"`
+	LastError string          `json:"last_error"`
+}
+
+func (a *app) printCancel(o cancelOutput) {
+	w := a.stdout
+	if o.Message != "" {
+		fmt.Fprintf(w, "%s: %s: %s\n", o.Key, o.Outcome, o.Message)
+	} else {
+		fmt.Fprintf(w, "%s: %s\n", o.Key, o.Outcome)
+	}
+	if o.Rerun {
+		fmt.Fprintf(w, "  status: %s after attempt %d\n", o.Status, o.Attempts)
+	} else {
+		fmt.Fprintf(w, "  status: %s\n", o.Status)
+	}
+	if o.Note != "" {
+		fmt.Fprintf(w, "  note:   %s\n", o.Note)
+	}
+	if o.Result != nil && o.Result.Ref != "" {
+		fmt.Fprintf(w, "  1C ref: %s\n", o.Result.Ref)
+	}
+	if o.Status != string(journal.StatusDone) && o.LastError != "" {
+		fmt.Fprintf(w, "  error:  %s\n", o.LastError)
+	}
+}
