@@ -181,12 +181,7 @@ func (a *app) resyncBulk(ctx context.Context, b bulkFlags, format string) error 
 	default:
 		lines = a.stdout
 	}
-	// worker.runKeys builds a 1C client each call and does not close it: with
-	// session reuse, every batch worked in this process would leave a 1C session (a
-	// licence) open until 1C times it out. Bulk work here keeps no sessions.
-	wcfg := *cfg
-	wcfg.OneC.SessionReuse = false
-	w := worker{a: &quiet, cfg: &wcfg, log: log, db: db}
+	w := worker{a: &quiet, cfg: cfg, log: log, db: db}
 	var runErr error
 	for start := 0; start < len(ops) && runErr == nil; start += batchSize {
 		batch := make([]string, 0, batchSize)

@@ -304,7 +304,9 @@ func (e *Engine) RunDue(ctx context.Context) (bool, error) {
 
 // RunKey carries out one operation now, in the foreground: the operator's resync.
 // A failed operation is requeued first. An operation that is done (perhaps by a
-// running service while this waited for the lock) is returned as it is.
+// running service while this waited for the lock) is returned as it is; one whose
+// earlier attempt may still be at work in 1C is returned pending, its LastError
+// saying until when it waits.
 func (e *Engine) RunKey(ctx context.Context, key string) (journal.Operation, error) {
 	op, err := e.store.Get(ctx, key)
 	if err != nil {
@@ -321,6 +323,16 @@ func (e *Engine) RunKey(ctx context.Context, key string) (journal.Operation, err
 	claim, err := e.store.ClaimKey(ctx, key, e.cfg.WorkerID+"/resync")
 	if errors.Is(err, journal.ErrNotPending) {
 		return e.store.Get(ctx, key)
+	}
+	if errors.Is(err, journal.ErrUnsettled) {
+		// An earlier attempt may still be at work in 1C: nothing is tried now. The
+		// operation is returned pending, with that as the reason it gives.
+		cur, gerr := e.store.Get(ctx, key)
+		if gerr != nil {
+			return op, gerr
+		}
+		cur.LastError = err.Error()
+		return cur, nil
 	}
 	if err != nil {
 		return op, err
