@@ -135,6 +135,24 @@ func (e *UnsettledError) Error() string {
 // Is reports whether target is ErrUnsettled.
 func (e *UnsettledError) Is(target error) bool { return target == ErrUnsettled }
 
+// UnsettledUntil is what the stores compute for a claim: the time before which no
+// attempt may start — the operation's settle_until, or takeover past the start of an
+// attempt left open, whichever is later; nil when neither applies.
+func UnsettledUntil(settle, openStarted *time.Time, takeover time.Duration) *time.Time {
+	var until *time.Time
+	if settle != nil {
+		t := *settle
+		until = &t
+	}
+	if openStarted != nil {
+		t := openStarted.Add(takeover)
+		if until == nil || t.After(*until) {
+			until = &t
+		}
+	}
+	return until
+}
+
 // NotPendingError is how ClaimKey and Requeue answer ErrNotPending: it carries the
 // operation as it stands (done, or failed for ClaimKey), so the caller can say what it
 // found. errors.Is(err, ErrNotPending) holds for it.

@@ -182,7 +182,7 @@ func (j *Journal) claim(ctx context.Context, worker, key string) (_ journal.Clai
 		case op.Status != journal.StatusPending:
 			return nil, &journal.NotPendingError{Operation: op}
 		}
-		until := unsettledUntil(op.SettleUntil, openStarted, db.cfg.TakeoverAfter)
+		until := journal.UnsettledUntil(op.SettleUntil, openStarted, db.cfg.TakeoverAfter)
 		if until == nil || !until.After(now) {
 			break
 		}
@@ -275,23 +275,6 @@ func endTxKeep(ctx context.Context, conn *pgxpool.Conn) error {
 	return err
 }
 
-// unsettledUntil is the time before which no attempt may start: the operation's
-// settle_until, or TakeoverAfter past the start of an attempt left open, whichever is
-// later; nil when neither applies.
-func unsettledUntil(settle, openStarted *time.Time, takeover time.Duration) *time.Time {
-	var until *time.Time
-	if settle != nil {
-		t := *settle
-		until = &t
-	}
-	if openStarted != nil {
-		t := openStarted.Add(takeover)
-		if until == nil || t.After(*until) {
-			until = &t
-		}
-	}
-	return until
-}
 
 // claim is one claimed operation: a pooled connection in an open transaction that
 // holds the operation's row lock.

@@ -84,7 +84,7 @@ func (j *Journal) Lock(ctx context.Context, key string) (_ journal.Locked, err e
 		}
 		var openStarted *time.Time
 		op, err := scanOperation(br.QueryRow(), &openStarted)
-		op.SettleUntil = unsettledUntil(op.SettleUntil, utcPtr(openStarted), db.cfg.TakeoverAfter)
+		op.SettleUntil = journal.UnsettledUntil(op.SettleUntil, utcPtr(openStarted), db.cfg.TakeoverAfter)
 		return op, err
 	}()
 	if cerr := br.Close(); err == nil {

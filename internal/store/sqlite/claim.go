@@ -227,7 +227,7 @@ func (j *Journal) openAttempt(ctx context.Context, tx *sql.Tx, key, worker strin
 	if op.Status != journal.StatusPending {
 		return nil, nil, &journal.NotPendingError{Operation: op}
 	}
-	if until := unsettledUntil(op.SettleUntil, nullTS(openStarted), j.db.cfg.TakeoverAfter); until != nil && until.After(now) {
+	if until := journal.UnsettledUntil(op.SettleUntil, nullTS(openStarted), j.db.cfg.TakeoverAfter); until != nil && until.After(now) {
 		return nil, until, nil
 	}
 	op.CancelRequested = cancelRequested
@@ -262,23 +262,6 @@ func (j *Journal) openAttempt(ctx context.Context, tx *sql.Tx, key, worker strin
 	return &claim{db: j.db, op: op, attempt: attempt}, nil, nil
 }
 
-// unsettledUntil is the time before which no attempt may start: the operation's
-// settle_until, or TakeoverAfter past the start of an attempt left open, whichever is
-// later; nil when neither applies.
-func unsettledUntil(settle, openStarted *time.Time, takeover time.Duration) *time.Time {
-	var until *time.Time
-	if settle != nil {
-		t := *settle
-		until = &t
-	}
-	if openStarted != nil {
-		t := openStarted.Add(takeover)
-		if until == nil || t.After(*until) {
-			until = &t
-		}
-	}
-	return until
-}
 
 // claim is one claimed operation: it holds the operation's key lock, and nothing in
 // the database, until Finish or Release.

@@ -412,7 +412,7 @@ func TestInboxConcurrentAcrossHandles(t *testing.T) {
 func TestInboxWakeWaitsForTheKeyLock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := inboxTestDB(t, Config{ClaimLockTimeout: 200 * time.Millisecond})
+	db := inboxTestDB(t, Config{ClaimLockTimeout: 10 * time.Second})
 	for _, tc := range []struct {
 		verdict string // SQL applied while the key is held, as a claim's Finish would
 		want    string

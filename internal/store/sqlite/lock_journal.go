@@ -34,7 +34,7 @@ func (j *Journal) Lock(ctx context.Context, key string) (journal.Locked, error) 
 		j.db.keys.Unlock(key)
 		return nil, fmt.Errorf("sqlite: lock %s: %w", key, journalError(err))
 	}
-	op.SettleUntil = unsettledUntil(op.SettleUntil, nullTS(openStarted), j.db.cfg.TakeoverAfter)
+	op.SettleUntil = journal.UnsettledUntil(op.SettleUntil, nullTS(openStarted), j.db.cfg.TakeoverAfter)
 	return &locked{db: j.db, op: op}, nil
 }
 
