@@ -183,6 +183,14 @@ func TestDeadEventIsListedAndRequeueDeliversIt(t *testing.T) {
 		t.Fatalf("requeue delivered event %s, want the dead %s", sink.Deliveries()[0].EventID, dead[0].EventID)
 	}
 
+	// The sink has it; the relay records it sent just after. Replay takes sent events.
+	waitUntil(t, 20*time.Second, func() bool {
+		out, _, _ := e.cli("", "outbox", "list", "--aggregate", "site:order:W-2", "--format", "json")
+		var recs []struct {
+			SentAt *time.Time `json:"sent_at"`
+		}
+		return json.Unmarshal([]byte(out), &recs) == nil && len(recs) == 1 && recs[0].SentAt != nil
+	})
 	// replay sends it again with the same event id, for a consumer that lost it.
 	if out, stderr, code := e.cli("", "outbox", "replay", "--aggregate", "site:order:W-2"); code != 0 {
 		t.Fatalf("replay: exit %d %q %q", code, out, stderr)
