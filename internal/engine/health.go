@@ -205,15 +205,19 @@ func (w watchedClient) Stock(ctx context.Context, warehouse string) (onec.Stock,
 	return v, err
 }
 
-// watch pings 1C while it fails or while the engine is paused (BackoffMin after the
+// watch applies left-over wakes each poll, pings 1C while it fails or while the engine is paused (BackoffMin after the
 // trouble began, doubling up to PingInterval), and when 1C answers again makes every
 // operation waiting on it due at once and wakes the workers: they claim them one at
 // a time each, so 1C sees no more than onec.max_concurrency of them at once.
 func (e *Engine) watch(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
-	timer.Stop()
 	defer timer.Stop()
+	// Wakes a webhook recorded while a claim held its operation, and that its
+	// Finish did not see (they committed just after it), are applied each poll.
+	wakes := time.NewTicker(e.cfg.PollInterval)
+	defer wakes.Stop()
 	delay := e.cfg.BackoffMin
+	var nextPing time.Time // zero: no ping scheduled
 	for {
 		state, recovered := e.health.snapshot()
 		if recovered {
@@ -227,23 +231,36 @@ func (e *Engine) watch(ctx context.Context) {
 			}
 			e.wakeAll()
 		}
+		switch {
+		case state == healthUp:
+			nextPing = time.Time{}
+		case nextPing.IsZero():
+			nextPing = time.Now().Add(delay)
+		}
 		var tick <-chan time.Time
-		if state != healthUp {
-			timer.Reset(delay)
+		if !nextPing.IsZero() {
+			timer.Reset(time.Until(nextPing))
 			tick = timer.C
 		}
 		select {
 		case <-ctx.Done():
 			return
+		case <-wakes.C:
+			if n, err := e.store.ApplyWakes(ctx); err != nil && ctx.Err() == nil {
+				e.log.Error("could not apply recorded wakes", "err", err)
+			} else if n > 0 {
+				e.wakeAll()
+			}
 		case <-e.health.signal:
-			timer.Stop()
 			e.health.mu.Lock()
 			byPing := e.health.byPing
 			e.health.mu.Unlock()
 			if !byPing {
 				delay = e.cfg.BackoffMin
+				nextPing = time.Time{}
 			}
 		case <-tick:
+			nextPing = time.Time{}
 			pctx, cancel := context.WithTimeout(ctx, e.cfg.OneCTimeout)
 			_, err := e.client.(watchedClient).Client.Ping(pctx)
 			cancel()
@@ -254,5 +271,6 @@ func (e *Engine) watch(ctx context.Context) {
 				delay = min(delay*2, e.cfg.PingInterval)
 			}
 		}
+		timer.Stop()
 	}
 }

@@ -377,6 +377,10 @@ type Store interface {
 	// SettleUntil also covers an attempt left open (its start plus the takeover time).
 	Lock(ctx context.Context, key string) (Locked, error)
 
+	// ApplyWakes applies the wakes recorded while claims held their operations and
+	// not yet applied by those claims' Finish (a wake that committed just after it):
+	// an operation not done is made pending and due now. Returns how many.
+	ApplyWakes(ctx context.Context) (int, error)
 	// WakeWaiting makes every pending operation that waits on a transient,
 	// configuration or authentication failure due now (1C answers again) and
 	// returns how many it woke. Claims still honour SettleUntil.

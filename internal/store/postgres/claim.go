@@ -95,12 +95,21 @@ FROM opened`
 // unknown (counted), $12 a settle time (the later one is kept), $13 the verification
 // time, $14 the first attempt's time (kept if there is one), $15 and $16 whether to
 // replace the warnings and with what.
+//
+// A wake recorded while the claim held the row (operation_wakes: a webhook that did
+// not wait) is applied here: unless the verdict is done, the operation is pending
+// and due now.
 const finishOperationSQL = `
+WITH woken AS (
+	DELETE FROM operation_wakes WHERE operation_key = $1 RETURNING 1
+)
 UPDATE operations
-SET status = $2, result = $3, last_error = $4, attempts = $5,
-	next_attempt_at = coalesce($6, next_attempt_at), updated_at = $7,
+SET status = CASE WHEN $2 <> 'done' AND EXISTS (SELECT FROM woken) THEN 'pending' ELSE $2 END,
+	result = $3, last_error = $4, attempts = $5,
+	next_attempt_at = CASE WHEN $2 <> 'done' AND EXISTS (SELECT FROM woken) THEN $7 ELSE coalesce($6, next_attempt_at) END,
+	updated_at = $7,
 	payload = coalesce($8, payload), payload_sha256 = coalesce($9, payload_sha256),
-	retry_class = CASE WHEN $2 = 'pending' THEN $10 ELSE '' END,
+	retry_class = CASE WHEN $2 = 'pending' OR ($2 <> 'done' AND EXISTS (SELECT FROM woken)) THEN $10 ELSE '' END,
 	unknown_attempts = unknown_attempts + CASE WHEN $11 THEN 1 ELSE 0 END,
 	settle_until = greatest(settle_until, $12),
 	verify_at = CASE WHEN $2 = 'done' THEN $13 ELSE verify_at END,
@@ -274,7 +283,6 @@ func endTxKeep(ctx context.Context, conn *pgxpool.Conn) error {
 	_, err := conn.Exec(rctx, "ROLLBACK")
 	return err
 }
-
 
 // claim is one claimed operation: a pooled connection in an open transaction that
 // holds the operation's row lock.

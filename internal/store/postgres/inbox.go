@@ -64,7 +64,9 @@ const inboxConflictSQL = `INSERT INTO inbox_conflicts (source, event_id, at, bod
 //   - conflicted: an existing key with another payload, for a registration without
 //     IfAbsent: recorded as Register records it (one row per payload, counted).
 //   - woken: Wake registrations whose operation is not done: pending, due now. A row a
-//     claim holds is waited for (its verdict is then looked at: done stays done).
+//     claim holds is not waited for (SKIP LOCKED): its wake is recorded in
+//     operation_wakes (deferred), and the claim's Finish applies it, so no webhook
+//     answer ever waits for a 1C call.
 //
 // Under REPEATABLE READ a key that a concurrent transaction committed after this
 // statement's snapshot (and so is missing from existing) does not slip through ON
@@ -93,7 +95,7 @@ WITH saved AS MATERIALIZED (
 SELECT coalesce((SELECT taken FROM lock), false), EXISTS (SELECT FROM event),
 	ARRAY(SELECT key FROM inserted ORDER BY key),
 	ARRAY(SELECT operation_key FROM conflicted ORDER BY operation_key),
-	ARRAY(SELECT key FROM woken ORDER BY key),
+	ARRAY(SELECT key FROM woken UNION SELECT key FROM deferred ORDER BY key),
 	` + savedColumns("s") + `
 FROM (VALUES (1)) AS one LEFT JOIN saved s ON true`
 
@@ -156,11 +158,22 @@ func inboxJournalSteps(now string) string {
 	ON CONFLICT (operation_key, payload_sha256)
 	DO UPDATE SET times = operation_conflicts.times + 1, last_at = excluded.last_at
 	RETURNING operation_key
+), wakeable AS MATERIALIZED (
+	SELECT o.key, o.status FROM operations o JOIN existing e ON o.key = e.key
+	WHERE e.wake
+	FOR NO KEY UPDATE OF o SKIP LOCKED
 ), woken AS (
 	UPDATE operations o SET status = 'pending', next_attempt_at = $now, updated_at = $now
-	FROM existing e
-	WHERE o.key = e.key AND e.wake AND o.status <> 'done'
+	FROM wakeable w
+	WHERE o.key = w.key AND w.status <> 'done'
 	RETURNING o.key
+), deferred AS (
+	INSERT INTO operation_wakes (operation_key, at)
+	SELECT DISTINCT e.key, $now::timestamptz FROM existing e
+	WHERE e.wake AND NOT EXISTS (SELECT FROM wakeable w WHERE w.key = e.key)
+	ORDER BY e.key
+	ON CONFLICT (operation_key) DO UPDATE SET at = excluded.at
+	RETURNING operation_key AS key
 )`, "$now", now)
 }
 

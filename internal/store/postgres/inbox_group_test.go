@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -184,49 +185,58 @@ func TestInboxGroupCommit(t *testing.T) {
 	}
 }
 
-// A delivery is not held back behind a store that is itself waiting: here one
-// writer's wake waits for the row lock of an operation a claim holds (as while its
-// 1C call is under way), and a new event that arrives meanwhile is stored by the
-// other writer before the claim ends.
-func TestInboxGroupDoesNotWaitForAWaitingStore(t *testing.T) {
+// The burst of the issue: one operation claimed (its 1C call under way), four deal
+// updates that wake it and 36 new orders in one burst. No delivery waits for the
+// claim: every one is processed and every new order registered; the wakes take
+// effect when the claim ends.
+func TestInboxBurstBesideAClaimedRow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := newDB(t, Config{})
-	c, woken := wakeBehindClaim(t, db, "bitrix24:deal:held:create")
-	claimed := true
-	defer func() {
-		if claimed {
-			c.Finish(ctx, journal.Finish{Status: journal.StatusPending, NextAttemptAt: time.Now()})
-		}
-	}()
+	db := newDB(t, Config{MaxConns: 24})
+	key := "bitrix24:deal:held:create"
+	c := wakeBehindClaim(t, db, key)
 
-	stored := make(chan inbox.Receipt, 1)
-	go func() {
-		r, err := db.Inbox().Receive(ctx, inboxEv("new-meanwhile", `{}`), []inbox.Registration{inboxReg("site:order:meanwhile:create", 1)}, inboxOK)
-		if err != nil {
-			t.Error(err)
-		}
-		stored <- r
-	}()
-	select {
-	case r := <-stored:
-		if r.Outcome != inbox.Processed {
-			t.Fatalf("the new event: got %s, want %s", r.Outcome, inbox.Processed)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the new event was not stored within 10s while the other writer waited for the claim")
+	const updates, orders = 4, 36
+	var wg sync.WaitGroup
+	outcomes := make([]inbox.Outcome, updates+orders)
+	errs := make([]error, updates+orders)
+	for i := range updates + orders {
+		wg.Go(func() {
+			if i < updates {
+				wake := inboxReg(key, 2+i)
+				wake.IfAbsent, wake.Wake = true, true
+				r, err := db.Inbox().Receive(ctx, inboxEv(fmt.Sprintf("deal-update-%d", i), `{}`), []inbox.Registration{wake}, inboxOK)
+				outcomes[i], errs[i] = r.Outcome, err
+				return
+			}
+			id := fmt.Sprintf("burst-%d", i)
+			r, err := db.Inbox().Receive(ctx, inboxEv(id, `{}`), []inbox.Registration{inboxReg("site:order:"+id+":create", 1)}, inboxOK)
+			outcomes[i], errs[i] = r.Outcome, err
+		})
 	}
-	select {
-	case w := <-woken:
-		t.Fatalf("the wake returned (%s, %v) while the claim held the row", w.r.Outcome, w.err)
-	default:
+	wg.Wait()
+	for i := range outcomes {
+		if errs[i] != nil || outcomes[i] != inbox.Processed {
+			t.Fatalf("delivery %d beside the claimed row: %s (%v), want processed", i, outcomes[i], errs[i])
+		}
 	}
-	claimed = false
-	if err := c.Finish(ctx, journal.Finish{Status: journal.StatusPending, NextAttemptAt: time.Now()}); err != nil {
+	ops, err := db.Journal().List(ctx, journal.Filter{Source: "site", Limit: 1000})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if w := <-woken; w.err != nil {
-		t.Fatal(w.err)
+	registered := 0
+	for _, op := range ops {
+		if strings.HasPrefix(op.Key, "site:order:burst-") {
+			registered++
+		}
 	}
-	wantCounts(t, db, "in the end", 2, 2)
+	if registered != orders {
+		t.Fatalf("%d new orders registered, want %d", registered, orders)
+	}
+	if err := c.Finish(ctx, journal.Finish{Status: journal.StatusPending, NextAttemptAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if op, _ := db.Journal().Get(ctx, key); op.NextAttemptAt.After(time.Now().Add(time.Minute)) {
+		t.Fatalf("after the claim ended %s is due at %v: the updates' wake was lost", key, op.NextAttemptAt)
+	}
 }

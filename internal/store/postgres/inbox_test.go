@@ -79,17 +79,11 @@ func wantCounts(t *testing.T, db *DB, what string, events, ops int) {
 }
 
 // lockWait waits until a session of this test's schema waits for a lock.
-// wakeOutcome is what a delivery started by wakeBehindClaim answered.
-type wakeOutcome struct {
-	r   inbox.Receipt
-	err error
-}
-
 // wakeBehindClaim registers key and claims it, as the engine does while it calls
-// 1C, then sends a delivery (event "update-"+key) that wakes the operation. It
-// returns once that delivery's statement waits for the claim's row lock, with the
-// claim and the channel on which the delivery's outcome will come.
-func wakeBehindClaim(t *testing.T, db *DB, key string) (journal.Claim, <-chan wakeOutcome) {
+// 1C, then sends a delivery (event "update-"+key) that wakes the operation, and
+// returns the claim once the delivery has been answered: a wake never waits for the
+// claim's row lock (a 1C call can take minutes; a webhook answer must not).
+func wakeBehindClaim(t *testing.T, db *DB, key string) journal.Claim {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := db.Journal().Register(ctx, testOp(key)); err != nil {
@@ -99,17 +93,30 @@ func wakeBehindClaim(t *testing.T, db *DB, key string) (journal.Claim, <-chan wa
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.Release(context.Background()) })
 	wake := inboxReg(key, 1)
 	wake.IfAbsent, wake.Wake = true, true
-	done := make(chan wakeOutcome, 1)
+	done := make(chan error, 1)
 	go func() {
-		r, err := db.Inbox().Receive(ctx, inboxEv("update-"+key, `{}`), []inbox.Registration{wake}, inboxOK)
-		done <- wakeOutcome{r, err}
+		_, err := db.Inbox().Receive(ctx, inboxEv("update-"+key, `{}`), []inbox.Registration{wake}, inboxOK)
+		done <- err
 	}()
-	if err := lockWait(db); err != nil {
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the wake of %s was not answered within 30s while a claim held the row: it waits for the claim", key)
+	}
+	var wakes int
+	if err := db.Pool().QueryRow(ctx, `SELECT count(*) FROM operation_wakes WHERE operation_key = $1`, key).Scan(&wakes); err != nil {
 		t.Fatal(err)
 	}
-	return c, done
+	if wakes != 1 {
+		t.Fatalf("%d wakes recorded for %s, want 1", wakes, key)
+	}
+	return c
 }
 
 func lockWait(db *DB) error {
@@ -318,9 +325,11 @@ func TestInboxRegistrationCommittedDuringTheStatement(t *testing.T) {
 	wantCounts(t, db, "in the end", 1, 1)
 }
 
-// Wake of an operation a claim holds waits for the claim's verdict, then applies to
-// it: a retry is made due now, a done operation stays done.
-func TestInboxWakeWaitsForTheClaim(t *testing.T) {
+// Wake of an operation a claim holds is answered at once and recorded; the claim's
+// Finish applies it: a retry is made due now (and so is a failure: the update may
+// have fixed what failed), a done operation stays done. A wake recorded after the
+// Finish committed is applied by ApplyWakes.
+func TestInboxWakeOfAClaimedOperationDoesNotWait(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{})
@@ -331,21 +340,14 @@ func TestInboxWakeWaitsForTheClaim(t *testing.T) {
 		dueNow  bool
 	}{
 		{journal.Finish{Status: journal.StatusPending, Error: "portal 503", NextAttemptAt: time.Now().Add(time.Hour)}, journal.StatusPending, true},
+		{journal.Finish{Status: journal.StatusFailed, Error: "unknown SKU"}, journal.StatusPending, true},
 		{journal.Finish{Status: journal.StatusDone, Result: &journal.Result{Ref: "r", Number: "1"}}, journal.StatusDone, false},
 	} {
 		key := "bitrix24:deal:" + string(tc.verdict.Status) + ":create"
-		c, done := wakeBehindClaim(t, db, key)
-		select {
-		case w := <-done:
-			t.Fatalf("%s: the wake returned (%s, %v) while the claim held the row", key, w.r.Outcome, w.err)
-		default:
-		}
+		c := wakeBehindClaim(t, db, key)
 		finishedAt := time.Now()
 		if err := c.Finish(ctx, tc.verdict); err != nil {
 			t.Fatal(err)
-		}
-		if w := <-done; w.err != nil || w.r.Outcome != inbox.Processed {
-			t.Fatalf("%s: got %s (%v), want %s", key, w.r.Outcome, w.err, inbox.Processed)
 		}
 		op, err := j.Get(ctx, key)
 		if err != nil {
@@ -355,6 +357,32 @@ func TestInboxWakeWaitsForTheClaim(t *testing.T) {
 			t.Fatalf("%s after the wake: got status %s next_attempt_at %v result %v, want %s (due now: %v)",
 				key, op.Status, op.NextAttemptAt, op.Result, tc.want, tc.dueNow)
 		}
+		if n, err := j.ApplyWakes(ctx); err != nil || n != 0 {
+			t.Fatalf("%s: ApplyWakes after the Finish applied %d (%v), want 0: the Finish took the wake", key, n, err)
+		}
+	}
+
+	// A wake recorded for an operation whose claim has ended (it committed just after
+	// the Finish) waits in operation_wakes until ApplyWakes.
+	key := "bitrix24:deal:late:create"
+	if _, err := j.Register(ctx, testOp(key)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool().Exec(ctx, `UPDATE operations SET next_attempt_at = now() + interval '1 hour' WHERE key = $1`, key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool().Exec(ctx, `INSERT INTO operation_wakes (operation_key, at) VALUES ($1, now())`, key); err != nil {
+		t.Fatal(err)
+	}
+	c, err := j.ClaimKey(ctx, "bitrix24:deal:done:create", "w") // done: not claimable
+	if err == nil {
+		c.Release(ctx)
+	}
+	if n, err := j.ApplyWakes(ctx); err != nil || n != 1 {
+		t.Fatalf("ApplyWakes: %d (%v), want 1", n, err)
+	}
+	if op, _ := j.Get(ctx, key); op.NextAttemptAt.After(time.Now().Add(time.Minute)) {
+		t.Fatalf("after ApplyWakes %s is due at %v, want now", key, op.NextAttemptAt)
 	}
 }
 

@@ -27,6 +27,33 @@ func (j *Journal) WakeWaiting(ctx context.Context) (int, error) {
 	return int(tag.RowsAffected()), nil
 }
 
+// applyWakesSQL applies the wakes recorded while a claim held their rows and left
+// over by its Finish (they committed just after it): rows still claimed are skipped
+// and keep their wake.
+const applyWakesSQL = `
+WITH locked AS MATERIALIZED (
+	SELECT o.key, o.status FROM operations o JOIN operation_wakes w ON w.operation_key = o.key
+	FOR NO KEY UPDATE OF o SKIP LOCKED
+), woken AS (
+	UPDATE operations o SET status = 'pending', next_attempt_at = $1, updated_at = $1
+	FROM locked l WHERE o.key = l.key AND l.status <> 'done'
+	RETURNING 1
+), applied AS (
+	DELETE FROM operation_wakes w USING locked l WHERE w.operation_key = l.key
+)
+SELECT count(*) FROM woken`
+
+// ApplyWakes applies the wakes left over by claims (see applyWakesSQL) and returns
+// how many operations it made due. One round trip; nothing to do costs one index
+// probe of an empty table.
+func (j *Journal) ApplyWakes(ctx context.Context) (int, error) {
+	var n int
+	if err := j.db.pool.QueryRow(ctx, applyWakesSQL, j.db.nowUTC()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("postgres: apply wakes: %w", interpretError(err))
+	}
+	return n, nil
+}
+
 // claimVerificationSQL leases the done operation whose verification is due first:
 // its verify_at moves ahead by the lease, so that no other replica verifies it while
 // this one asks 1C, and no lock is held meanwhile.

@@ -262,7 +262,6 @@ func (j *Journal) openAttempt(ctx context.Context, tx *sql.Tx, key, worker strin
 	return &claim{db: j.db, op: op, attempt: attempt}, nil, nil
 }
 
-
 // claim is one claimed operation: it holds the operation's key lock, and nothing in
 // the database, until Finish or Release.
 type claim struct {
@@ -358,16 +357,30 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 
 	err := c.db.write(ctx, func(tx *sql.Tx) error {
 		now := c.db.nowUTC()
+		status := f.Status
+		// A wake recorded while this claim held the key (a webhook that did not
+		// wait) is applied here: unless the verdict is done, the operation is due now.
+		res, err := tx.ExecContext(ctx, `DELETE FROM operation_wakes WHERE operation_key = ?`, key)
+		if err != nil {
+			return err
+		}
+		woken, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if woken > 0 && status != journal.StatusDone {
+			status = journal.StatusPending
+		}
 		var next *int64
-		if f.Status == journal.StatusPending {
+		if status == journal.StatusPending {
 			t := now
-			if !f.NextAttemptAt.IsZero() {
+			if !f.NextAttemptAt.IsZero() && woken == 0 {
 				t = f.NextAttemptAt
 			}
 			us := ts(t)
 			next = &us
 		}
-		res, err := tx.ExecContext(ctx, finishOperationSQL, key, string(f.Status), result, lastError, c.attempt,
+		res, err = tx.ExecContext(ctx, finishOperationSQL, key, string(status), result, lastError, c.attempt,
 			next, ts(now), payload, payloadSHA256,
 			f.Class, f.Class == journal.ClassUnknown, tsOrNil(f.SettleUntil), tsOrNil(f.VerifyAt),
 			tsOrNil(f.FirstAttemptAt), f.Warnings != nil, warnings)

@@ -259,26 +259,25 @@ func (ib *Inbox) known(ctx context.Context, ev inbox.Event, sum string, saved in
 }
 
 // register stores the event and, when its row went in, registers the operations (in
-// key order), in one write transaction. Wake registrations first take the key locks
-// of their operations (in key order, bounded by ClaimLockTimeout), outside the
-// transaction: a claim holds its key while 1C is called and needs the writer to
-// write its verdict.
+// key order), in one write transaction. A wake registration takes its operation's
+// key lock when it is free and otherwise records the wake for the claim holding it.
 func (ib *Inbox) register(ctx context.Context, ev inbox.Event, sum string, regs []inbox.Registration, answer inbox.Answer) (inboxRegistered, error) {
 	sorted := slices.SortedFunc(slices.Values(regs), func(a, b inbox.Registration) int { return strings.Compare(a.Op.Key, b.Op.Key) })
 
-	var wakeKeys []string
+	// A wake takes its operation's key lock if it is free; one a claim holds (a 1C
+	// call in flight) is recorded in operation_wakes instead, for the claim's Finish
+	// to apply: no delivery waits for 1C.
+	held := map[string]bool{}
 	for _, r := range sorted {
-		if r.Wake {
-			wakeKeys = append(wakeKeys, r.Op.Key)
+		if r.Wake && !held[r.Op.Key] && ib.db.keys.TryLock(r.Op.Key) {
+			held[r.Op.Key] = true
 		}
 	}
-	if len(wakeKeys) > 0 {
-		unlock, err := ib.lockKeys(ctx, wakeKeys)
-		if err != nil {
-			return inboxRegistered{}, err
+	defer func() {
+		for k := range held {
+			ib.db.keys.Unlock(k)
 		}
-		defer unlock()
-	}
+	}()
 
 	ops, err := json.Marshal(inboxKeys(regs))
 	if err != nil {
@@ -315,7 +314,7 @@ func (ib *Inbox) register(ctx context.Context, ev inbox.Event, sum string, regs 
 		}
 		r.inserted = true
 		for _, reg := range sorted {
-			if err := ib.registerOne(ctx, tx, reg, now, &r); err != nil {
+			if err := ib.registerOne(ctx, tx, reg, now, held[reg.Op.Key], &r); err != nil {
 				return fmt.Errorf("register %s: %w", reg.Op.Key, err)
 			}
 		}
@@ -333,7 +332,10 @@ func (ib *Inbox) register(ctx context.Context, ev inbox.Event, sum string, regs 
 // registerOne registers one operation in tx, following the journal's rules: a new key
 // is pending and due now; an existing key with another payload is a recorded conflict
 // unless IfAbsent; Wake makes an existing operation that is not done due now.
-func (ib *Inbox) registerOne(ctx context.Context, tx *sql.Tx, reg inbox.Registration, now time.Time, r *inboxRegistered) error {
+//
+// held says whether this delivery holds the operation's key lock; a wake without it
+// is recorded in operation_wakes.
+func (ib *Inbox) registerOne(ctx context.Context, tx *sql.Tx, reg inbox.Registration, now time.Time, held bool, r *inboxRegistered) error {
 	op := reg.Op
 	opSum := order.SHA256Hex(op.Payload)
 	at := ts(now)
@@ -360,7 +362,13 @@ func (ib *Inbox) registerOne(ctx context.Context, tx *sql.Tx, reg inbox.Registra
 		}
 		r.conflicted = append(r.conflicted, op.Key)
 	}
-	if reg.Wake && status != string(journal.StatusDone) {
+	switch {
+	case reg.Wake && !held:
+		if _, err := tx.ExecContext(ctx, deferWakeSQL, op.Key, at); err != nil {
+			return fmt.Errorf("record the wake: %w", err)
+		}
+		r.woken = append(r.woken, op.Key)
+	case reg.Wake && status != string(journal.StatusDone):
 		if _, err := tx.ExecContext(ctx, inboxWakeSQL, at, at, op.Key); err != nil {
 			return fmt.Errorf("wake: %w", err)
 		}
@@ -369,29 +377,9 @@ func (ib *Inbox) registerOne(ctx context.Context, tx *sql.Tx, reg inbox.Registra
 	return nil
 }
 
-// lockKeys takes the key locks of keys (sorted) in order, waiting at most
-// ClaimLockTimeout in all, and returns the function that frees them.
-func (ib *Inbox) lockKeys(ctx context.Context, keys []string) (func(), error) {
-	wctx, cancel := context.WithTimeout(ctx, ib.db.cfg.ClaimLockTimeout)
-	defer cancel()
-	var held []string
-	unlock := func() {
-		for _, k := range held {
-			ib.db.keys.Unlock(k)
-		}
-	}
-	for _, k := range keys {
-		if err := ib.db.keys.Lock(wctx, k); err != nil {
-			unlock()
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, fmt.Errorf("wake %s: waited %v for a worker's claim: %w", k, ib.db.cfg.ClaimLockTimeout, journal.ErrBusy)
-		}
-		held = append(held, k)
-	}
-	return unlock, nil
-}
+// deferWakeSQL records a wake for the claim that holds the operation.
+const deferWakeSQL = `INSERT INTO operation_wakes (operation_key, at) VALUES (?1, ?2)
+ON CONFLICT (operation_key) DO UPDATE SET at = excluded.at`
 
 const inboxColumns = `e.source, e.event_id, e.body_sha256, e.status, e.received_at, coalesce(e.content_type, ''),
 	e.answer_status, coalesce(e.answer_content_type, ''), e.answer_body, e.operations,

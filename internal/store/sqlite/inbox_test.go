@@ -406,10 +406,11 @@ func TestInboxConcurrentAcrossHandles(t *testing.T) {
 	}
 }
 
-// Wake of an operation whose key a claim holds (the FOR UPDATE stand-in) waits for
-// the claim's verdict, then applies to it: a retry is made due now, a done operation
-// stays done. Past ClaimLockTimeout it fails with journal.ErrBusy and leaves nothing.
-func TestInboxWakeWaitsForTheKeyLock(t *testing.T) {
+// Wake of an operation whose key is held (a claim's 1C call) does not wait for the
+// key: it is recorded, and applied once the key is free (ApplyWakes, for a holder
+// that was not a claim with a Finish): a retry is made due now, a done operation
+// stays done.
+func TestInboxWakeDoesNotWaitForTheKeyLock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := inboxTestDB(t, Config{ClaimLockTimeout: 10 * time.Second})
@@ -428,28 +429,18 @@ func TestInboxWakeWaitsForTheKeyLock(t *testing.T) {
 		}
 		wake := inboxReg(key, 2)
 		wake.IfAbsent, wake.Wake = true, true
-		done := make(chan inbox.Receipt, 1)
-		go func() {
-			r, err := db.Inbox().Receive(ctx, inboxEv("update-"+key, `{}`), []inbox.Registration{wake}, inboxOK)
-			if err != nil {
-				t.Error(err)
-			}
-			done <- r
-		}()
-		time.Sleep(50 * time.Millisecond)
-		select {
-		case r := <-done:
-			t.Fatalf("%s: the wake returned %s while the claim held the key", key, r.Outcome)
-		default:
-		}
+		mustReceive(t, db.Inbox(), inboxEv("update-"+key, `{}`), []inbox.Registration{wake}, inbox.Processed)
 		later := time.Now().Add(time.Hour)
 		if _, err := db.SQL().ExecContext(ctx, tc.verdict, ts(later), key); err != nil {
 			t.Fatal(err)
 		}
+		if n, err := db.Journal().ApplyWakes(ctx); err != nil || n != 0 {
+			t.Fatalf("%s: ApplyWakes while the key is held applied %d (%v), want 0", key, n, err)
+		}
 		finishedAt := time.Now()
 		db.Keys().Unlock(key)
-		if r := <-done; r.Outcome != inbox.Processed {
-			t.Fatalf("%s: got %s, want %s", key, r.Outcome, inbox.Processed)
+		if _, err := db.Journal().ApplyWakes(ctx); err != nil {
+			t.Fatal(err)
 		}
 		op := readInboxOp(t, db, key)
 		if op.status != tc.want || (tc.dueNow && op.next.Before(finishedAt.Add(-time.Second))) || (!tc.dueNow && !op.next.Equal(fromTS(ts(later)))) {
@@ -459,26 +450,6 @@ func TestInboxWakeWaitsForTheKeyLock(t *testing.T) {
 			t.Fatalf("%s: the wake left the key locked", key)
 		}
 	}
-
-	// A claim that holds the key past ClaimLockTimeout: the delivery fails, stores
-	// nothing, and its redelivery goes through once the key is free.
-	key := "bitrix24:deal:stuck:create"
-	if err := db.Keys().Lock(ctx, key); err != nil {
-		t.Fatal(err)
-	}
-	wake := inboxReg(key, 1)
-	wake.Wake = true
-	ev := inboxEv("stuck", `{}`)
-	if _, err := db.Inbox().Receive(ctx, ev, []inbox.Registration{wake}, inboxOK); !errors.Is(err, journal.ErrBusy) {
-		t.Fatalf("wake of a key held too long: got %v, want %v", err, journal.ErrBusy)
-	}
-	if db.Keys().Held(inboxEventLock(ev.Source, ev.ID)) {
-		t.Fatal("the event is still held after a failed wake")
-	}
-	wantInboxCounts(t, db, "after a wake that timed out", 4, 2)
-	db.Keys().Unlock(key)
-	mustReceive(t, db.Inbox(), ev, []inbox.Registration{wake}, inbox.Processed)
-	wantInboxCounts(t, db, "after its redelivery", 5, 3)
 }
 
 // Times come from Config.Now (UTC): the receipt time when the event has none, the
@@ -617,9 +588,10 @@ func TestInboxLookupUsesThePrimaryKey(t *testing.T) {
 	}
 }
 
-// The same with the journal's own claim: Wake of an operation claimed by a worker
-// (ClaimKey holds its key while 1C is called) applies to the claim's verdict.
-func TestInboxWakeWaitsForTheClaim(t *testing.T) {
+// Wake of an operation claimed by a worker (ClaimKey holds its key while 1C is
+// called) is answered at once and recorded; the claim's Finish applies it: a retry
+// or a failure is due now, a done operation stays done.
+func TestInboxWakeOfAClaimedOperationDoesNotWait(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := inboxTestDB(t, Config{})
@@ -630,6 +602,7 @@ func TestInboxWakeWaitsForTheClaim(t *testing.T) {
 		dueNow  bool
 	}{
 		{journal.Finish{Status: journal.StatusPending, Error: "portal 503", NextAttemptAt: time.Now().Add(time.Hour)}, journal.StatusPending, true},
+		{journal.Finish{Status: journal.StatusFailed, Error: "unknown SKU"}, journal.StatusPending, true},
 		{journal.Finish{Status: journal.StatusDone, Result: &journal.Result{Ref: "r", Number: "1"}}, journal.StatusDone, false},
 	} {
 		key := "bitrix24:deal:" + string(tc.verdict.Status) + ":create"
@@ -642,26 +615,11 @@ func TestInboxWakeWaitsForTheClaim(t *testing.T) {
 		}
 		wake := inboxReg(key, 2)
 		wake.IfAbsent, wake.Wake = true, true
-		done := make(chan inbox.Receipt, 1)
-		go func() {
-			r, err := db.Inbox().Receive(ctx, inboxEv("update-"+key, `{}`), []inbox.Registration{wake}, inboxOK)
-			if err != nil {
-				t.Error(err)
-			}
-			done <- r
-		}()
-		time.Sleep(50 * time.Millisecond)
-		select {
-		case r := <-done:
-			t.Fatalf("%s: the wake returned %s while the claim held the key", key, r.Outcome)
-		default:
-		}
+		// Answered while the claim holds the key: this returns, or the test times out.
+		mustReceive(t, db.Inbox(), inboxEv("update-"+key, `{}`), []inbox.Registration{wake}, inbox.Processed)
 		finishedAt := time.Now()
 		if err := c.Finish(ctx, tc.verdict); err != nil {
 			t.Fatal(err)
-		}
-		if r := <-done; r.Outcome != inbox.Processed {
-			t.Fatalf("%s: got %s, want %s", key, r.Outcome, inbox.Processed)
 		}
 		op, err := j.Get(ctx, key)
 		if err != nil {
@@ -670,6 +628,9 @@ func TestInboxWakeWaitsForTheClaim(t *testing.T) {
 		if op.Status != tc.want || (tc.dueNow && op.NextAttemptAt.Before(finishedAt.Add(-time.Second))) || (!tc.dueNow && op.Result == nil) {
 			t.Fatalf("%s after the wake: got status %s next_attempt_at %v result %v, want %s (due now: %v)",
 				key, op.Status, op.NextAttemptAt, op.Result, tc.want, tc.dueNow)
+		}
+		if n, err := j.ApplyWakes(ctx); err != nil || n != 0 {
+			t.Fatalf("%s: ApplyWakes after the Finish applied %d (%v), want 0", key, n, err)
 		}
 	}
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // KeyLocks are in-process locks by key: the stand-in for SELECT … FOR UPDATE in the
@@ -130,40 +133,119 @@ func (l *Listener) Listen(ctx context.Context, wake func()) error {
 }
 
 // RunLock makes one process the only one doing 1C and relay work on a database file:
-// an exclusive flock on <file>.lock holding the process id. The kernel releases it
-// when the process dies, kill -9 included.
+// an exclusive flock on <file>.lock. The kernel releases it when the process dies,
+// kill -9 included. While it holds the lock, the holder keeps its record in the
+// file, "<pid> <role> <checksum>": the role is RoleRun for `ordersync run`, the
+// command's name ("order import", "resync") for a CLI command doing its own work, so
+// that a CLI command hands work only to a service and waits for another CLI command.
 type RunLock struct {
 	f    *os.File
 	path string
 }
 
-// ErrLocked is returned (wrapped, with the holder) when another process holds the lock.
-var ErrLocked = errors.New("another ordersync run works on this database")
+// RoleRun is the role of `ordersync run`, the service.
+const RoleRun = "run"
+
+// Holder is who holds a run lock.
+type Holder struct {
+	// PID is the holder's process id; 0 when it could not be told (no record, or a
+	// record of a process that is gone: the new holder has not written its own yet).
+	PID int
+	// Role is RoleRun, a CLI command's name, or "" when unknown (a lock taken by an
+	// older ordersync, which wrote its pid alone).
+	Role string
+}
+
+// IsService reports whether the holder is `ordersync run`.
+func (h Holder) IsService() bool { return h.Role == RoleRun && h.PID > 0 }
+
+// String names the holder: "`ordersync run` (pid 123)", "pid 123", "an unknown process".
+func (h Holder) String() string {
+	switch {
+	case h.PID <= 0:
+		return "an unknown process"
+	case h.Role == "":
+		return "pid " + strconv.Itoa(h.PID)
+	default:
+		return fmt.Sprintf("`ordersync %s` (pid %d)", h.Role, h.PID)
+	}
+}
+
+// ErrLocked is returned (as a *LockedError, naming the holder) when another process
+// holds the lock.
+var ErrLocked = errors.New("the database's run lock is held")
+
+// LockedError is AcquireRunLock's error when the lock is held.
+type LockedError struct {
+	Path   string // the lock file
+	Holder Holder
+}
+
+func (e *LockedError) Error() string {
+	if e.Holder.Role == "" || e.Holder.IsService() {
+		pid := "unknown"
+		if e.Holder.PID > 0 {
+			pid = strconv.Itoa(e.Holder.PID)
+		}
+		return fmt.Sprintf("another ordersync run works on this database: pid %s holds %s (stop it first; CLI commands beside it are fine)", pid, e.Path)
+	}
+	return fmt.Sprintf("%s works on this database (it holds %s)", e.Holder, e.Path)
+}
+
+// Is makes errors.Is(err, ErrLocked) hold.
+func (e *LockedError) Is(target error) bool { return target == ErrLocked }
 
 // LockPath is the lock file of a database file.
 func LockPath(dbPath string) string { return dbPath + ".lock" }
 
-// AcquireRunLock takes the run lock of dbPath without waiting.
-func AcquireRunLock(dbPath string) (*RunLock, error) {
+// recordSize is the fixed size of the holder's record: it is written in one write at
+// offset 0 over whatever an earlier holder left, so the file never holds a record
+// shorter than a previous one with the previous one's tail.
+const recordSize = 128
+
+// holderSettle is how long RunLockHolder waits for a new holder to write its record.
+const holderSettle = time.Second
+
+// AcquireRunLock takes the run lock of dbPath for `ordersync run`, without waiting.
+func AcquireRunLock(dbPath string) (*RunLock, error) { return AcquireRunLockAs(dbPath, RoleRun) }
+
+// AcquireRunLockAs takes the run lock of dbPath without waiting and records this
+// process and role (RoleRun, or the CLI command's name) in it. A held lock is a
+// *LockedError naming its holder.
+func AcquireRunLockAs(dbPath, role string) (*RunLock, error) {
+	role = strings.Join(strings.Fields(role), " ")
+	if role == "" {
+		return nil, errors.New("sqlite: run lock: no role given")
+	}
 	path := LockPath(dbPath)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: run lock %s: %w", path, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			holder := "unknown"
-			if pid, ok := LockHolder(dbPath); ok {
-				holder = strconv.Itoa(pid)
-			}
-			return nil, fmt.Errorf("%w: pid %s holds %s (stop it first; CLI commands beside it are fine)", ErrLocked, holder, path)
+	for attempt := 1; ; attempt++ {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
 		}
-		return nil, fmt.Errorf("sqlite: run lock %s: %w", path, err)
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("sqlite: run lock %s: %w", path, err)
+		}
+		// Released meanwhile, or only a reader's brief shared lock (RunLockHolder's
+		// probe) was in the way: try again.
+		if h, isHeld := RunLockHolder(dbPath); isHeld || attempt == 5 {
+			f.Close()
+			return nil, &LockedError{Path: path, Holder: h}
+		}
 	}
-	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-		f.Sync()
+	rec := encodeRecord(os.Getpid(), role)
+	if n, err := f.WriteAt(rec, 0); err != nil || n != len(rec) {
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+		return nil, fmt.Errorf("sqlite: run lock %s: record the holder: %w", path, err)
 	}
 	return &RunLock{f: f, path: path}, nil
 }
@@ -173,34 +255,119 @@ func (l *RunLock) Release() {
 	if l == nil || l.f == nil {
 		return
 	}
-	l.f.Truncate(0)
+	l.f.Truncate(0) // while still held: a reader sees the record, or none
 	syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
 	l.f.Close()
 	l.f = nil
 }
 
-// LockHolder returns the pid of the process holding dbPath's run lock, if one does.
-func LockHolder(dbPath string) (int, bool) {
+// RunLockHolder reports whether dbPath's run lock is held and by whom. A record is
+// believed only when it is whole (its checksum matches), its process exists, and
+// the lock is still held after it was read; a record of a process that is gone —
+// left by a holder killed with kill -9, the new holder not having written its own
+// yet — is not. Until a believable record appears (within holderSettle) the holder
+// is unknown: Holder{}.
+func RunLockHolder(dbPath string) (Holder, bool) { return runLockHolder(dbPath, holderSettle) }
+
+func runLockHolder(dbPath string, settle time.Duration) (Holder, bool) {
 	path := LockPath(dbPath)
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, false
+		return Holder{}, false
 	}
 	defer f.Close()
-	// Held? Try a shared lock: it fails while the exclusive one is held.
+	deadline := time.Now().Add(settle)
+	var legacy Holder
+	for delay := time.Millisecond; ; delay = min(2*delay, 50*time.Millisecond) {
+		if !held(f) {
+			return Holder{}, false
+		}
+		b := make([]byte, recordSize)
+		n, _ := f.ReadAt(b, 0)
+		if h, ok := decodeRecord(b[:n]); ok && alive(h.PID) && held(f) {
+			if h.Role != "" {
+				return h, true
+			}
+			legacy = h // an older ordersync's record; a new holder may still write its own
+		}
+		if time.Now().After(deadline) {
+			return legacy, true
+		}
+		time.Sleep(delay)
+	}
+}
+
+// held reports whether an exclusive lock is held on f's file: a shared lock fails
+// while it is.
+func held(f *os.File) bool {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err == nil {
 		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		return 0, false
+		return false
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
+	return true
+}
+
+// alive reports whether a process with this id exists (EPERM: it does, another user's).
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// encodeRecord is "<pid> <role> <crc32>\n", padded with spaces to recordSize.
+func encodeRecord(pid int, role string) []byte {
+	line := strconv.Itoa(pid) + " " + role
+	line = fmt.Sprintf("%s %08x\n", line, crc32.ChecksumIEEE([]byte(line)))
+	b := []byte(line)
+	if len(b) > recordSize {
+		b = b[:recordSize] // a role that long is not ours; decodeRecord refuses it
+	}
+	for len(b) < recordSize {
+		b = append(b, ' ')
+	}
+	return b
+}
+
+// decodeRecord reads a record: encodeRecord's, or an older ordersync's bare pid
+// (role ""). A torn or partial record is refused.
+func decodeRecord(b []byte) (Holder, bool) {
+	line, _, _ := strings.Cut(string(b), "\n")
+	fields := strings.Fields(line)
+	switch len(fields) {
+	case 0:
+		return Holder{}, false
+	case 1: // an older ordersync's record
+		if len(strings.TrimSpace(string(b))) != len(fields[0]) {
+			return Holder{}, false
+		}
+		pid, err := strconv.Atoi(fields[0])
+		return Holder{PID: pid}, err == nil && pid > 0
+	case 2:
+		return Holder{}, false
+	}
+	pid, err := strconv.Atoi(fields[0])
 	if err != nil || pid <= 0 {
+		return Holder{}, false
+	}
+	role := strings.Join(fields[1:len(fields)-1], " ")
+	body := fields[0] + " " + role
+	if fields[len(fields)-1] != fmt.Sprintf("%08x", crc32.ChecksumIEEE([]byte(body))) {
+		return Holder{}, false
+	}
+	return Holder{PID: pid, Role: role}, true
+}
+
+// LockHolder returns the pid of the `ordersync run` holding dbPath's run lock, if one
+// does. A CLI command holding it (doing its own work) is not a service: it is not
+// reported (see RunLockHolder).
+func LockHolder(dbPath string) (int, bool) {
+	h, held := RunLockHolder(dbPath)
+	if !held || !h.IsService() {
 		return 0, false
 	}
-	return pid, true
+	return h.PID, true
 }
 
 // DefaultPath is where the embedded database lives when none is configured:

@@ -3,10 +3,13 @@ package sqlite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -87,6 +90,111 @@ func TestRunLockExcludesASecondHolderAndNamesThePid(t *testing.T) {
 		t.Fatalf("after release: %v", err)
 	}
 	l2.Release()
+}
+
+// TestRunLockRecordsWhoHoldsIt: the holder's pid and role are in the lock file; a
+// CLI command holding it is not taken for the service.
+func TestRunLockRecordsWhoHoldsIt(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "ordersync.db")
+	l, err := AcquireRunLockAs(path, "order import")
+	if err != nil {
+		t.Fatal(err)
+	}
+	me := Holder{PID: os.Getpid(), Role: "order import"}
+	if h, held := RunLockHolder(path); !held || h != me || h.IsService() {
+		t.Fatalf("RunLockHolder = %+v %v, want %+v, not a service", h, held, me)
+	}
+	if pid, ok := LockHolder(path); ok {
+		t.Fatalf("LockHolder = %d: a CLI command taken for the service", pid)
+	}
+	_, err = AcquireRunLock(path)
+	var le *LockedError
+	if !errors.As(err, &le) || !errors.Is(err, ErrLocked) || le.Holder != me ||
+		!strings.Contains(err.Error(), fmt.Sprintf("`ordersync order import` (pid %d)", os.Getpid())) {
+		t.Fatalf("AcquireRunLock beside a CLI command = %v, want a *LockedError naming it", err)
+	}
+	l.Release()
+	if h, held := RunLockHolder(path); held {
+		t.Fatalf("released, RunLockHolder = %+v", h)
+	}
+	// The service's record replaces the command's.
+	l, err = AcquireRunLock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if h, held := RunLockHolder(path); !held || !h.IsService() || h.PID != os.Getpid() {
+		t.Fatalf("RunLockHolder = %+v %v, want the service", h, held)
+	}
+}
+
+// TestRunLockHolderBelievesOnlyAWholeRecordOfALiveProcess: a record left by a dead
+// process (kill -9, the new holder not having written its own yet), a torn record
+// and no record at all name no holder; an older ordersync's bare pid names it
+// without a role.
+func TestRunLockHolderBelievesOnlyAWholeRecordOfALiveProcess(t *testing.T) {
+	t.Parallel()
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Skip("no true(1):", err)
+	}
+	path := filepath.Join(t.TempDir(), "ordersync.db")
+	// A holder that has the lock and writes the file by hand.
+	f, err := os.OpenFile(LockPath(path), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	write := func(b []byte) {
+		t.Helper()
+		if err := f.Truncate(0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(b, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	me := os.Getpid()
+	torn := encodeRecord(me, "run")
+	copy(torn, strconv.Itoa(dead.Process.Pid)) // a new holder's pid over an old record
+	for _, c := range []struct {
+		name   string
+		record []byte
+		want   Holder
+	}{
+		{"nothing written yet", nil, Holder{}},
+		{"a dead process's record", encodeRecord(dead.Process.Pid, "run"), Holder{}},
+		{"a torn record", torn, Holder{}},
+		{"an older ordersync's pid", []byte(strconv.Itoa(me) + "\n"), Holder{PID: me}},
+		{"an older ordersync's dead pid", []byte(strconv.Itoa(dead.Process.Pid) + "\n"), Holder{}},
+		{"the service", encodeRecord(me, "run"), Holder{PID: me, Role: RoleRun}},
+		{"a CLI command", encodeRecord(me, "resync"), Holder{PID: me, Role: "resync"}},
+	} {
+		write(c.record)
+		h, held := runLockHolder(path, 20*time.Millisecond)
+		if !held || h != c.want {
+			t.Errorf("%s: holder %+v held %v, want %+v held", c.name, h, held, c.want)
+		}
+		if c.want.Role == "" {
+			continue // LockHolder would wait its full second for a record
+		}
+		if _, ok := LockHolder(path); ok != c.want.IsService() {
+			t.Errorf("%s: LockHolder says service %v, want %v", c.name, ok, c.want.IsService())
+		}
+	}
+	// A new holder that writes its record while a reader waits is believed.
+	write(encodeRecord(dead.Process.Pid, "run"))
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		f.WriteAt(encodeRecord(me, "order import"), 0)
+	}()
+	if h, held := runLockHolder(path, 10*time.Second); !held || h != (Holder{PID: me, Role: "order import"}) {
+		t.Fatalf("after the new holder wrote its record: %+v %v", h, held)
+	}
 }
 
 func TestDefaultPath(t *testing.T) {

@@ -31,6 +31,64 @@ func (j *Journal) WakeWaiting(ctx context.Context) (int, error) {
 	return int(n), nil
 }
 
+// ApplyWakes applies the wakes recorded while claims held their keys and left over
+// by their Finish; keys a claim of this process still holds keep their wake.
+func (j *Journal) ApplyWakes(ctx context.Context) (int, error) {
+	var keys []string
+	rows, err := j.db.sql.QueryContext(ctx, `SELECT operation_key FROM operation_wakes ORDER BY operation_key`)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: apply wakes: %w", err)
+	}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("sqlite: apply wakes: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(keys) == 0 {
+		return 0, err
+	}
+	var held []string
+	for _, k := range keys {
+		if j.db.keys.TryLock(k) {
+			held = append(held, k)
+		}
+	}
+	defer func() {
+		for _, k := range held {
+			j.db.keys.Unlock(k)
+		}
+	}()
+	var n int64
+	err = j.db.write(ctx, func(tx *sql.Tx) error {
+		n = 0
+		now := ts(j.db.nowUTC())
+		for _, k := range held {
+			res, err := tx.ExecContext(ctx, `UPDATE operations SET status = 'pending', next_attempt_at = ?2, updated_at = ?2
+				WHERE key = ?1 AND status <> 'done'`, k, now)
+			if err != nil {
+				return err
+			}
+			m, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			n += m
+			if _, err := tx.ExecContext(ctx, `DELETE FROM operation_wakes WHERE operation_key = ?`, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: apply wakes: %w", err)
+	}
+	return int(n), nil
+}
+
 // ClaimVerification leases the done operation whose verification is due first: its
 // verify_at moves ahead by lease, so no other claimer verifies it while 1C is asked.
 // journal.ErrNothingDue when none is. One write transaction.
