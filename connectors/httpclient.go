@@ -3,7 +3,9 @@ package connectors
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -13,6 +15,9 @@ import (
 	"github.com/go-resty/resty/v2"
 	"golang.org/x/time/rate"
 )
+
+// DefaultMaxResponse is the default of ClientConfig.MaxResponse: 16 MiB.
+const DefaultMaxResponse = 16 << 20
 
 // ClientConfig configures a marketplace HTTP client.
 type ClientConfig struct {
@@ -27,9 +32,18 @@ type ClientConfig struct {
 	Retries      int
 	MaxRetryWait time.Duration
 	// Header is sent with every request (the credentials).
-	Header    http.Header
-	Logger    *slog.Logger
-	Transport http.RoundTripper // tests
+	Header http.Header
+	// MaxResponse bounds the body of one answer, in bytes
+	// (connectors.<name>.max_response): a larger one is not read beyond the limit,
+	// and the request fails with a *ResponseTooLargeError, never retried. 0 is
+	// DefaultMaxResponse, unless Transport bounds answers itself (BoundResponses,
+	// how cmd/ordersync passes the configured limit): then that limit stands alone.
+	MaxResponse int64
+	// MaxResponseKey is the key errors name; default
+	// connectors.<Connector>.max_response (webhooks.bitrix24.max_response for bitrix24).
+	MaxResponseKey string
+	Logger         *slog.Logger
+	Transport      http.RoundTripper // tests, and BoundResponses
 }
 
 type readKey struct{}
@@ -43,8 +57,8 @@ func Read(r *resty.Request) *resty.Request {
 }
 
 // NewClient returns a resty client with the marketplace's rate limit applied to every
-// try, retries of reads on 429/5xx/transport errors that honour Retry-After, and the
-// credentials as headers (never logged).
+// try, retries of reads on 429/5xx/transport errors that honour Retry-After, answers
+// bounded by MaxResponse, and the credentials as headers (never logged).
 func NewClient(cfg ClientConfig) *resty.Client {
 	cfg.Timeout = cmp.Or(cfg.Timeout, 30*time.Second)
 	cfg.MaxRetryWait = cmp.Or(cfg.MaxRetryWait, time.Minute)
@@ -57,9 +71,16 @@ func NewClient(cfg ClientConfig) *resty.Client {
 	}
 	c := resty.New().SetBaseURL(strings.TrimRight(cfg.BaseURL, "/")).SetTimeout(cfg.Timeout)
 	c.SetLogger(discardLogger{})
-	if cfg.Transport != nil {
-		c.SetTransport(cfg.Transport)
+	base := cfg.Transport
+	if base == nil {
+		base = c.GetClient().Transport // resty's own
 	}
+	c.SetTransport(&boundTransport{
+		base:     base,
+		limit:    cmp.Or(cfg.MaxResponse, DefaultMaxResponse),
+		key:      cmp.Or(cfg.MaxResponseKey, maxResponseKey(cfg.Connector)),
+		fallback: cfg.MaxResponse == 0,
+	})
 	for k, vs := range cfg.Header {
 		for _, v := range vs {
 			c.Header.Add(k, v)
@@ -81,6 +102,9 @@ func NewClient(cfg ClientConfig) *resty.Client {
 			AddRetryCondition(func(resp *resty.Response, err error) bool {
 				if resp == nil || resp.Request == nil || resp.Request.Context().Value(readKey{}) != true {
 					return false
+				}
+				if tl := (*ResponseTooLargeError)(nil); errors.As(err, &tl) {
+					return false // the same request gets the same answer: a bigger page does not shrink
 				}
 				if resp.Request.Context().Err() != nil {
 					return false
@@ -104,6 +128,120 @@ func NewClient(cfg ClientConfig) *resty.Client {
 			})
 	}
 	return c
+}
+
+// maxResponseKey is the configuration key of the answer limit of connector.
+func maxResponseKey(connector string) string {
+	if connector == "bitrix24" {
+		return "webhooks.bitrix24.max_response"
+	}
+	return "connectors." + connector + ".max_response"
+}
+
+// ResponseTooLargeError is an answer whose body is larger than its limit: it was
+// read no further than the limit, and the request is not retried.
+type ResponseTooLargeError struct {
+	Key    string // the configuration key of the limit: connectors.kaspi.max_response
+	Limit  int64  // bytes
+	Status int    // of the answer
+	// ContentLength is the length the answer announced, -1 when it announced none.
+	ContentLength int64
+}
+
+func (e *ResponseTooLargeError) Error() string {
+	msg := fmt.Sprintf("the answer (HTTP %d", e.Status)
+	if e.ContentLength >= 0 {
+		msg += fmt.Sprintf(", %d bytes", e.ContentLength)
+	}
+	msg += fmt.Sprintf(") is larger than %s (%s), so it was not read; raise %s", e.Key, formatSize(e.Limit), e.Key)
+	if section, ok := strings.CutSuffix(e.Key, ".max_response"); ok && strings.HasPrefix(e.Key, "connectors.") {
+		msg += " or lower " + section + ".page_size"
+	}
+	return msg
+}
+
+// BoundResponses returns a transport over base (nil: a clone of
+// http.DefaultTransport) whose answers fail with a *ResponseTooLargeError naming key
+// once their body passes limit bytes: as soon as it is read, when the
+// Content-Length says so, else at the first byte beyond. It is how a caller that
+// builds a connector (whose configuration has a Transport, not a MaxResponse) gives
+// NewClient its configured limit; 0 or less is DefaultMaxResponse.
+func BoundResponses(base http.RoundTripper, limit int64, key string) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	if limit <= 0 {
+		limit = DefaultMaxResponse
+	}
+	return &boundTransport{base: base, limit: limit, key: key}
+}
+
+// boundTransport wraps every answer's body in a boundedBody.
+type boundTransport struct {
+	base  http.RoundTripper
+	limit int64
+	key   string
+	// fallback: leave a body already bounded (by a BoundResponses below) alone.
+	fallback bool
+}
+
+func (t *boundTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err != nil || resp == nil || resp.Body == nil || resp.Body == http.NoBody {
+		return resp, err
+	}
+	if _, bounded := resp.Body.(*boundedBody); bounded && t.fallback {
+		return resp, nil
+	}
+	resp.Body = &boundedBody{rc: resp.Body, left: t.limit, tooLarge: &ResponseTooLargeError{
+		Key: t.key, Limit: t.limit, Status: resp.StatusCode, ContentLength: resp.ContentLength}}
+	return resp, nil
+}
+
+// boundedBody fails a read once more than the limit has come. Closing it before the
+// end closes the connection (the transport never reuses one half-read).
+type boundedBody struct {
+	rc       io.ReadCloser
+	left     int64 // bytes still allowed
+	tooLarge *ResponseTooLargeError
+	failed   bool
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.failed || b.tooLarge.ContentLength > b.tooLarge.Limit {
+		b.failed = true
+		return 0, b.tooLarge
+	}
+	if len(p) == 0 {
+		return b.rc.Read(p)
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1] // one byte more tells a body of exactly the limit from a longer one
+	}
+	n, err := b.rc.Read(p)
+	if int64(n) > b.left {
+		n = int(b.left)
+		b.left, b.failed = 0, true
+		return n, b.tooLarge
+	}
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *boundedBody) Close() error { return b.rc.Close() }
+
+// formatSize prints a number of bytes the way the configuration writes sizes: in the
+// largest binary unit that divides it (16MiB), else in bytes.
+func formatSize(n int64) string {
+	for _, u := range []struct {
+		name string
+		n    int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.n == 0 {
+			return fmt.Sprintf("%d%s", n/u.n, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // RetryAfter parses a Retry-After header: seconds, or an HTTP date.

@@ -36,7 +36,8 @@ func enabledConnectors(cfg *config.Config, log *slog.Logger) ([]marketplace, err
 	if k := c.Kaspi; k.Enabled {
 		conn, err := kaspi.New(kaspi.Config{BaseURL: k.BaseURL, Token: k.Token, Warehouse: k.Warehouse,
 			States: k.States, Statuses: k.Statuses, PageSize: k.PageSize, Timeout: k.Timeout,
-			RatePerSecond: float64(k.RatePerSecond), Logger: log.With("connector", "kaspi")})
+			RatePerSecond: float64(k.RatePerSecond), Logger: log.With("connector", "kaspi"),
+			Transport: connectors.BoundResponses(nil, k.MaxResponse, "connectors.kaspi.max_response")})
 		if err != nil {
 			return nil, usageError(fmt.Errorf("config: %w", err))
 		}
@@ -49,7 +50,8 @@ func enabledConnectors(cfg *config.Config, log *slog.Logger) ([]marketplace, err
 	if o := c.Ozon; o.Enabled {
 		conn, err := ozon.New(ozon.Config{BaseURL: o.BaseURL, ClientID: o.ClientID, APIKey: o.APIKey,
 			APIVersion: o.APIVersion, Warehouse: o.Warehouse, Acknowledge: o.Acknowledge, PageSize: o.PageSize,
-			Timeout: o.Timeout, RatePerSecond: float64(o.RatePerSecond), Logger: log.With("connector", "ozon")})
+			Timeout: o.Timeout, RatePerSecond: float64(o.RatePerSecond), Logger: log.With("connector", "ozon"),
+			Transport: connectors.BoundResponses(nil, o.MaxResponse, "connectors.ozon.max_response")})
 		if err != nil {
 			return nil, usageError(fmt.Errorf("config: %w", err))
 		}
@@ -62,7 +64,8 @@ func enabledConnectors(cfg *config.Config, log *slog.Logger) ([]marketplace, err
 	if w := c.Wildberries; w.Enabled {
 		conn, err := wildberries.New(wildberries.Config{BaseURL: w.BaseURL, Token: w.Token, Warehouse: w.Warehouse,
 			Acknowledge: w.Acknowledge, SupplyName: w.SupplyName, PageSize: w.PageSize, Timeout: w.Timeout,
-			RatePerSecond: float64(w.RatePerSecond), Logger: log.With("connector", "wildberries")})
+			RatePerSecond: float64(w.RatePerSecond), Logger: log.With("connector", "wildberries"),
+			Transport: connectors.BoundResponses(nil, w.MaxResponse, "connectors.wildberries.max_response")})
 		if err != nil {
 			return nil, usageError(fmt.Errorf("config: %w", err))
 		}

@@ -66,7 +66,8 @@ func fetchers(cfg *config.Config, skus *connectors.SKUMap, log *slog.Logger) (ma
 		o := cfg.Connectors.Ozon
 		conn, err := ozon.New(ozon.Config{BaseURL: o.BaseURL, ClientID: o.ClientID, APIKey: o.APIKey,
 			APIVersion: o.APIVersion, Warehouse: o.Warehouse, PageSize: o.PageSize, Timeout: o.Timeout,
-			RatePerSecond: float64(o.RatePerSecond), Logger: log.With("connector", "ozon")})
+			RatePerSecond: float64(o.RatePerSecond), Logger: log.With("connector", "ozon"),
+			Transport: connectors.BoundResponses(nil, int64(o.MaxResponse), "connectors.ozon.max_response")})
 		if err != nil {
 			return nil, usageError(fmt.Errorf("config: %w", err))
 		}
@@ -74,7 +75,8 @@ func fetchers(cfg *config.Config, skus *connectors.SKUMap, log *slog.Logger) (ma
 	}
 	if b := cfg.Webhooks.Bitrix24; b.Enabled {
 		c, err := bitrix24.New(bitrix24.Config{RESTURL: b.RESTURL, CreateStages: b.CreateStages, Warehouse: b.Warehouse,
-			SKUField: b.SKUField, Timeout: b.Timeout, RatePerSecond: float64(b.RatePerSecond), Logger: log.With("connector", "bitrix24")})
+			SKUField: b.SKUField, Timeout: b.Timeout, RatePerSecond: float64(b.RatePerSecond), Logger: log.With("connector", "bitrix24"),
+			Transport: connectors.BoundResponses(nil, int64(b.MaxResponse), "webhooks.bitrix24.max_response")})
 		if err != nil {
 			return nil, usageError(fmt.Errorf("config: %w", err))
 		}

@@ -62,6 +62,7 @@ func (a *app) newClient(cfg *config.Config, log *slog.Logger) (*httpservice.Clie
 		MaxConcurrency: cfg.OneC.MaxConcurrency,
 		SessionReuse:   cfg.OneC.SessionReuse,
 		GetRetries:     getRetries(cfg.OneC.GetRetries),
+		MaxResponse:    cfg.OneC.MaxResponse,
 		Logger:         log.With("component", "onec"),
 	})
 	if err != nil {

@@ -75,6 +75,9 @@ type OneC struct {
 	// waiting (a timeout, a proxy's 504): no attempt follows an unknown outcome, and no
 	// cancel concludes "never created", sooner.
 	SettleTime time.Duration `koanf:"settle_time"`
+	// MaxResponse bounds the body of one answer from 1C, in bytes: a larger one is
+	// not read (the call fails naming this key).
+	MaxResponse int64 `koanf:"max_response"`
 }
 
 // Worker is the engine's claim, retry and shutdown policy.
@@ -157,6 +160,7 @@ func defaults() Config {
 			Timezone:       "Asia/Almaty",
 			GetRetries:     3,
 			SettleTime:     2 * time.Minute,
+			MaxResponse:    64 << 20,
 		},
 		Worker: Worker{
 			MaxAttempts:     10,
@@ -188,6 +192,7 @@ func defaults() Config {
 				PageSize:      100,
 				Timeout:       30 * time.Second,
 				RatePerSecond: 5,
+				MaxResponse:   defaultConnectorMaxResponse,
 			},
 			Ozon: Ozon{
 				BaseURL:       "https://api-seller.ozon.ru",
@@ -197,6 +202,7 @@ func defaults() Config {
 				PageSize:      100,
 				Timeout:       30 * time.Second,
 				RatePerSecond: 10,
+				MaxResponse:   defaultConnectorMaxResponse,
 			},
 			Wildberries: Wildberries{
 				BaseURL:       "https://marketplace-api.wildberries.ru",
@@ -206,6 +212,7 @@ func defaults() Config {
 				PageSize:      1000,
 				Timeout:       30 * time.Second,
 				RatePerSecond: 5,
+				MaxResponse:   defaultConnectorMaxResponse,
 			},
 		},
 		Webhooks: Webhooks{
@@ -219,6 +226,7 @@ func defaults() Config {
 				CreateStages:  []string{"WON"},
 				RatePerSecond: 2,
 				Timeout:       30 * time.Second,
+				MaxResponse:   defaultConnectorMaxResponse,
 			},
 		},
 		Relay: Relay{
@@ -377,6 +385,7 @@ func (o OneC) validate(p *problems) {
 	if o.GetRetries < 0 {
 		p.add("onec.get_retries", fmt.Sprintf("must be at least 0, got %d", o.GetRetries))
 	}
+	checkMaxResponse("onec.max_response", o.MaxResponse, defaults().OneC.MaxResponse, "", p)
 	if o.Timeout > 0 && o.SettleTime <= o.Timeout {
 		p.add("onec.settle_time", fmt.Sprintf("must be greater than onec.timeout (%s), and than any proxy timeout in front of 1C, got %s",
 			formatDuration(o.Timeout), formatDuration(o.SettleTime)))

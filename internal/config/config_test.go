@@ -105,6 +105,7 @@ func TestDefaults(t *testing.T) {
 			Timezone:       "Asia/Almaty",
 			GetRetries:     3,
 			SettleTime:     2 * time.Minute,
+			MaxResponse:    64 << 20,
 		},
 		Worker: Worker{
 			MaxAttempts:     10,
@@ -135,6 +136,7 @@ func TestDefaults(t *testing.T) {
 				PageSize:      100,
 				Timeout:       30 * time.Second,
 				RatePerSecond: 5,
+				MaxResponse:   16 << 20,
 			},
 			Ozon: Ozon{
 				Enabled:       false,
@@ -146,6 +148,7 @@ func TestDefaults(t *testing.T) {
 				PageSize:      100,
 				Timeout:       30 * time.Second,
 				RatePerSecond: 10,
+				MaxResponse:   16 << 20,
 			},
 			Wildberries: Wildberries{
 				Enabled:       false,
@@ -157,6 +160,7 @@ func TestDefaults(t *testing.T) {
 				PageSize:      1000,
 				Timeout:       30 * time.Second,
 				RatePerSecond: 5,
+				MaxResponse:   16 << 20,
 			},
 		},
 		Webhooks: Webhooks{
@@ -173,6 +177,7 @@ func TestDefaults(t *testing.T) {
 				CreateStages:  []string{"WON"},
 				RatePerSecond: 2,
 				Timeout:       30 * time.Second,
+				MaxResponse:   16 << 20,
 			},
 		},
 		Relay: Relay{
@@ -269,6 +274,7 @@ onec:
   session_reuse: false
   timezone: Asia/Aqtobe
   get_retries: 0
+  max_response: 8MiB
 worker:
   max_attempts: 3
   backoff_min: 500ms
@@ -291,6 +297,7 @@ log:
 			Timezone:       "Asia/Aqtobe",
 			GetRetries:     0,
 			SettleTime:     2 * time.Minute,
+			MaxResponse:    8 << 20,
 		},
 		Worker: Worker{
 			MaxAttempts:     3,
@@ -370,6 +377,7 @@ func TestEnvNesting(t *testing.T) {
 		"ORDERSYNC_ONEC__SESSION_REUSE=false",
 		"ORDERSYNC_ONEC__TIMEZONE=Europe/Moscow",
 		"ORDERSYNC_ONEC__GET_RETRIES=1",
+		"ORDERSYNC_ONEC__MAX_RESPONSE=1MiB",
 		"ORDERSYNC_WORKER__MAX_ATTEMPTS=20",
 		"ORDERSYNC_WORKER__BACKOFF_MIN=2s",
 		"ORDERSYNC_WORKER__BACKOFF_MAX=1h",
@@ -390,6 +398,7 @@ func TestEnvNesting(t *testing.T) {
 			Timezone:       "Europe/Moscow",
 			GetRetries:     1,
 			SettleTime:     2 * time.Minute,
+			MaxResponse:    1 << 20,
 		},
 		Worker: Worker{
 			MaxAttempts:     20,

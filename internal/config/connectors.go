@@ -40,6 +40,7 @@ type Kaspi struct {
 	PageSize      int           `koanf:"page_size"` // page[size], 1..100
 	Timeout       time.Duration `koanf:"timeout"`   // of one HTTP call
 	RatePerSecond int           `koanf:"rate_per_second"`
+	MaxResponse   int64         `koanf:"max_response"` // bytes of one answer at most
 }
 
 // Ozon is the Ozon Seller API connector (FBS postings; Client-Id and Api-Key).
@@ -57,6 +58,7 @@ type Ozon struct {
 	PageSize      int           `koanf:"page_size"` // 1..1000
 	Timeout       time.Duration `koanf:"timeout"`
 	RatePerSecond int           `koanf:"rate_per_second"`
+	MaxResponse   int64         `koanf:"max_response"`
 }
 
 // Ozon API versions of the FBS listing.
@@ -80,7 +82,12 @@ type Wildberries struct {
 	PageSize      int           `koanf:"page_size"`   // 1..1000
 	Timeout       time.Duration `koanf:"timeout"`
 	RatePerSecond int           `koanf:"rate_per_second"`
+	MaxResponse   int64         `koanf:"max_response"`
 }
+
+// defaultConnectorMaxResponse is the default max_response of the marketplace and
+// Bitrix24 clients: a page of a listing is far smaller.
+const defaultConnectorMaxResponse = 16 << 20
 
 // enabled reports whether the connector named name (kaspi, ozon, wildberries) is
 // enabled; false for a name that is no connector.
@@ -140,6 +147,7 @@ func (k Kaspi) validate(key string, p *problems) {
 		maxPageSize:  100,
 		timeout:      k.Timeout,
 		rate:         k.RatePerSecond,
+		maxResponse:  k.MaxResponse,
 	}.validate(p)
 	requireSecret(key, "token", k.Token, p)
 	checkNames(key+".states", "order state", "NEW", k.States, p)
@@ -160,6 +168,7 @@ func (o Ozon) validate(key string, p *problems) {
 		maxPageSize:  1000,
 		timeout:      o.Timeout,
 		rate:         o.RatePerSecond,
+		maxResponse:  o.MaxResponse,
 	}.validate(p)
 	switch {
 	case o.ClientID == "":
@@ -189,6 +198,7 @@ func (w Wildberries) validate(key string, p *problems) {
 		maxPageSize:  1000,
 		timeout:      w.Timeout,
 		rate:         w.RatePerSecond,
+		maxResponse:  w.MaxResponse,
 	}.validate(p)
 	requireSecret(key, "token", w.Token, p)
 	// Wildberries accepts supply names of 1 to 128 characters.
@@ -210,6 +220,7 @@ type connectorCommon struct {
 	warehouse                       string
 	pageSize, maxPageSize           int
 	rate                            int
+	maxResponse                     int64
 }
 
 func (c connectorCommon) validate(p *problems) {
@@ -235,6 +246,15 @@ func (c connectorCommon) validate(p *problems) {
 	}
 	if c.rate <= 0 {
 		p.add(c.key+".rate_per_second", fmt.Sprintf("must be greater than 0, got %d", c.rate))
+	}
+	checkMaxResponse(c.key+".max_response", c.maxResponse, defaultConnectorMaxResponse, "", p)
+}
+
+// checkMaxResponse checks key, the largest answer a client reads; example is its
+// default, why says what else uses it.
+func checkMaxResponse(key string, n, example int64, why string, p *problems) {
+	if n <= 0 {
+		p.add(key, fmt.Sprintf("must be a size greater than 0, such as %s%s, got %s", formatSize(example), why, formatSize(n)))
 	}
 }
 

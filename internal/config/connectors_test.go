@@ -67,6 +67,7 @@ connectors:
     page_size: 50
     timeout: 10s
     rate_per_second: 2
+    max_response: 8MiB
   ozon:
     enabled: true
     base_url: http://127.0.0.1:8092
@@ -80,6 +81,7 @@ connectors:
     page_size: 1000
     timeout: 15s
     rate_per_second: 20
+    max_response: 32MiB
   wildberries:
     enabled: true
     base_url: http://127.0.0.1:8093
@@ -92,6 +94,7 @@ connectors:
     page_size: 1
     timeout: 1m
     rate_per_second: 1
+    max_response: 2MB
 `
 
 // connectorsWant is what connectorsYAML loads to.
@@ -111,6 +114,7 @@ func connectorsWant() Connectors {
 			PageSize:      50,
 			Timeout:       10 * time.Second,
 			RatePerSecond: 2,
+			MaxResponse:   8 << 20,
 		},
 		Ozon: Ozon{
 			Enabled:       true,
@@ -125,6 +129,7 @@ func connectorsWant() Connectors {
 			PageSize:      1000,
 			Timeout:       15 * time.Second,
 			RatePerSecond: 20,
+			MaxResponse:   32 << 20,
 		},
 		Wildberries: Wildberries{
 			Enabled:       true,
@@ -138,6 +143,7 @@ func connectorsWant() Connectors {
 			PageSize:      1,
 			Timeout:       time.Minute,
 			RatePerSecond: 1,
+			MaxResponse:   2_000_000,
 		},
 	}
 }
@@ -201,6 +207,7 @@ func TestConnectorsEnv(t *testing.T) {
 		"ORDERSYNC_CONNECTORS__KASPI__PAGE_SIZE=50",
 		"ORDERSYNC_CONNECTORS__KASPI__TIMEOUT=10s",
 		"ORDERSYNC_CONNECTORS__KASPI__RATE_PER_SECOND=2",
+		"ORDERSYNC_CONNECTORS__KASPI__MAX_RESPONSE=8MiB",
 		"ORDERSYNC_CONNECTORS__OZON__ENABLED=true",
 		"ORDERSYNC_CONNECTORS__OZON__BASE_URL=http://127.0.0.1:8092",
 		"ORDERSYNC_CONNECTORS__OZON__CLIENT_ID=123456",
@@ -213,6 +220,7 @@ func TestConnectorsEnv(t *testing.T) {
 		"ORDERSYNC_CONNECTORS__OZON__PAGE_SIZE=1000",
 		"ORDERSYNC_CONNECTORS__OZON__TIMEOUT=15s",
 		"ORDERSYNC_CONNECTORS__OZON__RATE_PER_SECOND=20",
+		"ORDERSYNC_CONNECTORS__OZON__MAX_RESPONSE=33554432",
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__ENABLED=true",
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__BASE_URL=http://127.0.0.1:8093",
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__TOKEN_FILE=/run/credentials/ordersync.service/wildberries-token",
@@ -224,6 +232,7 @@ func TestConnectorsEnv(t *testing.T) {
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__PAGE_SIZE=1",
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__TIMEOUT=1m",
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__RATE_PER_SECOND=1",
+		"ORDERSYNC_CONNECTORS__WILDBERRIES__MAX_RESPONSE=2 mb",
 	)
 	if err != nil {
 		t.Fatalf("Load: %v", err)
@@ -349,6 +358,7 @@ func TestConnectorsEffective(t *testing.T) {
     page_size: 50
     timeout: 10s
     rate_per_second: 2
+    max_response: 8MiB
   ozon:
     enabled: true
     base_url: http://127.0.0.1:8092
@@ -362,6 +372,7 @@ func TestConnectorsEffective(t *testing.T) {
     page_size: 1000
     timeout: 15s
     rate_per_second: 20
+    max_response: 32MiB
   wildberries:
     enabled: true
     base_url: http://127.0.0.1:8093
@@ -374,6 +385,7 @@ func TestConnectorsEffective(t *testing.T) {
     page_size: 1
     timeout: 1m
     rate_per_second: 1
+    max_response: 2MB
 webhooks:
 `
 	if !strings.Contains(text, want) {

@@ -77,6 +77,7 @@ type Bitrix24Webhook struct {
 	SKUField      string        `koanf:"sku_field"`
 	RatePerSecond int           `koanf:"rate_per_second"` // REST calls per second at most
 	Timeout       time.Duration `koanf:"timeout"`         // of one REST call
+	MaxResponse   int64         `koanf:"max_response"`    // bytes of one REST answer at most
 }
 
 // Limits of webhooks.max_body.
@@ -314,6 +315,7 @@ func (b Bitrix24Webhook) validate(key string, p *problems) {
 	if b.Timeout <= 0 {
 		p.add(key+".timeout", fmt.Sprintf("must be greater than 0, got %s", formatDuration(b.Timeout)))
 	}
+	checkMaxResponse(key+".max_response", b.MaxResponse, defaultConnectorMaxResponse, "", p)
 }
 
 // checkRESTURL says what is wrong with a Bitrix24 inbound webhook URL, never
@@ -389,4 +391,5 @@ func (c *Config) checkWebhookNeeds(p *problems) {
 	if o.RatePerSecond <= 0 {
 		p.add(key+".rate_per_second", fmt.Sprintf("must be greater than 0 (webhooks.ozon fetches postings with it), got %d", o.RatePerSecond))
 	}
+	checkMaxResponse(key+".max_response", o.MaxResponse, defaultConnectorMaxResponse, " (webhooks.ozon fetches postings with it)", p)
 }

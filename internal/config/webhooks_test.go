@@ -79,6 +79,7 @@ webhooks:
     sku_field: PROPERTY_105
     rate_per_second: 1
     timeout: 15s
+    max_response: 4MiB
 `
 
 func webhooksWant() (HTTP, Webhooks) {
@@ -109,6 +110,7 @@ func webhooksWant() (HTTP, Webhooks) {
 				SKUField:         "PROPERTY_105",
 				RatePerSecond:    1,
 				Timeout:          15 * time.Second,
+				MaxResponse:      4 << 20,
 			},
 		}
 }
@@ -174,6 +176,7 @@ func TestWebhooksEnv(t *testing.T) {
 		"ORDERSYNC_WEBHOOKS__BITRIX24__SKU_FIELD=PROPERTY_105",
 		"ORDERSYNC_WEBHOOKS__BITRIX24__RATE_PER_SECOND=1",
 		"ORDERSYNC_WEBHOOKS__BITRIX24__TIMEOUT=15s",
+		"ORDERSYNC_WEBHOOKS__BITRIX24__MAX_RESPONSE=4194304",
 	}})
 	if err != nil {
 		t.Fatalf("Load: %v", err)
@@ -205,6 +208,7 @@ func TestWebhooksEnv(t *testing.T) {
 			SKUField:         "PROPERTY_105",
 			RatePerSecond:    1,
 			Timeout:          15 * time.Second,
+			MaxResponse:      4 << 20,
 		},
 	}
 	if !reflect.DeepEqual(cfg.Webhooks, want) {
@@ -655,6 +659,7 @@ log:
     sku_field: PROPERTY_105
     rate_per_second: 1
     timeout: 15s
+    max_response: 4MiB
 relay:
 `
 	for _, want := range []string{wantHTTP, wantWebhooks} {

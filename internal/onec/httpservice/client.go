@@ -3,9 +3,11 @@
 //
 // It owns what talking to a real 1C publication takes: Basic authentication in
 // UTF-8, a global bound on concurrent requests (1C sessions and licences are
-// scarce), optional reuse of 1C sessions, exact decimals, tolerance of a leading
-// BOM, and the classification of every failure into onec.Error classes. Idempotent
-// GETs are retried inside the call; a POST is sent once and never again.
+// scarce), optional reuse of 1C sessions, a bound on the size of an answer
+// (onec.max_response: a larger one is never read into memory), exact decimals,
+// tolerance of a leading BOM, and the classification of every failure into
+// onec.Error classes. Idempotent GETs are retried inside the call; a POST is sent
+// once and never again.
 //
 // Classification (Transient: safe to retry; Unknown: a POST may have been carried
 // out, find before creating again; Permanent; Auth: an operator must act):
@@ -13,6 +15,7 @@
 //	no answer, request not written (dial, timeout)    Transient
 //	no answer after a GET was written                 Transient (retried)
 //	no answer after a POST was written                Unknown
+//	an answer larger than onec.max_response           GET: Transient (not retried within the call); POST: Unknown (1C answered: it may have acted)
 //	406, 429, 502, 503                                Transient
 //	504                                               GET: Transient; POST: Unknown (the proxy gave up, 1C may not have)
 //	5xx with a lock-conflict text                     Transient
@@ -28,11 +31,14 @@ package httpservice
 import (
 	"bytes"
 	"cmp"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -56,6 +62,7 @@ const (
 	DefaultMaxConcurrency = 4
 	DefaultGetRetries     = 3
 	DefaultRetryBackoff   = 200 * time.Millisecond
+	DefaultMaxResponse    = 64 << 20 // bytes
 )
 
 // maxRetryWait caps one wait between GET retries.
@@ -82,6 +89,10 @@ type Config struct {
 	// RetryBackoff is the first wait between GET tries, doubled each time, with
 	// jitter; default 200ms.
 	RetryBackoff time.Duration
+	// MaxResponse bounds the body of one answer, in bytes (onec.max_response);
+	// default 64 MiB. A larger answer is not read beyond the limit: the call fails
+	// with an error naming the key (see the classification above).
+	MaxResponse int64
 	// Logger receives one debug line per exchange; default discards. Neither the
 	// password nor the Authorization header ever reach it.
 	Logger *slog.Logger
@@ -137,6 +148,10 @@ func New(cfg Config) (*Client, error) {
 	if cfg.RetryBackoff < 0 {
 		return nil, fmt.Errorf("retry backoff %s must be positive", cfg.RetryBackoff)
 	}
+	if cfg.MaxResponse < 0 {
+		return nil, fmt.Errorf("onec.max_response %d must be positive", cfg.MaxResponse)
+	}
+	cfg.MaxResponse = cmp.Or(cfg.MaxResponse, DefaultMaxResponse)
 	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
 	cfg.MaxConcurrency = cmp.Or(cfg.MaxConcurrency, DefaultMaxConcurrency)
 	cfg.RetryBackoff = cmp.Or(cfg.RetryBackoff, DefaultRetryBackoff)
@@ -161,7 +176,10 @@ func New(cfg Config) (*Client, error) {
 			return http.ErrUseLastResponse
 		},
 	}
+	// The calls of the contract read answers themselves (readBody); the limit on
+	// the client bounds any other (the session-finishing ping of Close).
 	rc := resty.NewWithClient(hc).
+		SetResponseBodyLimit(int(min(cfg.MaxResponse, math.MaxInt))).
 		SetRetryCount(0).
 		SetDisableWarn(true).
 		SetLogger(restyLogger{log}).
@@ -185,13 +203,40 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// Each operation of the contract is a call (what is sent) and a result function
+// (what an accepted answer means); judge sits between them. Splitting them lets
+// the whole judgement of an answer be tested, and fuzzed, without a server.
+
+func pingCall() call { return call{op: "ping", method: http.MethodGet, path: "/ping"} }
+
+func findCall(externalID string) call {
+	return call{op: "find", method: http.MethodGet, path: "/orders", query: url.Values{"external_id": {externalID}}}
+}
+
+func createCall(body []byte) call {
+	return call{op: "create", method: http.MethodPost, path: "/orders", body: body,
+		accept: func(st int) bool { return st == http.StatusOK || st == http.StatusCreated || st == http.StatusConflict }}
+}
+
+func cancelCall(body []byte) call {
+	return call{op: "cancel", method: http.MethodPost, path: "/orders/cancel", body: body}
+}
+
+func stockCall(warehouse string) call {
+	return call{op: "stock", method: http.MethodGet, path: "/stock", query: url.Values{"warehouse": {warehouse}}}
+}
+
 // Ping checks that the service answers and the credentials are accepted.
 func (c *Client) Ping(ctx context.Context) (onec.Info, error) {
-	k := call{op: "ping", method: http.MethodGet, path: "/ping"}
+	k := pingCall()
 	ans, err := c.do(ctx, k)
 	if err != nil {
 		return onec.Info{}, err
 	}
+	return c.pingResult(k, ans)
+}
+
+func (c *Client) pingResult(k call, ans answer) (onec.Info, error) {
 	var info onec.Info
 	if err := c.decode(k, ans, &info); err != nil {
 		return onec.Info{}, err
@@ -202,11 +247,15 @@ func (c *Client) Ping(ctx context.Context) (onec.Info, error) {
 // FindOrders returns the orders whose external id is externalID, an empty slice
 // when there is none.
 func (c *Client) FindOrders(ctx context.Context, externalID string) ([]onec.Order, error) {
-	k := call{op: "find", method: http.MethodGet, path: "/orders", query: url.Values{"external_id": {externalID}}}
+	k := findCall(externalID)
 	ans, err := c.do(ctx, k)
 	if err != nil {
 		return nil, err
 	}
+	return c.findResult(k, ans)
+}
+
+func (c *Client) findResult(k call, ans answer) ([]onec.Order, error) {
 	var v struct {
 		Orders []onec.Order `json:"orders"`
 	}
@@ -226,12 +275,15 @@ func (c *Client) CreateOrder(ctx context.Context, req onec.CreateOrder) (onec.Cr
 	if err != nil {
 		return onec.Created{}, &onec.Error{Class: onec.Permanent, Op: "create", Message: "cannot encode the order", Err: err}
 	}
-	k := call{op: "create", method: http.MethodPost, path: "/orders", body: body,
-		accept: func(st int) bool { return st == http.StatusOK || st == http.StatusCreated || st == http.StatusConflict }}
+	k := createCall(body)
 	ans, err := c.do(ctx, k)
 	if err != nil {
 		return onec.Created{}, err
 	}
+	return c.createResult(k, ans)
+}
+
+func (c *Client) createResult(_ call, ans answer) (onec.Created, error) {
 	if ans.status == http.StatusConflict {
 		var v struct {
 			Error *apiError   `json:"error"`
@@ -262,11 +314,15 @@ func (c *Client) CancelOrder(ctx context.Context, externalID, reason string) (on
 	if err != nil {
 		return onec.Cancelled{}, &onec.Error{Class: onec.Permanent, Op: "cancel", Message: "cannot encode the request", Err: err}
 	}
-	k := call{op: "cancel", method: http.MethodPost, path: "/orders/cancel", body: body}
+	k := cancelCall(body)
 	ans, err := c.do(ctx, k)
 	if err != nil {
 		return onec.Cancelled{}, err
 	}
+	return c.cancelResult(k, ans)
+}
+
+func (c *Client) cancelResult(k call, ans answer) (onec.Cancelled, error) {
 	var v onec.Cancelled
 	if err := c.decode(k, ans, &v); err != nil {
 		return onec.Cancelled{}, err
@@ -282,11 +338,15 @@ func (c *Client) CancelOrder(ctx context.Context, externalID, reason string) (on
 
 // Stock reads the stock of warehouse.
 func (c *Client) Stock(ctx context.Context, warehouse string) (onec.Stock, error) {
-	k := call{op: "stock", method: http.MethodGet, path: "/stock", query: url.Values{"warehouse": {warehouse}}}
+	k := stockCall(warehouse)
 	ans, err := c.do(ctx, k)
 	if err != nil {
 		return onec.Stock{}, err
 	}
+	return c.stockResult(k, ans)
+}
+
+func (c *Client) stockResult(k call, ans answer) (onec.Stock, error) {
 	var v onec.Stock
 	if err := c.decode(k, ans, &v); err != nil {
 		return onec.Stock{}, err
@@ -361,6 +421,11 @@ type answer struct {
 	header http.Header
 }
 
+// answerOf is what exchange makes of a response read whole: raw is its body.
+func answerOf(status int, raw []byte, header http.Header) answer {
+	return answer{status: status, body: bytes.TrimPrefix(raw, utf8BOM), header: header}
+}
+
 // do runs k: a GET with retries on transient failures, a POST exactly once.
 func (c *Client) do(ctx context.Context, k call) (answer, error) {
 	if !k.idempotent() {
@@ -380,6 +445,11 @@ func (c *Client) do(ctx context.Context, k call) (answer, error) {
 			return nil
 		}
 		last = err
+		if tooLarge(err) {
+			// The same request gets the same answer: trying again inside the call
+			// would read the limit's worth of bytes again for nothing.
+			return err
+		}
 		if onec.ClassOf(err) == onec.Transient {
 			return retry.RetryableError(err)
 		}
@@ -454,7 +524,8 @@ func (c *Client) exchange(ctx context.Context, k call, s *slot) (ans answer, sen
 			}
 		},
 	})
-	req := c.rc.R().SetContext(rctx)
+	// The body is read here, within the limit, rather than whole by resty.
+	req := c.rc.R().SetContext(rctx).SetDoNotParseResponse(true)
 	if k.query != nil {
 		req.SetQueryParamsFromValues(k.query)
 	}
@@ -472,13 +543,40 @@ func (c *Client) exchange(ctx context.Context, k call, s *slot) (ans answer, sen
 
 	start := time.Now()
 	resp, herr := req.Execute(k.method, c.base+k.path)
+	var hr *http.Response
+	if resp != nil {
+		hr = resp.RawResponse
+	}
+	if herr == nil && hr == nil {
+		herr = errors.New("no response") // not expected from resty; never read a nil response
+	}
+	var raw []byte
+	if herr == nil {
+		defer hr.Body.Close() // before reading to the end: the connection is closed, never reused half-read
+		raw, herr = readBody(hr, c.cfg.MaxResponse)
+	} else if hr != nil && hr.Body != nil {
+		hr.Body.Close()
+	}
 	elapsed := time.Since(start)
 
 	x := onec.Exchange{Method: k.method, Path: c.basePath + k.path, RequestSHA256: onec.Digest(k.body)}
 	if k.query != nil {
 		x.Path += "?" + k.query.Encode()
 	}
-	if herr != nil {
+	var big *tooLargeError
+	switch {
+	case errors.As(herr, &big):
+		// 1C answered in full (it has finished with the request, and its session is
+		// free again): only the body is too large to read.
+		c.keepSession(s, hr)
+		e := c.tooLarge(k, hr.StatusCode, big)
+		x.Status = hr.StatusCode
+		x.Error = e.Error()
+		onec.RecorderFrom(ctx).Add(x)
+		c.log.DebugContext(ctx, "1c answer larger than onec.max_response", "op", k.op, "method", k.method, "path", x.Path,
+			"status", x.Status, "duration_ms", elapsed.Milliseconds(), "max_response", c.cfg.MaxResponse, "err", big)
+		return answer{}, sentCookie, e
+	case herr != nil:
 		// The session may still be busy with this request inside 1C: never reuse it.
 		s.cookie = ""
 		e := c.transportError(ctx, rctx, k, wrote.Load(), herr)
@@ -488,25 +586,139 @@ func (c *Client) exchange(ctx context.Context, k call, s *slot) (ans answer, sen
 			"sent", wrote.Load(), "duration_ms", elapsed.Milliseconds(), "err", herr)
 		return answer{}, sentCookie, e
 	}
-	raw := resp.Body()
-	x.Status = resp.StatusCode()
+	x.Status = hr.StatusCode
 	x.ResponseSHA256 = onec.Digest(raw)
 	onec.RecorderFrom(ctx).Add(x)
 	c.log.DebugContext(ctx, "1c exchange", "op", k.op, "method", k.method, "path", x.Path,
 		"status", x.Status, "duration_ms", elapsed.Milliseconds(), "session_reused", sentCookie)
+	c.keepSession(s, hr)
+	return answerOf(hr.StatusCode, raw, hr.Header), sentCookie, nil
+}
 
-	if c.cfg.SessionReuse {
-		for _, ck := range resp.Cookies() {
-			if ck.Name == sessionCookie {
-				if ck.MaxAge < 0 || ck.Value == "" {
-					s.cookie = ""
-				} else {
-					s.cookie = ck.Value
-				}
+// keepSession takes the session cookie 1C set, or the end of the session it
+// announced, into slot s.
+func (c *Client) keepSession(s *slot, hr *http.Response) {
+	if !c.cfg.SessionReuse {
+		return
+	}
+	for _, ck := range hr.Cookies() {
+		if ck.Name == sessionCookie {
+			if ck.MaxAge < 0 || ck.Value == "" {
+				s.cookie = ""
+			} else {
+				s.cookie = ck.Value
 			}
 		}
 	}
-	return answer{status: resp.StatusCode(), body: bytes.TrimPrefix(raw, utf8BOM), header: resp.Header()}, sentCookie, nil
+}
+
+// tooLargeError is the cause of an answer over onec.max_response.
+type tooLargeError struct {
+	announced int64 // the Content-Length over the limit, or -1
+	read      int64 // when not announced: the bytes read before the limit was passed
+}
+
+func (e *tooLargeError) Error() string {
+	if e.announced >= 0 {
+		return fmt.Sprintf("it announced %d bytes (Content-Length)", e.announced)
+	}
+	return fmt.Sprintf("reading stopped after %d bytes", e.read)
+}
+
+// tooLarge reports whether err is, or wraps, an answer over onec.max_response.
+func tooLarge(err error) bool {
+	var e *tooLargeError
+	return errors.As(err, &e)
+}
+
+// readBody reads the body of hr, at most limit bytes of it: a longer body is a
+// *tooLargeError, read no further than limit+1 bytes (or not at all when its
+// Content-Length says so). With a Content-Length the answer is held once, in one
+// allocation of its size.
+func readBody(hr *http.Response, limit int64) ([]byte, error) {
+	var body io.Reader = hr.Body
+	announced := hr.ContentLength
+	if strings.EqualFold(hr.Header.Get("Content-Encoding"), "gzip") && !hr.Uncompressed && announced != 0 {
+		// A gzip body the transport did not ask for (and so did not decode), as resty
+		// would read it; the limit bounds what it inflates to.
+		zr, err := gzip.NewReader(hr.Body)
+		if err != nil {
+			return nil, err
+		}
+		defer zr.Close()
+		body, announced = zr, -1
+	}
+	return readLimited(body, announced, limit)
+}
+
+// readLimited reads r to its end if it holds at most limit bytes; announced is
+// its length when known (the transport ends the body there), else -1. A known
+// length is read into one buffer of that size; an unknown one as io.ReadAll does
+// (growing chunks, then one buffer of the final size), no further than limit+1.
+func readLimited(r io.Reader, announced, limit int64) ([]byte, error) {
+	if announced > limit {
+		return nil, &tooLargeError{announced: announced}
+	}
+	if announced >= 0 {
+		buf := make([]byte, announced)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		var one [1]byte
+		switch n, err := io.ReadFull(r, one[:]); {
+		case n > 0:
+			return nil, fmt.Errorf("the body goes on beyond its Content-Length %d", announced)
+		case err != io.EOF:
+			return nil, err
+		}
+		return buf, nil
+	}
+	stop := limit
+	if stop < math.MaxInt64 {
+		stop++ // one byte more than the limit tells a body of exactly the limit from a longer one
+	}
+	buf, err := io.ReadAll(io.LimitReader(r, stop))
+	switch {
+	case err != nil:
+		return nil, err
+	case int64(len(buf)) > limit:
+		return nil, &tooLargeError{announced: -1, read: int64(len(buf))}
+	}
+	return buf, nil
+}
+
+// tooLarge classifies an answer whose body is larger than onec.max_response: not
+// read, so nothing in it can be judged.
+func (c *Client) tooLarge(k call, status int, cause error) *onec.Error {
+	e := &onec.Error{Op: k.op, Path: k.path, Status: status, Err: cause}
+	msg := fmt.Sprintf("1C's answer to %s %s is larger than onec.max_response (%s)", k.method, k.path, formatSize(c.cfg.MaxResponse))
+	switch {
+	case k.idempotent():
+		e.Class = onec.Transient
+		msg += ", so it was not read; the operation is tried again later"
+	case k.op == "create":
+		e.Class = onec.Unknown
+		msg += ", so it was not read; 1C did answer, so the order may have been created: it is looked up before it is created again"
+	default:
+		e.Class = onec.Unknown
+		msg += ", so it was not read; 1C did answer, so it may have carried the request out"
+	}
+	e.Message = msg + " (raise onec.max_response if 1C's answers are rightly this large)"
+	return e
+}
+
+// formatSize prints a number of bytes the way onec.max_response is written: in the
+// largest binary unit that divides it (64MiB), else in bytes.
+func formatSize(n int64) string {
+	for _, u := range []struct {
+		name string
+		n    int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.n == 0 {
+			return fmt.Sprintf("%d%s", n/u.n, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // transportError classifies a failure with no HTTP answer. Before the request was
@@ -619,14 +831,17 @@ type apiError struct {
 }
 
 // fillAPIError copies 1C's code, message and field into e, or, when the body is not
-// an {"error":…} object, a short excerpt of the body as the message.
+// an {"error":…} object, a short excerpt of the body as the message. An error
+// object without a message keeps e's own message, or else quotes the body.
 func fillAPIError(e *onec.Error, body []byte) {
 	var v struct {
 		Error *apiError `json:"error"`
 	}
 	if json.Unmarshal(body, &v) == nil && v.Error != nil {
-		e.Code, e.Message, e.Field = v.Error.Code, v.Error.Message, v.Error.Field
-		return
+		e.Code, e.Field = v.Error.Code, v.Error.Field
+		if v.Error.Message != "" {
+			e.Message = v.Error.Message
+		}
 	}
 	if e.Message == "" {
 		e.Message = snippet(body)

@@ -686,6 +686,7 @@ func TestNewValidates(t *testing.T) {
 		{Config{BaseURL: "http://1c.local/trade?x=1"}, "query"},
 		{Config{BaseURL: "http://1c.local", Timeout: -time.Second}, "onec.timeout"},
 		{Config{BaseURL: "http://1c.local", MaxConcurrency: -1}, "onec.max_concurrency"},
+		{Config{BaseURL: "http://1c.local", MaxResponse: -1}, "onec.max_response"},
 	}
 	for _, tt := range tests {
 		_, err := New(tt.cfg)
@@ -701,7 +702,8 @@ func TestNewValidates(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.base != "https://1c.local/trade/hs/ordersync/v1" || c.cfg.Timeout != DefaultTimeout ||
-		cap(c.slots) != DefaultMaxConcurrency || c.cfg.GetRetries != DefaultGetRetries || c.cfg.RetryBackoff != DefaultRetryBackoff {
+		cap(c.slots) != DefaultMaxConcurrency || c.cfg.GetRetries != DefaultGetRetries || c.cfg.RetryBackoff != DefaultRetryBackoff ||
+		c.cfg.MaxResponse != DefaultMaxResponse {
 		t.Fatalf("defaults not applied: base %q, %+v", c.base, c.cfg)
 	}
 }
