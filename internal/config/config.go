@@ -461,7 +461,14 @@ func (r Relay) validate(p *problems) {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		r.Destinations[name].validate("relay.destinations."+name, p)
+		d := r.Destinations[name]
+		d.validate("relay.destinations."+name, p)
+		// A relay starts a delivery only while at least the destination's timeout
+		// (and a tenth of the lease, for the write-back) is left of its lease.
+		if d.Type == DestinationWebhook && r.Lease > 0 && d.Timeout > 0 && d.Timeout >= r.Lease-r.Lease/10 {
+			p.add("relay.destinations."+name+".timeout", fmt.Sprintf("must be well below relay.lease (%s): a delivery starts only while its timeout is left of the lease, got %s",
+				formatDuration(r.Lease), formatDuration(d.Timeout)))
+		}
 	}
 }
 

@@ -442,6 +442,7 @@ func TestRelayValidation(t *testing.T) {
 		{webhook(typ, url, "secrets: []", events), "relay.destinations.crm.secrets", "at least one signing secret"},
 		{webhook(typ, url, secret, events, "connector: kaspi"), "relay.destinations.crm.connector", `must be empty for a webhook destination, got "kaspi"`},
 		{webhook(typ, url, secret), "relay.destinations.crm.events", "must list at least one event type: order.created, order.cancelled, order.duplicate_in_1c, stock.snapshot"},
+		{webhook(typ, url, secret, events, "timeout: 60s"), "relay.destinations.crm.timeout", "must be well below relay.lease (1m)"},
 		{webhook(typ, url, secret, "events: [order.created, order.create]"), "relay.destinations.crm.events[1]",
 			`unknown event type "order.create", known: order.created, order.cancelled, order.duplicate_in_1c, stock.snapshot`},
 		{webhook(typ, url, secret, "events: [order.created, order.cancelled, order.created]"), "relay.destinations.crm.events[2]", `"order.created" is listed twice`},

@@ -126,6 +126,10 @@ type Result struct {
 	Error         string
 	NextAttemptAt time.Time
 	Dead          bool
+	// Released: the relay never started the delivery (too little of its lease was
+	// left): the lease is cleared and the attempt the claim counted is given back,
+	// so the event is due again at once, for this relay or another.
+	Released bool
 }
 
 // Store is the outbox persistence the relay and the operators use.

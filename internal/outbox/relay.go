@@ -47,11 +47,14 @@ type RelayConfig struct {
 // RelayStats are running counters.
 type RelayStats struct {
 	Rounds, Claimed, Sent, Retried, Dead, Fenced, Pruned int64
+	// Released counts claimed events whose delivery was never started (too little
+	// of the lease left); they went back to their lanes.
+	Released int64
 }
 
 // Relay delivers outbox events: it claims lane heads, publishes them outside any
-// transaction (lanes in parallel, never two events of one lane), and writes the
-// results back in one batch, fenced by the claim token.
+// transaction (lanes in parallel, never two events of one lane) within the lease,
+// and writes the results back as they finish, fenced by the claim token.
 type Relay struct {
 	store Store
 	cfg   RelayConfig
@@ -67,7 +70,7 @@ type Relay struct {
 	abort  context.CancelFunc
 	wg     sync.WaitGroup
 
-	rounds, claimed, sent, retried, dead, fenced, pruned atomic.Int64
+	rounds, claimed, sent, retried, dead, fenced, pruned, released atomic.Int64
 }
 
 // NewRelay returns a relay over store.
@@ -103,7 +106,8 @@ func NewRelay(store Store, cfg RelayConfig) *Relay {
 // Stats returns a snapshot of the counters.
 func (r *Relay) Stats() RelayStats {
 	return RelayStats{Rounds: r.rounds.Load(), Claimed: r.claimed.Load(), Sent: r.sent.Load(),
-		Retried: r.retried.Load(), Dead: r.dead.Load(), Fenced: r.fenced.Load(), Pruned: r.pruned.Load()}
+		Retried: r.retried.Load(), Dead: r.dead.Load(), Fenced: r.fenced.Load(), Pruned: r.pruned.Load(),
+		Released: r.released.Load()}
 }
 
 // Wake makes an idle relay look for events now.
@@ -237,13 +241,44 @@ func (r *Relay) Prune(ctx context.Context) (int, error) {
 	}
 }
 
+// TimedPublisher is a Publisher that says how long one delivery may take (its HTTP
+// timeout, its rate limit's wait). The relay starts a delivery only while at least
+// that much of its lease is left; for other publishers it assumes half the lease.
+type TimedPublisher interface {
+	Publisher
+	Timeout() time.Duration
+}
+
+// deliveryTimeout is how much of the lease one delivery to dest needs.
+func (r *Relay) deliveryTimeout(dest string) time.Duration {
+	if tp, ok := r.cfg.Publishers[dest].(TimedPublisher); ok {
+		if d := tp.Timeout(); d > 0 {
+			return d
+		}
+	}
+	return r.cfg.Lease / 2
+}
+
+// writeBackGroup bounds how many results one write-back carries.
+func (r *Relay) writeBackGroup() int { return max(r.cfg.Concurrency, 8) }
+
 // RunOnce runs one round: claim, publish, write back. It returns how many events it
 // claimed.
+//
+// The lease holds: the round reckons its lease from before the claim was sent (the
+// store sets it from the database's clock), starts a delivery only while at least
+// that delivery's timeout of the lease is left, and cuts a delivery off at the end of
+// the lease. Deliveries it did not start go back to their lanes at once (the lease
+// cleared, the attempt given back). Results are written back as deliveries finish,
+// in small groups, under the claim token, so a slow receiver holds nothing up and a
+// second relay never re-claims what this one has done. Sent counts only rows the
+// write-back changed; results refused because the lease ran out are counted Fenced.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	if len(r.only) == 0 {
 		return 0, nil
 	}
 	r.rounds.Add(1)
+	leaseStart := time.Now()
 	claim, err := r.store.Claim(ctx, ClaimRequest{Limit: r.cfg.BatchSize, Lease: r.cfg.Lease, SkipDead: r.cfg.SkipDead, Only: r.only})
 	if err != nil {
 		return 0, err
@@ -252,19 +287,36 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	r.claimed.Add(int64(len(claim.Records)))
+	// The last moment a delivery may still be running: the lease's end less the
+	// time its result needs to be written back.
+	margin := min(r.cfg.Lease/10, 5*time.Second)
+	leaseEnd := leaseStart.Add(r.cfg.Lease - margin)
 
-	results := make([]Result, len(claim.Records))
+	wctx := context.WithoutCancel(ctx)
+	results := make(chan Result, len(claim.Records))
+	written := make(chan error, 1)
+	go func() { written <- r.writeBack(wctx, claim.Token, results) }()
+
 	disable := map[string]string{}
 	var mu sync.Mutex
 	sem := make(chan struct{}, r.cfg.Concurrency)
 	var wg sync.WaitGroup
-	for i, rec := range claim.Records {
+	released := 0
+	for _, rec := range claim.Records {
 		sem <- struct{}{}
+		if time.Until(leaseEnd) < r.deliveryTimeout(rec.Destination) || ctx.Err() != nil {
+			<-sem
+			results <- Result{ID: rec.ID, Released: true}
+			released++
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			res, gone := r.deliver(ctx, rec)
-			results[i] = res
+			dctx, cancel := context.WithDeadline(ctx, leaseEnd)
+			res, gone := r.deliver(dctx, rec)
+			cancel()
+			results <- res
 			if gone != "" {
 				mu.Lock()
 				disable[rec.Destination] = gone
@@ -273,27 +325,14 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		}()
 	}
 	wg.Wait()
-
-	wctx := context.WithoutCancel(ctx)
-	n, err := r.store.Complete(wctx, claim.Token, results)
-	if err != nil {
-		return len(claim.Records), fmt.Errorf("outbox: write back %d results: %w", len(results), err)
+	close(results)
+	if err := <-written; err != nil {
+		return len(claim.Records), err
 	}
-	if n < len(results) {
-		// Our lease ran out and another relay claimed these events: it decides now.
-		r.fenced.Add(int64(len(results) - n))
-		r.log.Warn("relay: results refused, the lease expired and the events were claimed again",
-			"refused", len(results)-n, "lease", r.cfg.Lease.String())
-	}
-	for _, res := range results {
-		switch {
-		case res.Sent:
-			r.sent.Add(1)
-		case res.Dead:
-			r.dead.Add(1)
-		default:
-			r.retried.Add(1)
-		}
+	if released > 0 {
+		r.released.Add(int64(released))
+		r.log.Info("relay: deliveries not started: too little of the lease was left; they go back to their lanes",
+			"released", released, "lease", r.cfg.Lease.String())
 	}
 	for dest, reason := range disable {
 		killed, err := r.store.DisableDestination(wctx, dest, reason)
@@ -305,6 +344,74 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 			"destination", dest, "reason", reason, "events", killed)
 	}
 	return len(claim.Records), nil
+}
+
+// writeBack writes results back as they come, a group at a time (whatever has
+// arrived, up to writeBackGroup), sent and not sent apart so that Sent counts exactly
+// the rows changed. It returns the first error after writing what it could.
+func (r *Relay) writeBack(ctx context.Context, token string, results <-chan Result) error {
+	var first error
+	group := make([]Result, 0, r.writeBackGroup())
+	for res := range results {
+		group = append(group[:0], res)
+	more:
+		for len(group) < cap(group) {
+			select {
+			case next, ok := <-results:
+				if !ok {
+					break more
+				}
+				group = append(group, next)
+			default:
+				break more
+			}
+		}
+		if err := r.complete(ctx, token, group); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// complete writes one group back and counts what it changed.
+func (r *Relay) complete(ctx context.Context, token string, group []Result) error {
+	var sent, other []Result
+	for _, res := range group {
+		if res.Sent {
+			sent = append(sent, res)
+		} else {
+			other = append(other, res)
+		}
+	}
+	for _, part := range [][]Result{sent, other} {
+		if len(part) == 0 {
+			continue
+		}
+		n, err := r.store.Complete(ctx, token, part)
+		if err != nil {
+			return fmt.Errorf("outbox: write back %d results: %w", len(part), err)
+		}
+		if n < len(part) {
+			// Our lease ran out and another relay claimed these events: it decides now.
+			r.fenced.Add(int64(len(part) - n))
+			r.log.Warn("relay: results refused, the lease expired and the events were claimed again",
+				"refused", len(part)-n, "lease", r.cfg.Lease.String())
+		}
+		if part[0].Sent {
+			r.sent.Add(int64(n))
+			continue
+		}
+		for _, res := range part {
+			switch {
+			case res.Released:
+			case res.Dead:
+				r.dead.Add(1)
+			default:
+				r.retried.Add(1)
+			}
+		}
+	}
+	return nil
 }
 
 // deliver publishes one record and turns the outcome into a result. A non-empty

@@ -71,10 +71,15 @@ type recorder struct {
 	got   []outbox.Record
 	fail  func(outbox.Record) error // optional
 	delay time.Duration
+	// deaf: the delay ignores the context, as a receiver whose client does not
+	// honour its deadline would.
+	deaf bool
 }
 
 func (r *recorder) Publish(ctx context.Context, rec outbox.Record) error {
-	if r.delay > 0 {
+	if r.delay > 0 && r.deaf {
+		time.Sleep(r.delay)
+	} else if r.delay > 0 {
 		select {
 		case <-time.After(r.delay):
 		case <-ctx.Done():
@@ -217,7 +222,9 @@ func TestExpiredLeaseCannotMarkSentWhatAnotherRelayReclaimed(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	w.enqueue(msg("crm", "site:order:A", 1))
-	slow := &recorder{delay: 300 * time.Millisecond}
+	// A publisher that outlives the lease although the relay cuts it off at the
+	// lease's end: only the fencing stops its result.
+	slow := &recorder{delay: 300 * time.Millisecond, deaf: true}
 	fast := &recorder{}
 	cfgSlow := relayConfig(map[string]outbox.Publisher{"crm": slow})
 	cfgSlow.Lease = 100 * time.Millisecond

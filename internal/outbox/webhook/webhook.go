@@ -138,6 +138,12 @@ func New(cfg Config) (*Publisher, error) {
 // Name is the destination's name.
 func (p *Publisher) Name() string { return p.name }
 
+// Timeout is how long one delivery may take: the relay starts one only while at
+// least this much of its lease is left.
+func (p *Publisher) Timeout() time.Duration { return p.timeout }
+
+var _ outbox.TimedPublisher = (*Publisher)(nil)
+
 // defaultClient is shared by every publisher built without a Client, so that
 // rebuilding publishers (a configuration reload) does not leave pools behind.
 var defaultClient = sync.OnceValue(func() *http.Client {

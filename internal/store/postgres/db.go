@@ -83,6 +83,9 @@ type DB struct {
 	log     *slog.Logger
 	target  string // host:port/database, for messages
 	journal *Journal
+	// injectedClock: Config.Now was set (tests); otherwise outbox leases are
+	// reckoned on the database's clock.
+	injectedClock bool
 
 	// claimSlots bounds the claims and locks open at once to MaxConns-1: each holds a
 	// connection, and writing a claim's attempt row needs another.
@@ -123,6 +126,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	cfg.ClaimIdleTimeout = cmp.Or(cfg.ClaimIdleTimeout, DefaultClaimIdleTimeout)
 	cfg.ClaimLockTimeout = cmp.Or(cfg.ClaimLockTimeout, DefaultClaimLockTimeout)
 	cfg.TakeoverAfter = cmp.Or(cfg.TakeoverAfter, DefaultTakeoverAfter)
+	injected := cfg.Now != nil
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -160,6 +164,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		log:        cfg.Logger,
 		target:     target,
 		claimSlots: make(chan struct{}, pc.MaxConns-1),
+
+		injectedClock: injected,
 	}
 	db.journal = &Journal{db: db}
 	return db, nil

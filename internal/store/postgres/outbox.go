@@ -92,6 +92,10 @@ func scanRecords(rows pgx.Rows) ([]outbox.Record, error) {
 // (committed), and a sent row is never claimed; so two relays that both see a lane
 // see the same head, and only one of them locks it.
 //
+// Leases are reckoned on the database's clock (now()), so replicas whose clocks
+// disagree never shorten each other's leases; $1 and $3 replace it only when the
+// store runs on an injected clock (tests).
+//
 // The UPDATE leases what was locked with a fresh token and counts the attempt. It
 // finds the rows through an id array, not a join: pgx prepares the statement, and
 // after five runs PostgreSQL may use a generic plan, which estimated the CTE's size
@@ -102,8 +106,8 @@ const claimSQL = `
 WITH locked AS (
 	SELECT o.id AS locked_id
 	FROM outbox o
-	WHERE o.sent_at IS NULL AND o.dead_at IS NULL AND o.next_attempt_at <= $1
-		AND (o.lease_until IS NULL OR o.lease_until <= $1)
+	WHERE o.sent_at IS NULL AND o.dead_at IS NULL AND o.next_attempt_at <= coalesce($1, now())
+		AND (o.lease_until IS NULL OR o.lease_until <= coalesce($1, now()))
 		AND (cardinality($5::text[]) = 0 OR o.destination = ANY ($5::text[]))
 		AND o.destination NOT IN (SELECT name FROM outbox_destinations WHERE disabled_at IS NOT NULL)
 		AND NOT EXISTS (
@@ -113,12 +117,12 @@ WITH locked AS (
 		AND NOT EXISTS (
 			SELECT 1 FROM outbox q
 			WHERE q.destination = o.destination AND q.aggregate_id = o.aggregate_id AND q.sequence > o.sequence
-				AND q.sent_at IS NULL AND q.lease_until IS NOT NULL AND q.lease_until > $1)
+				AND q.sent_at IS NULL AND q.lease_until IS NOT NULL AND q.lease_until > coalesce($1, now()))
 	ORDER BY o.id
 	LIMIT $2
 	FOR UPDATE OF o SKIP LOCKED
 )
-UPDATE outbox SET lease_until = $3, claim_token = $6, attempts = attempts + 1
+UPDATE outbox SET lease_until = coalesce($3, now() + $7::interval), claim_token = $6, attempts = attempts + 1
 WHERE id = ANY (ARRAY(SELECT locked_id FROM locked))
 RETURNING ` + outboxColumns
 
@@ -135,6 +139,11 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 	}
 	now := o.db.nowUTC()
 	token := uuid.NewString()
+	var clock, leaseUntil *time.Time // nil: the database's clock
+	if o.db.injectedClock {
+		until := now.Add(req.Lease)
+		clock, leaseUntil = &now, &until
+	}
 	// The walk in id order that stops after $2 heads is the plan wanted. Without
 	// statistics (a fresh or freshly filled table) the planner estimates one unsent
 	// row, reads every unsent row through the lane index, probes each, and sorts: 7 ms
@@ -147,7 +156,7 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	b.Queue(`SET LOCAL enable_sort = off`)
-	b.Queue(claimSQL, now, limit, now.Add(req.Lease), nonNil(req.SkipDead), nonNil(req.Only), token)
+	b.Queue(claimSQL, clock, limit, leaseUntil, nonNil(req.SkipDead), nonNil(req.Only), token, req.Lease)
 	b.Queue(`COMMIT`)
 	br := o.db.pool.SendBatch(ctx, b)
 	recs, err := func() ([]outbox.Record, error) {
@@ -182,17 +191,19 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 
 // completeSQL writes back a batch of results, each only where the claim token still
 // matches and the row is unsent (fencing): a relay whose lease expired and whose
-// event another relay re-claimed changes nothing. Sent clears a death that came while
+// event another relay re-claimed changes nothing. A released result (never started)
+// clears the lease and gives back the attempt the claim counted. Sent clears a death that came while
 // the event was in flight (a DisableDestination): the destination has it. A failure
 // on a row that died meanwhile leaves it dead.
 const completeSQL = `
 UPDATE outbox o SET
 	sent_at = CASE WHEN r.sent THEN $2::timestamptz END,
 	dead_at = CASE WHEN r.sent THEN NULL WHEN r.dead THEN coalesce(o.dead_at, $2) ELSE o.dead_at END,
-	last_error = CASE WHEN r.sent THEN o.last_error ELSE r.error END,
-	next_attempt_at = CASE WHEN r.sent OR r.dead THEN o.next_attempt_at ELSE r.next END,
+	last_error = CASE WHEN r.sent OR r.released THEN o.last_error ELSE r.error END,
+	next_attempt_at = CASE WHEN r.sent OR r.dead OR r.released THEN o.next_attempt_at ELSE r.next END,
+	attempts = CASE WHEN r.released AND o.attempts > 0 THEN o.attempts - 1 ELSE o.attempts END,
 	lease_until = NULL
-FROM unnest($3::bigint[], $4::bool[], $5::bool[], $6::text[], $7::timestamptz[]) AS r (id, sent, dead, error, next)
+FROM unnest($3::bigint[], $4::bool[], $5::bool[], $6::text[], $7::timestamptz[], $8::bool[]) AS r (id, sent, dead, error, next, released)
 WHERE o.id = r.id AND o.claim_token = $1 AND o.sent_at IS NULL`
 
 // Complete writes back results under the claim's token in one statement (one round
@@ -209,6 +220,7 @@ func (o *Outbox) Complete(ctx context.Context, token string, results []outbox.Re
 	n := len(results)
 	var (
 		ids    = make([]int64, 0, n)
+		rel    = make([]bool, 0, n)
 		sent   = make([]bool, 0, n)
 		dead   = make([]bool, 0, n)
 		errs   = make([]string, 0, n)
@@ -220,16 +232,17 @@ func (o *Outbox) Complete(ctx context.Context, token string, results []outbox.Re
 			return 0, fmt.Errorf("postgres: outbox complete: event %d is in the results twice", r.ID)
 		}
 		seenID[r.ID] = true
-		if r.Sent && r.Dead {
-			return 0, fmt.Errorf("postgres: outbox complete: event %d is both sent and dead", r.ID)
+		if (r.Sent && r.Dead) || (r.Released && (r.Sent || r.Dead)) {
+			return 0, fmt.Errorf("postgres: outbox complete: event %d has two outcomes (sent %v, dead %v, released %v)", r.ID, r.Sent, r.Dead, r.Released)
 		}
+		rel = append(rel, r.Released)
 		next := now
 		if !r.NextAttemptAt.IsZero() {
 			next = r.NextAttemptAt.UTC()
 		}
 		ids, sent, dead, errs, nexts = append(ids, r.ID), append(sent, r.Sent), append(dead, r.Dead), append(errs, r.Error), append(nexts, next)
 	}
-	tag, err := o.db.pool.Exec(ctx, completeSQL, token, now, ids, sent, dead, errs, nexts)
+	tag, err := o.db.pool.Exec(ctx, completeSQL, token, now, ids, sent, dead, errs, nexts, rel)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: outbox complete: %w", interpretError(err))
 	}

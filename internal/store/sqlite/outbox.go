@@ -205,8 +205,9 @@ const completeSQL = `
 UPDATE outbox SET
 	sent_at = CASE WHEN ?3 THEN ?7 END,
 	dead_at = CASE WHEN ?3 THEN NULL WHEN ?4 THEN coalesce(dead_at, ?7) ELSE dead_at END,
-	last_error = CASE WHEN ?3 THEN last_error ELSE ?5 END,
-	next_attempt_at = CASE WHEN ?3 OR ?4 THEN next_attempt_at ELSE ?6 END,
+	last_error = CASE WHEN ?3 OR ?8 THEN last_error ELSE ?5 END,
+	next_attempt_at = CASE WHEN ?3 OR ?4 OR ?8 THEN next_attempt_at ELSE ?6 END,
+	attempts = CASE WHEN ?8 AND attempts > 0 THEN attempts - 1 ELSE attempts END,
 	lease_until = NULL
 WHERE id = ?1 AND claim_token = ?2 AND sent_at IS NULL`
 
@@ -228,8 +229,8 @@ func (o *Outbox) Complete(ctx context.Context, token string, results []outbox.Re
 			return 0, fmt.Errorf("sqlite: outbox complete: event %d is in the results twice", r.ID)
 		}
 		seen[r.ID] = true
-		if r.Sent && r.Dead {
-			return 0, fmt.Errorf("sqlite: outbox complete: event %d is both sent and dead", r.ID)
+		if (r.Sent && r.Dead) || (r.Released && (r.Sent || r.Dead)) {
+			return 0, fmt.Errorf("sqlite: outbox complete: event %d has two outcomes (sent %v, dead %v, released %v)", r.ID, r.Sent, r.Dead, r.Released)
 		}
 	}
 	done, err := o.stmt(ctx, &o.doneStmt, completeSQL)
@@ -245,7 +246,7 @@ func (o *Outbox) Complete(ctx context.Context, token string, results []outbox.Re
 			if !r.NextAttemptAt.IsZero() {
 				next = r.NextAttemptAt
 			}
-			res, err := stmt.ExecContext(ctx, r.ID, token, r.Sent, r.Dead, r.Error, ts(next), ts(now))
+			res, err := stmt.ExecContext(ctx, r.ID, token, r.Sent, r.Dead, r.Error, ts(next), ts(now), r.Released)
 			if err != nil {
 				return fmt.Errorf("event %d: %w", r.ID, err)
 			}
