@@ -216,7 +216,15 @@ func (e *Engine) Stop() {
 	case <-time.After(e.cfg.ShutdownTimeout):
 		e.log.Warn("shutdown timeout reached: cancelling in-flight 1C calls", "shutdown_timeout", e.cfg.ShutdownTimeout)
 		abort()
-		<-finished
+		// A cancelled call records its verdict, itself bounded by the shutdown
+		// timeout; a database that does not answer at all is not waited for longer.
+		select {
+		case <-finished:
+		case <-time.After(e.cfg.ShutdownTimeout):
+			e.log.Error("engine: workers still writing verdicts after twice worker.shutdown_timeout; leaving them "+
+				"(their attempts stay open and are taken over after the restart)", "shutdown_timeout", e.cfg.ShutdownTimeout)
+			return
+		}
 	}
 	abort()
 	e.log.Info("engine stopped")
@@ -346,7 +354,11 @@ func (e *Engine) RunKey(ctx context.Context, key string) (journal.Operation, err
 // process runs one claimed attempt and records its verdict. The claim is always
 // finished or released before it returns.
 func (e *Engine) process(ctx context.Context, claim journal.Claim) error {
-	defer claim.Release(context.WithoutCancel(ctx))
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ShutdownTimeout)
+		defer cancel()
+		claim.Release(rctx)
+	}()
 	e.claimed.Add(1)
 	op := claim.Operation()
 	attempt := claim.Attempt()
@@ -378,7 +390,12 @@ func (e *Engine) process(ctx context.Context, claim journal.Claim) error {
 			}
 		}
 	}
-	if err := claim.Finish(context.WithoutCancel(ctx), f); err != nil {
+	// The verdict is written even when the call was cut short, but not for ever: a
+	// database that does not answer must not hold a stopping service past
+	// worker.shutdown_timeout (the attempt then stays open and is taken over later).
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ShutdownTimeout)
+	defer fcancel()
+	if err := claim.Finish(fctx, f); err != nil {
 		e.finishErrors.Add(1)
 		log.ErrorContext(ctx, "could not record the outcome; the next attempt will find the order in 1C first",
 			"outcome", string(f.Status), "err", err)

@@ -335,7 +335,9 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 			"released", released, "lease", r.cfg.Lease.String())
 	}
 	for dest, reason := range disable {
-		killed, err := r.store.DisableDestination(wctx, dest, reason)
+		dctx, cancel := context.WithTimeout(wctx, r.cfg.StopTimeout)
+		killed, err := r.store.DisableDestination(dctx, dest, reason)
+		cancel()
 		if err != nil {
 			return len(claim.Records), fmt.Errorf("outbox: disable destination %s: %w", dest, err)
 		}
@@ -387,7 +389,10 @@ func (r *Relay) complete(ctx context.Context, token string, group []Result) erro
 		if len(part) == 0 {
 			continue
 		}
-		n, err := r.store.Complete(ctx, token, part)
+		// Bounded: a database that does not answer must not hold a stopping relay.
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.StopTimeout)
+		n, err := r.store.Complete(cctx, token, part)
+		cancel()
 		if err != nil {
 			return fmt.Errorf("outbox: write back %d results: %w", len(part), err)
 		}

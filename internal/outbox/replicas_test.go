@@ -24,7 +24,9 @@ func (t timed) Timeout() time.Duration { return t.timeout }
 func TestTwoRelaysWithASlowReceiver(t *testing.T) {
 	t.Parallel()
 	const lanes, perLane = 12, 2
-	const lease, delay = time.Second, 300 * time.Millisecond // lease ÷ batch: 1s ÷ 10 < 300ms
+	// lease ÷ batch: 3s ÷ 10 < 700ms. The lease leaves the write-back a tenth of
+	// itself, 300ms, which a loaded machine's database still meets.
+	const lease, delay = 3 * time.Second, 700 * time.Millisecond
 	run := func(t *testing.T, relays int) (deliveries, unique int, fenced, released int64, took time.Duration) {
 		w := newWorld(t)
 		for n := 1; n <= perLane; n++ {
