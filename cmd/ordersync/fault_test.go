@@ -1,0 +1,119 @@
+package main
+
+// The fault suite: the service against a PostgreSQL that restarts under it, and
+// against connections that a TCP fault proxy resets, stalls or closes. Each case
+// counts the orders in the simulated 1C and the events at the receiving end.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/testdb"
+)
+
+// newEnvOnURL is newEnv on the database at url (a throwaway cluster of the test's).
+func newEnvOnURL(t *testing.T, url string, opts sim.OneCOptions) *env {
+	t.Helper()
+	e := newEnvOn(t, "sqlite", opts, false)
+	for i, kv := range e.environ {
+		if strings.HasPrefix(kv, "STATE_DIRECTORY=") {
+			e.environ[i] = "ORDERSYNC_DATABASE__URL=" + url
+		}
+	}
+	e.dbURL, e.stateDir = url, ""
+	if _, stderr, code := e.cli("", "migrate"); code != 0 {
+		t.Fatalf("migrate: exit %d: %s", code, stderr)
+	}
+	return e
+}
+
+// statusCounts counts the journal's operations by status, tolerating a database
+// that is restarting (ok false).
+func statusCounts(store journal.Store) (counts map[journal.Status]int, ok bool) {
+	ops, err := store.List(context.Background(), journal.Filter{Limit: 100000})
+	if err != nil {
+		return nil, false
+	}
+	counts = map[journal.Status]int{}
+	for _, op := range ops {
+		counts[op.Status]++
+	}
+	return counts, true
+}
+
+// PostgreSQL restarted (immediate shutdown, as a crash or a failover) while the
+// service works: it stays up, reconnects by itself, every order is in 1C exactly
+// once, no operation is stuck, and LISTEN is back (the relay polls only once an hour
+// here, so the events after the restart arrive only through NOTIFY).
+func TestPostgresRestartedMidRun(t *testing.T) {
+	t.Parallel()
+	cluster := testdb.StartCluster(t)
+	e := newEnvOnURL(t, cluster.URL(), sim.OneCOptions{Latency: 50 * time.Millisecond})
+	sink := e.withSink()
+	e.environ = append(e.environ,
+		// A claim whose session the restart cut is taken over 3 × timeout + settle_time
+		// after it started.
+		"ORDERSYNC_ONEC__TIMEOUT=1s", "ORDERSYNC_ONEC__SETTLE_TIME=2s",
+		"ORDERSYNC_RELAY__POLL_INTERVAL=1h", "ORDERSYNC_RELAY__MAX_ATTEMPTS=50")
+	const n = 40
+	var first, second strings.Builder
+	for i := range n {
+		b := &first
+		if i >= n/2 {
+			b = &second
+		}
+		fmt.Fprintln(b, orderJSON(fmt.Sprintf("PG-%03d", i), "SKU-1", "1", "10.00"))
+	}
+	store := e.store()
+
+	svc := e.startService()
+	waitUntil(t, 20*time.Second, func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
+	if _, stderr, code := e.cli(first.String(), "order", "import"); code != 0 {
+		t.Fatalf("import: %d %s", code, stderr)
+	}
+	waitUntil(t, 30*time.Second, func() bool { return e.onec.Count() >= 5 })
+
+	restarted := time.Now()
+	cluster.Restart()
+	back := time.Since(restarted)
+	if _, stderr, code := e.cli(second.String(), "order", "import"); code != 0 {
+		t.Fatalf("import after the restart: %d %s", code, stderr)
+	}
+	var recovered time.Duration
+	before := e.onec.Count()
+	waitUntil(t, 90*time.Second, func() bool {
+		if recovered == 0 && e.onec.Count() > before {
+			recovered = time.Since(restarted)
+		}
+		c, ok := statusCounts(store)
+		return ok && c[journal.StatusDone] == n
+	})
+	allDone := time.Since(restarted)
+	waitUntil(t, 60*time.Second, func() bool { return sink.Unique() >= n })
+	delivered := time.Since(restarted)
+	select {
+	case <-svc.done:
+		t.Fatalf("the service exited during the restart; its log:\n%s", svc.stderr.String())
+	default:
+	}
+	svc.signal(syscall.SIGTERM)
+	if code := svc.wait(30 * time.Second); code != 0 {
+		t.Fatalf("SIGTERM after the restart: exit %d; log:\n%s", code, svc.stderr.String())
+	}
+	for i := range n {
+		id := fmt.Sprintf("site:PG-%03d", i)
+		if got := e.onec.CountExternal(id); got != 1 {
+			t.Fatalf("1C holds %d orders %s, want 1", got, id)
+		}
+	}
+	c, _ := statusCounts(store)
+	t.Logf("PostgreSQL back after %s; first order created after it %s, all %d done %s, all %d events delivered %s after the restart (%v; %d deliveries)",
+		back.Round(time.Millisecond), recovered.Round(time.Millisecond), n, allDone.Round(time.Millisecond),
+		n, delivered.Round(time.Millisecond), c, sink.Count())
+}
