@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"syscall"
 	"testing"
@@ -116,4 +117,92 @@ func TestPostgresRestartedMidRun(t *testing.T) {
 	t.Logf("PostgreSQL back after %s; first order created after it %s, all %d done %s, all %d events delivered %s after the restart (%v; %d deliveries)",
 		back.Round(time.Millisecond), recovered.Round(time.Millisecond), n, allDone.Round(time.Millisecond),
 		n, delivered.Round(time.Millisecond), c, sink.Count())
+}
+
+// viaProxy returns raw with its host:port replaced by a fault proxy's in front of it.
+func viaProxy(t *testing.T, raw string, seed uint64) (string, *sim.TCPProxy) {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sim.NewTCPProxy(u.Host, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	u.Host = p.Addr()
+	return u.String(), p
+}
+
+// A TCP fault proxy between the service and 1C, and between the service and
+// PostgreSQL, resets connections in mid-answer, stalls them past the timeout, and
+// closes them right after the request was sent: every order is in 1C exactly once,
+// and every event reaches the receiver at least once, in lane order.
+func TestFaultProxyBetweenTheServiceAnd1CAndPostgres(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sim.OneCOptions{Latency: 20 * time.Millisecond}, true)
+	sink := e.withSink()
+	dbURL, dbProxy := viaProxy(t, e.dbURL, 1)
+	onecURL, onecProxy := viaProxy(t, e.onec.URL(), 2)
+	for i, kv := range e.environ {
+		switch {
+		case strings.HasPrefix(kv, "ORDERSYNC_DATABASE__URL="):
+			e.environ[i] = "ORDERSYNC_DATABASE__URL=" + dbURL
+		case strings.HasPrefix(kv, "ORDERSYNC_ONEC__BASE_URL="):
+			e.environ[i] = "ORDERSYNC_ONEC__BASE_URL=" + onecURL
+		}
+	}
+	e.environ = append(e.environ, "ORDERSYNC_ONEC__TIMEOUT=1s", "ORDERSYNC_ONEC__SETTLE_TIME=2s",
+		"ORDERSYNC_RELAY__MAX_ATTEMPTS=100", "ORDERSYNC_RELAY__LEASE=30s")
+	const n = 60
+	var input strings.Builder
+	for i := range n {
+		fmt.Fprintln(&input, orderJSON(fmt.Sprintf("FP-%03d", i), "SKU-1", "1", "10.00"))
+	}
+	if _, stderr, code := e.cli(input.String(), "order", "import"); code != 0 {
+		t.Fatalf("import: %d %s", code, stderr)
+	}
+	store := e.store() // straight to the database, not through the proxy
+	svc := e.startService()
+	waitUntil(t, 20*time.Second, func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
+	onecProxy.SetFaults(sim.ProxyFaults{ResetMidAnswer: 0.25, Stall: 0.25, StallFor: 1500 * time.Millisecond, CloseAfterRequest: 0.25})
+	dbProxy.SetFaults(sim.ProxyFaults{ResetMidAnswer: 0.1, Stall: 0.1, StallFor: 1500 * time.Millisecond, CloseAfterRequest: 0.1})
+
+	waitUntil(t, 3*time.Minute, func() bool {
+		c, ok := statusCounts(store)
+		return ok && c[journal.StatusDone] == n
+	})
+	onecProxy.SetFaults(sim.ProxyFaults{})
+	dbProxy.SetFaults(sim.ProxyFaults{})
+	waitUntil(t, time.Minute, func() bool { return sink.Unique() >= n })
+	select {
+	case <-svc.done:
+		t.Fatalf("the service exited under the faults; its log:\n%s", svc.stderr.String())
+	default:
+	}
+	svc.signal(syscall.SIGTERM)
+	if code := svc.wait(60 * time.Second); code != 0 {
+		t.Logf("SIGTERM: exit %d", code)
+	}
+	for i := range n {
+		id := fmt.Sprintf("site:FP-%03d", i)
+		if got := e.onec.CountExternal(id); got != 1 {
+			t.Fatalf("1C holds %d orders %s, want 1", got, id)
+		}
+	}
+	for agg, seqs := range sink.PerAggregate() {
+		for i := 1; i < len(seqs); i++ {
+			if seqs[i] < seqs[i-1] {
+				t.Fatalf("lane %s received sequences %v: out of order", agg, seqs)
+			}
+		}
+	}
+	t.Logf("1C proxy %+v, PostgreSQL proxy %+v; %d events, %d deliveries", onecProxy.Stats(), dbProxy.Stats(), sink.Unique(), sink.Count())
+	if s := onecProxy.Stats(); s.Resets+s.Stalls+s.Closes == 0 {
+		t.Fatal("the 1C proxy injected no fault: the test tested nothing")
+	}
+	if s := dbProxy.Stats(); s.Resets+s.Stalls+s.Closes == 0 {
+		t.Fatal("the PostgreSQL proxy injected no fault: the test tested nothing")
+	}
 }
