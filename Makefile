@@ -5,7 +5,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 CONFIG   ?=
 
-.PHONY: build test test-short lint bench bench-ingest run demo clean
+.PHONY: build test test-short lint bench bench-ingest fuzz run demo clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ordersync
@@ -14,6 +14,11 @@ build:
 # server, or starts a throwaway cluster with initdb when the binaries are installed.
 test:
 	scripts/with-postgres $(GO) test -race -count=1 -timeout 20m ./...
+
+# Every fuzz target for FUZZTIME each (default 30s); CI runs them for 10s.
+FUZZTIME ?= 30s
+fuzz:
+	FUZZTIME=$(FUZZTIME) scripts/fuzz
 
 lint:
 	$(GO) vet ./...
