@@ -146,6 +146,7 @@ func (s *demoSims) serviceEnv(parent []string, dir string) []string {
 		"ORDERSYNC_RELAY__BACKOFF_MIN=100ms",
 		"ORDERSYNC_RELAY__BACKOFF_MAX=1s",
 		"ORDERSYNC_RELAY__LEASE=5s",
+		"ORDERSYNC_RELAY__DESTINATIONS__CRM__TIMEOUT=2s", // a delivery starts only while its timeout is left of the lease
 	)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -17,11 +18,12 @@ import (
 // worker carries operations out now, on behalf of a CLI command (resync, import):
 //
 //   - on PostgreSQL, in this process: row locks let it work beside a running service;
-//   - on an embedded database with a service running, by handing the operations to
-//     that service (requeued, then a signal) and waiting for their outcome, since one
-//     process works the file;
+//   - on an embedded database with a service (`ordersync run`) running, by handing
+//     the operations to that service (requeued, then a signal) and waiting for their
+//     outcome, since one process works the file;
 //   - on an embedded database with no service, in this process, holding the run lock
-//     for as long as it works.
+//     for as long as it works. Another CLI command holding it (doing its own work) is
+//     not a service: this one waits for it to finish, then does its own work.
 type worker struct {
 	a   *app
 	cfg *config.Config
@@ -36,14 +38,12 @@ func (w worker) runKeys(ctx context.Context, keys []string) ([]journal.Operation
 		return w.handOff(ctx, pid, keys)
 	}
 	if e := w.db.embedded(); e != nil {
-		lock, err := sqlite.AcquireRunLock(e.Path())
-		if errors.Is(err, sqlite.ErrLocked) {
-			if pid, ok := serviceRunning(w.db); ok { // a service started meanwhile
-				return w.handOff(ctx, pid, keys)
-			}
-		}
+		lock, service, err := w.runLock(ctx, e.Path())
 		if err != nil {
 			return nil, err
+		}
+		if lock == nil { // a service started meanwhile
+			return w.handOff(ctx, service, keys)
 		}
 		defer lock.Release()
 	}
@@ -61,6 +61,54 @@ func (w worker) runKeys(ctx context.Context, keys []string) ([]journal.Operation
 		ops = append(ops, op)
 	}
 	return ops, nil
+}
+
+// runLock takes the embedded database's run lock at path under this command's name,
+// for its own work. When a service holds it, no lock is returned but the service's
+// pid: the work is handed to it. Another CLI command holding it (or a holder that
+// cannot be told) is waited for, saying so on stderr, for at most cliLockWait.
+func (w worker) runLock(ctx context.Context, path string) (*sqlite.RunLock, int, error) {
+	bound := cliLockWait(w.cfg)
+	deadline := time.Now().Add(bound)
+	var waitingFor sqlite.Holder
+	announced := false
+	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
+		lock, err := sqlite.AcquireRunLockAs(path, w.a.role())
+		var locked *sqlite.LockedError
+		if !errors.As(err, &locked) {
+			return lock, 0, err
+		}
+		h := locked.Holder
+		if h.IsService() {
+			return nil, h.PID, nil
+		}
+		if !announced || h != waitingFor {
+			msg := fmt.Sprintf("waiting for %s to finish with %s (at most %s); then this command does its own work",
+				h, w.db, bound)
+			if w.a.stderr == io.Discard { // resync --status: its stderr is the progress bar's
+				w.log.Info(msg)
+			} else {
+				fmt.Fprintln(w.a.stderr, msg)
+			}
+			waitingFor, announced = h, true
+		}
+		if time.Now().After(deadline) {
+			return nil, 0, fmt.Errorf("%s still works on %s after %s: the operations stay pending; "+
+				"run this command again once it is done, or start `ordersync run`", h, w.db, bound)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		case <-time.After(delay):
+		}
+	}
+}
+
+// cliLockWait bounds how long a CLI command waits for another one holding an
+// embedded database's run lock: as long as a hand-off waits for the service, enough
+// for a command working a few operations against a slow 1C.
+func cliLockWait(cfg *config.Config) time.Duration {
+	return 2*engine.CallBudget(cfg.OneC.Timeout) + 10*time.Second
 }
 
 // engine builds an engine for this command's own work, and the func that ends the

@@ -30,10 +30,11 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ())
-	stop()
-	os.Exit(code)
+	// The handler stays in place until the process ends: a second SIGTERM arriving
+	// while it exits (after Main returned) must not kill it by the default action,
+	// which would turn a clean exit 0 into death by a signal.
+	ctx, _ := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	os.Exit(Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ()))
 }
 
 // app carries what every subcommand shares: the streams, the environment and the
@@ -43,6 +44,17 @@ type app struct {
 	stdout, stderr io.Writer
 	environ        []string
 	configPath     string
+	// command is the subcommand being run ("run", "order import", "resync"): the
+	// role a CLI command records in an embedded database's run lock.
+	command string
+}
+
+// role is the name this command holds an embedded database's run lock under.
+func (a *app) role() string {
+	if a.command == "" {
+		return "cli"
+	}
+	return a.command
 }
 
 // Main runs ordersync with args (without the program name) and returns the exit code.
@@ -50,6 +62,9 @@ type app struct {
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, environ: environ}
 	root := a.rootCommand()
+	if c, _, err := root.Find(args); err == nil && c != root {
+		a.command = strings.TrimPrefix(c.CommandPath(), root.Name()+" ")
+	}
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)

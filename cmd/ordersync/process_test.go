@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,10 +17,12 @@ import (
 	"github.com/ordersync/ordersync/internal/sim"
 )
 
-// service is the real ordersync binary running `run` as a child process.
+// service is the real ordersync binary running `run` (or another command, see
+// startCommand) as a child process.
 type service struct {
 	t      *testing.T
 	cmd    *exec.Cmd
+	stdout *lockedBuffer
 	stderr *lockedBuffer
 	done   chan struct{}
 	err    error
@@ -43,9 +47,18 @@ func (l *lockedBuffer) String() string {
 
 func (e *env) startService(extra ...string) *service {
 	e.t.Helper()
-	s := &service{t: e.t, stderr: &lockedBuffer{}, done: make(chan struct{})}
-	s.cmd = exec.Command(binary, "run")
+	return e.startCommand("", extra, "run")
+}
+
+// startCommand runs the ordersync binary with args in the background, stdin given,
+// the env's environment plus extra.
+func (e *env) startCommand(stdin string, extra []string, args ...string) *service {
+	e.t.Helper()
+	s := &service{t: e.t, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	s.cmd = exec.Command(binary, args...)
 	s.cmd.Env = append(append([]string{"PATH=/usr/bin:/bin"}, e.environ...), extra...)
+	s.cmd.Stdin = strings.NewReader(stdin)
+	s.cmd.Stdout = s.stdout
 	s.cmd.Stderr = s.stderr
 	if err := s.cmd.Start(); err != nil {
 		e.t.Fatal(err)
@@ -273,4 +286,157 @@ func TestCLIHandsWorkToTheServiceOnSQLite(t *testing.T) {
 	}
 	svc.signal(syscall.SIGTERM)
 	svc.wait(20 * time.Second)
+}
+
+// TestSIGTERMExitsZeroAtAnyMoment stops `ordersync run` with SIGTERM at different
+// moments — as soon as it started, during its start-up (before "engine started"),
+// with 1C calls in flight, and once its work is done — many times, on both
+// backends: the contract is exit 0 every time. The log of every run that exits
+// otherwise is kept in the test output. ORDERSYNC_TEST_SIGTERM_ITERATIONS sets the
+// number of runs per backend (default 16); each backend stops starting new runs
+// after 45s.
+func TestSIGTERMExitsZeroAtAnyMoment(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"postgres", "sqlite"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			testSIGTERM(t, backend)
+		})
+	}
+}
+
+func testSIGTERM(t *testing.T, backend string) {
+	iterations := 16
+	if s := os.Getenv("ORDERSYNC_TEST_SIGTERM_ITERATIONS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("ORDERSYNC_TEST_SIGTERM_ITERATIONS=%q: want a positive number", s)
+		}
+		iterations = n
+	}
+	e := newEnvOn(t, backend, sim.OneCOptions{OpLatency: map[string]time.Duration{"create": 120 * time.Millisecond, "find": 30 * time.Millisecond}}, true)
+	store := e.store()
+	// Orders are registered without 1C (no onec.base_url): only the service works them.
+	register := append(append([]string{}, e.environ...), "ORDERSYNC_ONEC__BASE_URL=")
+	const perRun = 6
+	moments := []string{"at once", "during start-up", "calls in flight", "work done", "import beside the start-up"}
+	deadline := time.Now().Add(45 * time.Second)
+	total, runs, signalled := 0, 0, 0
+	var failures []string
+	for i := 0; i < iterations && time.Now().Before(deadline); i++ {
+		moment := moments[i%len(moments)]
+		var input strings.Builder
+		for j := range perRun {
+			fmt.Fprintln(&input, orderJSON(fmt.Sprintf("T-%03d-%d", i, j), "SKU-1", "1", "10"))
+		}
+		if moment != "import beside the start-up" {
+			var out, errb bytes.Buffer
+			if code := Main(context.Background(), []string{"order", "import"}, strings.NewReader(input.String()), &out, &errb, register); code != 0 {
+				t.Fatalf("import: exit %d: %s", code, errb.String())
+			}
+		}
+		total += perRun
+		creates := e.onec.Stats().Requests["create"]
+		allDone := func() bool { return countStatus(t, store, journal.StatusDone) == total }
+
+		// round spreads the moments within a phase over the runs.
+		round := i / len(moments)
+		var svc *service
+		if moment == "import beside the start-up" {
+			// As a script does: start the service and import at once (which of the
+			// two comes first is up to the scheduler), wait for the orders, stop it.
+			imported := make(chan string, 1)
+			go func() {
+				var out, errb bytes.Buffer
+				code := Main(context.Background(), []string{"order", "import"}, strings.NewReader(input.String()), &out, &errb, e.environ)
+				imported <- fmt.Sprintf("exit %d: %s%s", code, out.String(), errb.String())
+			}()
+			time.Sleep(time.Duration(round%5) * 2 * time.Millisecond)
+			svc = e.startService()
+			if res := <-imported; !strings.HasPrefix(res, "exit 0") {
+				t.Fatalf("import beside the service: %s", res)
+			}
+		} else {
+			svc = e.startService()
+		}
+		switch moment {
+		case "at once":
+			// Anywhere from before the runtime has installed its handler to the
+			// first steps of run.
+			time.Sleep(time.Duration(round%10) * 2 * time.Millisecond)
+		case "during start-up":
+			if waitFor(10*time.Second, func() bool { return svc.stderr.String() != "" || svc.exited() }) {
+				time.Sleep(time.Duration(round%4) * time.Millisecond)
+			}
+		case "calls in flight":
+			waitFor(20*time.Second, func() bool { return e.onec.Stats().Requests["create"] > creates || svc.exited() })
+		case "work done", "import beside the start-up":
+			waitFor(30*time.Second, func() bool { return allDone() || svc.exited() })
+		}
+		started := strings.Contains(svc.stderr.String(), "engine started")
+		linesAtSignal := strings.Count(svc.stderr.String(), "\n")
+		signalledAt := time.Now()
+		svc.signal(syscall.SIGTERM)
+		runs++
+		code := svc.wait(60 * time.Second)
+		t.Logf("run %d (%s): exit %d %s after the signal, %d log lines before it", i, moment, code, time.Since(signalledAt).Round(time.Millisecond), linesAtSignal)
+		log := svc.stderr.String()
+		ws, _ := svc.cmd.ProcessState.Sys().(syscall.WaitStatus)
+		switch {
+		case code == 0:
+		case ws.Signaled() && ws.Signal() == syscall.SIGTERM && log == "":
+			// Killed by the signal's default action: it came before main had
+			// installed its handler (after that, SIGTERM cannot kill it).
+			signalled++
+		default:
+			failures = append(failures, fmt.Sprintf("run %d (%s, engine started %v): %s; its log:\n%s", i, moment, started, svc.cmd.ProcessState, log))
+		}
+	}
+	t.Logf("%s: %d runs, %d exited non-zero, %d ended by SIGTERM before main", backend, runs, len(failures), signalled)
+	for _, f := range failures {
+		t.Errorf("SIGTERM did not exit 0: %s", f)
+	}
+	if len(failures) > 0 {
+		return
+	}
+	// Whatever the moments, every order is created once in the end.
+	svc := e.startService()
+	waitUntil(t, 20*time.Second, func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
+	if !waitFor(60*time.Second, func() bool { return countStatus(t, store, journal.StatusDone) == total || svc.exited() }) {
+		t.Fatalf("%d of %d operations done; log:\n%s", countStatus(t, store, journal.StatusDone), total, svc.stderr.String())
+	}
+	svc.signal(syscall.SIGTERM)
+	if code := svc.wait(30 * time.Second); code != 0 {
+		t.Fatalf("final SIGTERM: exit %d; log:\n%s", code, svc.stderr.String())
+	}
+	if got := e.onec.Count(); got != total {
+		t.Fatalf("1C holds %d orders, want %d", got, total)
+	}
+	for _, o := range e.onec.Orders() {
+		if c := e.onec.CountExternal(o.ExternalID); c != 1 {
+			t.Fatalf("1C holds %d orders for %s, want 1", c, o.ExternalID)
+		}
+	}
+}
+
+// exited reports whether the process has ended.
+func (s *service) exited() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitFor polls cond until it holds (true) or within has passed (false).
+func waitFor(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
 }

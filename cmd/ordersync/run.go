@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"time"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/onec"
+	"github.com/ordersync/ordersync/internal/server"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
 )
 
@@ -20,7 +23,12 @@ func (a *app) runCommand() *cobra.Command {
 		Short: "Run the service: carry out journal operations in 1C until stopped",
 		Long: `run starts onec.max_concurrency workers that claim due operations from the journal
 and find-or-create them in 1C. SIGTERM or SIGINT stops claiming, lets calls in
-flight finish within worker.shutdown_timeout, and exits 0.`,
+flight finish within worker.shutdown_timeout, and exits 0 — also when it comes
+during start-up.
+
+On an embedded (SQLite) database one process works the file: a second run exits 1
+naming the first one's pid, and a run started while a CLI command (order import,
+resync) carries out its own operations waits for that command, then starts.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.run(cmd.Context())
@@ -55,14 +63,19 @@ func (a *app) run(ctx context.Context) error {
 	}
 	db, err := a.openReadyDB(ctx, cfg, log)
 	if err != nil {
-		return err
+		return stoppedDuringStartUp(ctx, log, err)
 	}
 	defer db.Close()
 	if e := db.embedded(); e != nil {
-		// One process works an embedded file: a second `run` refuses, naming the first.
-		lock, err := sqlite.AcquireRunLock(e.Path())
+		// One process works an embedded file: a second `run` refuses, naming the
+		// first; a CLI command doing its own work is waited for.
+		lock, err := serviceRunLock(ctx, e.Path(), log)
 		if err != nil {
-			return err
+			return stoppedDuringStartUp(ctx, log, err)
+		}
+		if lock == nil {
+			log.Info("stop requested while waiting for the run lock: nothing started")
+			return nil
 		}
 		defer lock.Release()
 		log.InfoContext(ctx, "using the embedded SQLite database (set database.url for PostgreSQL)", "file", e.Path())
@@ -72,8 +85,11 @@ func (a *app) run(ctx context.Context) error {
 
 	pingCtx, cancel := context.WithTimeout(ctx, cfg.OneC.Timeout)
 	if info, err := client.Ping(pingCtx); err != nil {
-		// 1C may be down for a while; the engine retries. Say it loudly, carry on.
-		log.ErrorContext(ctx, "1C does not answer the ping; operations wait and retry", "class", onec.ClassOf(err).String(), "err", err)
+		// 1C may be down for a while; the engine retries. Say it loudly, carry on
+		// (unless the ping ended because a stop was requested).
+		if ctx.Err() == nil {
+			log.ErrorContext(ctx, "1C does not answer the ping; operations wait and retry", "class", onec.ClassOf(err).String(), "err", err)
+		}
 	} else {
 		log.InfoContext(ctx, "1C answers", "service", info.Service, "contract", info.Version)
 	}
@@ -85,31 +101,47 @@ func (a *app) run(ctx context.Context) error {
 	}
 	eng := newEngine(db, client, cfg, out.routes, fs, log)
 	relay := out.relay(db, cfg, log)
-	if err := eng.Start(ctx); err != nil {
-		return err
-	}
-	if err := relay.Start(ctx); err != nil {
-		eng.Stop()
-		return err
-	}
-	srv, err := newServer(cfg, db, eng.Wake, log)
-	if err != nil {
+	var (
+		srv     *server.Server
+		pollers []*connectors.Poller
+	)
+	// stop ends what has started, in this order: no new webhooks, no new polls, then
+	// the calls and deliveries in flight. Each Stop is safe before Start and twice,
+	// so a failed start-up stops what it started, and the deferred call after a
+	// normal stop does nothing.
+	stop := func() {
+		if srv != nil {
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.HTTP.ShutdownTimeout)
+			srv.Stop(stopCtx) // its error is the timeout: the connections left were closed
+			cancel()
+		}
+		for _, p := range pollers {
+			p.Stop()
+		}
 		eng.Stop()
 		relay.Stop()
+	}
+	defer stop()
+	if err := eng.Start(ctx); err != nil {
+		return stoppedDuringStartUp(ctx, log, err)
+	}
+	if err := relay.Start(ctx); err != nil {
+		return stoppedDuringStartUp(ctx, log, err)
+	}
+	srv, err = newServer(cfg, db, eng.Wake, log)
+	if err != nil {
 		return err
 	}
 	if srv != nil {
 		if err := srv.Start(ctx); err != nil {
-			eng.Stop()
-			relay.Stop()
-			return fmt.Errorf("http.listen: %w", err)
+			return stoppedDuringStartUp(ctx, log, fmt.Errorf("http.listen: %w", err))
 		}
 		log.InfoContext(ctx, "webhooks listening", "address", listenURL(srv.Addr()))
 	}
-	pollers := newPollers(markets, db, skus, eng.Wake, log)
+	pollers = newPollers(markets, db, skus, eng.Wake, log)
 	for _, p := range pollers {
 		if err := p.Start(ctx); err != nil {
-			return err
+			return stoppedDuringStartUp(ctx, log, err)
 		}
 	}
 	if len(markets) > 0 {
@@ -132,20 +164,58 @@ func (a *app) run(ctx context.Context) error {
 		}
 	}()
 	<-ctx.Done()
-	if srv != nil {
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.HTTP.ShutdownTimeout)
-		srv.Stop(stopCtx)
-		cancel()
-	}
-	for _, p := range pollers {
-		p.Stop()
-	}
 	log.Info("stop requested: finishing calls and deliveries in flight", "shutdown_timeout", cfg.Worker.ShutdownTimeout.String())
 	start := time.Now()
-	eng.Stop()
-	relay.Stop()
+	stop()
 	st, rs := eng.Stats(), relay.Stats()
 	log.Info("ordersync stopped", "took", time.Since(start).Round(time.Millisecond).String(),
 		"done", st.Done, "retried", st.Retried, "failed", st.Failed, "events_sent", rs.Sent, "events_dead", rs.Dead)
 	return nil
+}
+
+// stoppedDuringStartUp is what run returns when a start-up step failed: nil when a
+// stop was requested meanwhile (SIGTERM during start-up is a clean stop, exit 0, and
+// the step's error — a connect, a migration or a lookup cut short — is its
+// consequence), err otherwise.
+func stoppedDuringStartUp(ctx context.Context, log *slog.Logger, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		log.Info("stop requested during start-up: exiting", "step_cut_short", err.Error())
+	} else {
+		log.Warn("stop requested during start-up; a start-up step had failed", "err", err)
+	}
+	return nil
+}
+
+// serviceRunLock takes the embedded database's run lock for `ordersync run`.
+// Another service holding it — or a holder that cannot be told, an older ordersync —
+// is an error naming its pid (exit 1). A CLI command holding it is doing its own
+// work, bounded by its calls: the service waits for it, saying so once per holder,
+// and starts once it is done. It returns nil, nil when a stop was requested while it
+// waited.
+func serviceRunLock(ctx context.Context, path string, log *slog.Logger) (*sqlite.RunLock, error) {
+	var waitingFor sqlite.Holder
+	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
+		lock, err := sqlite.AcquireRunLock(path)
+		var locked *sqlite.LockedError
+		if !errors.As(err, &locked) {
+			return lock, err
+		}
+		h := locked.Holder
+		if h.IsService() || h.Role == "" {
+			return nil, err
+		}
+		if h != waitingFor {
+			log.InfoContext(ctx, fmt.Sprintf("waiting for %s to finish with the database; starting once it has", h),
+				"pid", h.PID, "command", h.Role, "lock", sqlite.LockPath(path))
+			waitingFor = h
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(delay):
+		}
+	}
 }

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/sim"
+)
+
+// TestKill9TwiceUnderLoadCreatesEveryOrderOnce kills `ordersync run` with SIGKILL
+// twice while creates are in flight (restarting it in between), then lets a last
+// run finish: 1C holds every order exactly once, every operation is done, no
+// attempt is left open, and each attempt the kills cut short is visible as
+// interrupted. On PostgreSQL and on the embedded SQLite file.
+func TestKill9TwiceUnderLoadCreatesEveryOrderOnce(t *testing.T) {
+	t.Parallel()
+	for _, backend := range []string{"postgres", "sqlite"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			testKill9Twice(t, backend)
+		})
+	}
+}
+
+func testKill9Twice(t *testing.T, backend string) {
+	e := newEnvOn(t, backend, sim.OneCOptions{OpLatency: map[string]time.Duration{"create": 200 * time.Millisecond, "find": 20 * time.Millisecond}}, true)
+	// The service talks to 1C through a front that counts the creates in flight: the
+	// kills must hit some.
+	var creating atomic.Int64
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/orders") {
+			creating.Add(1)
+			defer creating.Add(-1)
+		}
+		e.onec.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	// A killed attempt is taken over 3 × timeout + settle_time (9s) after it started.
+	e.environ = append(e.environ, "ORDERSYNC_ONEC__BASE_URL="+front.URL+e.onec.Prefix(),
+		"ORDERSYNC_ONEC__MAX_CONCURRENCY=8", "ORDERSYNC_ONEC__TIMEOUT=2s", "ORDERSYNC_ONEC__SETTLE_TIME=3s")
+	const n = 64
+	var input strings.Builder
+	for i := range n {
+		fmt.Fprintln(&input, orderJSON(fmt.Sprintf("KK-%03d", i), "SKU-1", "1", "100.00"))
+	}
+	store := e.store()
+
+	// cutShort are the attempts open at a kill, "key#attempt", by the killed pid.
+	cutShort := map[string]int{}
+	for kill := 1; kill <= 2; kill++ {
+		svc := e.startService()
+		waitUntil(t, 20*time.Second, func() bool { return strings.Contains(svc.stderr.String(), "engine started") || svc.exited() })
+		if svc.exited() {
+			t.Fatalf("run %d ended before it started: %s; log:\n%s", kill, svc.cmd.ProcessState, svc.stderr.String())
+		}
+		if kill == 1 {
+			if _, stderr, code := e.cli(input.String(), "order", "import"); code != 0 {
+				t.Fatalf("import: %d %s", code, stderr)
+			}
+		}
+		// Kill once some creates have been answered and others are in flight.
+		before := e.onec.Stats().Requests["create"]
+		waitUntil(t, 30*time.Second, func() bool {
+			return (e.onec.Stats().Requests["create"] >= before+6 && creating.Load() >= 2) || svc.exited()
+		})
+		svc.signal(syscall.SIGKILL)
+		svc.wait(10 * time.Second)
+		if ws, _ := svc.cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+			t.Fatalf("run %d ended by itself before the kill: %s; log:\n%s", kill, svc.cmd.ProcessState, svc.stderr.String())
+		}
+		killed := fmt.Sprintf(":%d/", svc.cmd.Process.Pid)
+		open := 0
+		for a, worker := range openAttempts(t, store) {
+			if strings.Contains(worker, killed) {
+				cutShort[a] = svc.cmd.Process.Pid
+				open++
+			}
+		}
+		t.Logf("kill %d (pid %d): %d attempts of its open; 1C holds %d orders; %d operations done",
+			kill, svc.cmd.Process.Pid, open, e.onec.Count(), countStatus(t, store, journal.StatusDone))
+		if open == 0 {
+			t.Fatalf("kill %d: no attempt of the killed process was open: the kill hit no create in flight", kill)
+		}
+	}
+
+	// The last run: it takes over the cut-short attempts once they have settled and
+	// finishes everything.
+	svc := e.startService()
+	if !waitFor(60*time.Second, func() bool { return countStatus(t, store, journal.StatusDone) == n || svc.exited() }) || svc.exited() {
+		t.Fatalf("%d of %d operations done (%d pending); log:\n%s", countStatus(t, store, journal.StatusDone), n,
+			countStatus(t, store, journal.StatusPending), svc.stderr.String())
+	}
+	svc.signal(syscall.SIGTERM)
+	if code := svc.wait(30 * time.Second); code != 0 {
+		t.Fatalf("final SIGTERM: exit %d; log:\n%s", code, svc.stderr.String())
+	}
+
+	if got := e.onec.Count(); got != n {
+		t.Errorf("1C holds %d orders, want %d", got, n)
+	}
+	for i := range n {
+		id := fmt.Sprintf("site:KK-%03d", i)
+		if c := e.onec.CountExternal(id); c != 1 {
+			t.Errorf("1C holds %d orders for %s, want 1", c, id)
+		}
+	}
+	if open := openAttempts(t, store); len(open) != 0 {
+		t.Errorf("attempts still open after the last run: %v", open)
+	}
+	interrupted := map[string]bool{}
+	for _, op := range mustList(t, store) {
+		if op.Status != journal.StatusDone {
+			t.Errorf("%s: %s, want done", op.Key, op.Status)
+		}
+		d, err := store.Show(context.Background(), op.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range d.History {
+			if a.Outcome == journal.OutcomeInterrupted {
+				interrupted[fmt.Sprintf("%s#%d", op.Key, a.Attempt)] = true
+			}
+		}
+	}
+	for a, pid := range cutShort {
+		if !interrupted[a] {
+			t.Errorf("%s, cut short by the kill of pid %d, is not recorded as interrupted", a, pid)
+		}
+	}
+	// And journal show says so, as an operator reads it.
+	for a := range cutShort {
+		key := a[:strings.LastIndex(a, "#")]
+		out, _, code := e.cli("", "journal", "show", key, "--format", "json")
+		if code != 0 || !strings.Contains(out, `"outcome": "interrupted"`) {
+			t.Errorf("journal show %s: exit %d, no interrupted attempt:\n%s", key, code, out)
+		}
+		break
+	}
+	t.Logf("%d attempts cut short by two kills, all interrupted; 1C holds %d orders, each once", len(cutShort), e.onec.Count())
+}
