@@ -166,8 +166,9 @@ func TestFaultProxyBetweenTheServiceAnd1CAndPostgres(t *testing.T) {
 	store := e.store() // straight to the database, not through the proxy
 	svc := e.startService()
 	waitUntil(t, 20*time.Second, func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
-	onecProxy.SetFaults(sim.ProxyFaults{ResetMidAnswer: 0.25, Stall: 0.25, StallFor: 1500 * time.Millisecond, CloseAfterRequest: 0.25})
-	dbProxy.SetFaults(sim.ProxyFaults{ResetMidAnswer: 0.1, Stall: 0.1, StallFor: 1500 * time.Millisecond, CloseAfterRequest: 0.1})
+	// Chances per chunk of the stream (an HTTP answer, a query's reply).
+	onecProxy.SetFaults(sim.ProxyFaults{ResetMidAnswer: 0.06, Stall: 0.06, StallFor: 1500 * time.Millisecond, CloseAfterRequest: 0.06})
+	dbProxy.SetFaults(sim.ProxyFaults{ResetMidAnswer: 0.01, Stall: 0.01, StallFor: 1500 * time.Millisecond, CloseAfterRequest: 0.01})
 
 	waitUntil(t, 3*time.Minute, func() bool {
 		c, ok := statusCounts(store)

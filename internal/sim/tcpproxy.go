@@ -10,8 +10,9 @@ import (
 	"time"
 )
 
-// ProxyFaults are the faults a TCPProxy injects, each the chance (0 to 1) that a new
-// connection gets it. At most one fault hits a connection; the others pass through.
+// ProxyFaults are the faults a TCPProxy injects, each the chance (0 to 1) that a chunk
+// of the stream (what one read returned: an answer, a query's reply) meets it. They
+// apply at once to every connection, those open before SetFaults included.
 type ProxyFaults struct {
 	// ResetMidAnswer forwards the request and the first part of the answer, then
 	// resets both connections (TCP RST): the server did its work, the client saw half
@@ -97,22 +98,25 @@ const (
 	closeAfterRequest
 )
 
-// pick draws a connection's fault, and after how many chunks of the stream it
-// strikes (so that it hits a later exchange on a kept-alive connection, or a query
-// in mid-session rather than the login).
-func (p *TCPProxy) pick() (fault, int, time.Duration) {
+// draw decides what happens to the next chunk of an answer (answer true) or of a
+// request.
+func (p *TCPProxy) draw(answer bool) (fault, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	f, x, after := p.faults, p.rnd.Float64(), p.rnd.IntN(6)
+	f, x := p.faults, p.rnd.Float64()
+	if !answer {
+		if x < f.CloseAfterRequest {
+			return closeAfterRequest, 0
+		}
+		return passThrough, 0
+	}
 	switch {
 	case x < f.ResetMidAnswer:
-		return resetMidAnswer, after, 0
+		return resetMidAnswer, 0
 	case x < f.ResetMidAnswer+f.Stall:
-		return stall, after, f.StallFor
-	case x < f.ResetMidAnswer+f.Stall+f.CloseAfterRequest:
-		return closeAfterRequest, after, 0
+		return stall, f.StallFor
 	}
-	return passThrough, 0, 0
+	return passThrough, 0
 }
 
 func (p *TCPProxy) track(c net.Conn) bool {
@@ -161,21 +165,20 @@ func (p *TCPProxy) accept() {
 	}
 }
 
-// serve pipes client and server with the connection's fault.
+// serve pipes client and server, drawing a fault for every chunk.
 func (p *TCPProxy) serve(client, server net.Conn) {
-	f, after, stallFor := p.pick()
 	done := make(chan struct{}, 2)
 	go func() { // client → server
 		defer func() { done <- struct{}{} }()
 		buf := make([]byte, 32<<10)
-		for chunk := 0; ; chunk++ {
+		for {
 			n, err := client.Read(buf)
 			if n > 0 {
 				if _, werr := server.Write(buf[:n]); werr != nil {
 					reset(client)
 					return
 				}
-				if f == closeAfterRequest && chunk == after {
+				if f, _ := p.draw(false); f == closeAfterRequest {
 					p.close.Add(1)
 					reset(client) // the request is on its way; its answer never comes back
 					return
@@ -192,17 +195,17 @@ func (p *TCPProxy) serve(client, server net.Conn) {
 	go func() { // server → client
 		defer func() { done <- struct{}{} }()
 		buf := make([]byte, 32<<10)
-		for chunk := 0; ; chunk++ {
+		for {
 			n, err := server.Read(buf)
 			if n > 0 {
-				switch {
-				case f == resetMidAnswer && chunk == after:
+				switch f, stallFor := p.draw(true); f {
+				case resetMidAnswer:
 					p.resets.Add(1)
 					client.Write(buf[:max(1, n/2)])
 					reset(client)
 					reset(server)
 					return
-				case f == stall && chunk == after:
+				case stall:
 					p.stalls.Add(1)
 					time.Sleep(stallFor)
 				}
