@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,9 +65,11 @@ type PollerConfig struct {
 	Logger     *slog.Logger
 }
 
-// PollStats counts what one listing did.
+// PollStats counts what one listing did. Panics counts the orders (or listings)
+// whose handling panicked: each was recovered, logged with its key, and the rest
+// went on.
 type PollStats struct {
-	Seen, Registered, Duplicates, Conflicts, Revised, Failed, Cancels, Unreadable int
+	Seen, Registered, Duplicates, Conflicts, Revised, Failed, Cancels, Unreadable, Panics int
 }
 
 // Poller lists a marketplace on a schedule and registers what it finds.
@@ -77,8 +81,13 @@ type Poller struct {
 	mu      sync.Mutex
 	cancel  context.CancelFunc
 	done    chan struct{}
-	stopped atomic.Bool // an authentication failure stopped the connector
+	stopped atomic.Bool  // an authentication failure stopped the connector
+	panics  atomic.Int64 // panics recovered since NewPoller
 }
+
+// Panics is the number of panics recovered since NewPoller, in the handling of one
+// order or of a whole listing: each is logged with the key, and counted in PollStats.
+func (p *Poller) Panics() int64 { return p.panics.Load() }
 
 // NewPoller returns a poller for mp.
 func NewPoller(mp Marketplace, cfg PollerConfig) *Poller {
@@ -168,14 +177,7 @@ func (p *Poller) PollOnce(ctx context.Context) (PollStats, error) {
 	}
 
 	var st PollStats
-	err = p.mp.List(ctx, from, now, func(page []Item) error {
-		for _, it := range page {
-			if err := p.handle(ctx, it, &st); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err = p.list(ctx, from, now, &st)
 	cur.LastPollAt = &now
 	cur.OrdersSeen += int64(st.Seen)
 	cur.Unreadable += int64(st.Unreadable)
@@ -195,8 +197,100 @@ func (p *Poller) PollOnce(ctx context.Context) (PollStats, error) {
 		p.cfg.Registered()
 	}
 	p.log.InfoContext(ctx, "poll", "from", from, "to", now, "seen", st.Seen, "registered", st.Registered,
-		"duplicates", st.Duplicates, "failed", st.Failed, "cancels", st.Cancels, "unreadable", st.Unreadable, "ok", err == nil)
+		"duplicates", st.Duplicates, "failed", st.Failed, "cancels", st.Cancels, "unreadable", st.Unreadable,
+		"panics", st.Panics, "ok", err == nil)
 	return st, err
+}
+
+// list runs the marketplace's listing. A panic in the connector outside one order
+// (reading a page) ends this listing with an error, as an unreadable page does: the
+// cursor stays, and the poller goes on with the next poll.
+func (p *Poller) list(ctx context.Context, from, to time.Time, st *PollStats) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			st.Panics++
+			p.panics.Add(1)
+			p.log.ErrorContext(ctx, "the listing panicked; the cursor stays", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			err = fmt.Errorf("%s: the listing panicked: %v", p.mp.Name(), v)
+		}
+	}()
+	return p.mp.List(ctx, from, to, func(page []Item) error {
+		for _, it := range page {
+			if err := p.handleSafe(ctx, it, st); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// handleSafe is handle with a panic recovered: it is logged with the order's key and
+// counted, the order is recorded failed when its key can be stored, and the page
+// goes on.
+func (p *Poller) handleSafe(ctx context.Context, it Item, st *PollStats) (err error) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		st.Panics++
+		p.panics.Add(1)
+		key := ""
+		if order.CheckKeyID(it.ID) == "" {
+			key = it.CreateKey(p.mp.Name())
+		}
+		p.log.ErrorContext(ctx, "handling an order panicked; it is recorded failed and the page goes on",
+			"key", key, "id", strconv.Quote(it.ID), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		if key == "" {
+			return
+		}
+		err = p.recordPanic(ctx, it, key, v)
+	}()
+	return p.handle(ctx, it, st)
+}
+
+// recordPanic records the order whose handling panicked as failed; a second panic is
+// only logged.
+func (p *Poller) recordPanic(ctx context.Context, it Item, key string, v any) (err error) {
+	defer func() {
+		if w := recover(); w != nil {
+			p.panics.Add(1)
+			p.log.ErrorContext(ctx, "recording a panicked order failed too", "key", key, "panic", fmt.Sprint(w))
+			err = nil
+		}
+	}()
+	op := journal.NewOperation{Key: key, Kind: order.KindCreate, Source: p.mp.Name(), ExternalID: it.ID, Payload: storable(it.Raw)}
+	if _, err := p.cfg.Journal.RegisterFailed(ctx, op, order.SafeText(fmt.Sprintf("internal error: handling the order panicked: %v", v))); err != nil {
+		return fmt.Errorf("record failed order %s: %w", key, err)
+	}
+	return nil
+}
+
+// storable is a marketplace's raw JSON of an order, as it can be kept with a failure
+// on either store: itself when it is valid JSON that passes order.CheckJSON and holds
+// no \u0000 (PostgreSQL's jsonb refuses it), otherwise {"unparsed": "<the bytes, Go
+// quoted>"}.
+func storable(raw json.RawMessage) json.RawMessage {
+	if json.Valid(raw) && order.CheckJSON(raw, order.JSONOptions{}) == nil && !hasNULEscape(raw) {
+		return raw
+	}
+	b, _ := json.Marshal(map[string]string{"unparsed": strconv.Quote(string(raw))})
+	return b
+}
+
+// hasNULEscape reports whether JSON text holds the escape \u0000 (an escaped
+// backslash followed by u0000 is not one).
+func hasNULEscape(raw []byte) bool {
+	for i := 0; i+5 < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		if raw[i+1] == 'u' && string(raw[i+2:i+6]) == "0000" {
+			return true
+		}
+		i++ // the escaped character
+	}
+	return false
 }
 
 // Stopped reports whether an authentication failure stopped the poller.
@@ -214,9 +308,12 @@ func (p *Poller) Handle(ctx context.Context, it Item) (PollStats, error) {
 func (p *Poller) handle(ctx context.Context, it Item, st *PollStats) error {
 	st.Seen++
 	name := p.mp.Name()
-	if it.ID == "" {
+	if it.ID == "" || order.CheckKeyID(it.ID) != "" {
+		// No key can be built from it: PostgreSQL would refuse the bytes, and two
+		// different bad ids must not become one key.
 		st.Unreadable++
-		p.log.ErrorContext(ctx, "an order without a readable id was skipped", "err", it.Err, "raw", snippet(it.Raw))
+		p.log.ErrorContext(ctx, "an order without a readable id was skipped", "id", strconv.Quote(it.ID),
+			"err", it.Err, "raw", strconv.Quote(snippet(it.Raw)))
 		return nil
 	}
 	createKey := it.CreateKey(name)
@@ -247,18 +344,15 @@ func (p *Poller) handle(ctx context.Context, it Item, st *PollStats) error {
 			// what matters, and it ends done with a note if nothing was created.
 			return p.registerCancel(ctx, it, st)
 		}
-		raw := it.Raw
-		if !json.Valid(raw) {
-			raw, _ = json.Marshal(map[string]string{"unparsed": string(it.Raw)})
-		}
-		op := journal.NewOperation{Key: createKey, Kind: order.KindCreate, Source: name, ExternalID: it.ID, Payload: raw}
-		reg, err := p.cfg.Journal.RegisterFailed(ctx, op, mapErr.Error())
+		op := journal.NewOperation{Key: createKey, Kind: order.KindCreate, Source: name, ExternalID: it.ID, Payload: storable(it.Raw)}
+		reason := order.SafeText(mapErr.Error())
+		reg, err := p.cfg.Journal.RegisterFailed(ctx, op, reason)
 		if err != nil {
 			return fmt.Errorf("record failed order %s: %w", createKey, err)
 		}
 		if reg.Outcome == journal.Registered {
 			st.Failed++
-			log.WarnContext(ctx, "order recorded as failed", "reason", mapErr.Error())
+			log.WarnContext(ctx, "order recorded as failed", "reason", reason)
 		} else {
 			st.Duplicates++
 		}
@@ -300,14 +394,17 @@ func (p *Poller) handle(ctx context.Context, it Item, st *PollStats) error {
 
 func (p *Poller) registerCancel(ctx context.Context, it Item, st *PollStats) error {
 	name := p.mp.Name()
-	op := journal.CancelOrder(CancelPayload{Source: name, ExternalID: it.ID, Reason: it.CancelReason, CreateKey: it.CreateKey(name)})
+	// The reason is the marketplace's words, for people: made safe to store rather
+	// than losing the cancel for them.
+	reason := order.SafeText(it.CancelReason)
+	op := journal.CancelOrder(CancelPayload{Source: name, ExternalID: it.ID, Reason: reason, CreateKey: it.CreateKey(name)})
 	reg, err := p.cfg.Journal.Register(ctx, op)
 	if err != nil {
 		return fmt.Errorf("register %s: %w", op.Key, err)
 	}
 	if reg.Outcome == journal.Registered {
 		st.Cancels++
-		p.log.InfoContext(ctx, "cancel registered", "key", op.Key, "reason", it.CancelReason)
+		p.log.InfoContext(ctx, "cancel registered", "key", op.Key, "reason", reason)
 	}
 	return nil
 }
@@ -320,8 +417,16 @@ type Fetcher struct {
 	SKUs        *SKUMap
 }
 
-// Fetch returns the mapped canonical order of id.
-func (f Fetcher) Fetch(ctx context.Context, id string) (order.Order, error) {
+// Fetch returns the mapped canonical order of id. A panic in the connector is
+// recovered and fails the order (a *order.ValidationError): retrying would panic again.
+func (f Fetcher) Fetch(ctx context.Context, id string) (o order.Order, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			o, err = order.Order{}, &order.ValidationError{Problems: []order.FieldError{{
+				Field: "(order)", Message: order.SafeText(fmt.Sprintf("internal error: fetching %s %s panicked: %v", f.Marketplace.Name(), id, v)),
+			}}}
+		}
+	}()
 	it, err := f.Marketplace.Get(ctx, id)
 	if err != nil {
 		return order.Order{}, err
@@ -341,7 +446,7 @@ func (f Fetcher) Fetch(ctx context.Context, id string) (order.Order, error) {
 	if it.Order == nil {
 		return order.Order{}, fmt.Errorf("%s %s: the connector mapped no order", f.Marketplace.Name(), id)
 	}
-	o := *it.Order
+	o = *it.Order
 	o.Lines = append([]order.Line(nil), it.Order.Lines...)
 	o.Source = f.Marketplace.Name()
 	if err := f.SKUs.Apply(o.Source, &o); err != nil {

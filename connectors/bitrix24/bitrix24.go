@@ -335,6 +335,9 @@ func (c *Client) call(ctx context.Context, method string, params map[string]any,
 		if len(env.Result) == 0 || string(env.Result) == "null" {
 			return &APIError{Method: method, Status: st, Description: "the answer has no result"}
 		}
+		if err := decodeResult(method, resp.Body(), env.Result, out); err != nil {
+			return err
+		}
 		if err := json.Unmarshal(env.Result, out); err != nil {
 			return &APIError{Method: method, Status: st, Description: "unreadable result: " + c.snippet([]byte(err.Error()))}
 		}
@@ -345,6 +348,37 @@ func (c *Client) call(ctx context.Context, method string, params map[string]any,
 		desc = c.snippet(resp.Body())
 	}
 	return c.interpret(method, st, strings.TrimSpace(env.Error), desc)
+}
+
+// decodeResult checks an answer strictly before it is decoded (order.CheckJSON):
+// the envelope's keys and the result's as the wire types name them, each once, text
+// valid UTF-8. What fails is the deal's, not the connection's: an
+// *order.ValidationError naming the method and the field, so the create fails
+// instead of retrying an answer that will not change.
+func decodeResult(method string, body, result []byte, out any) error {
+	err := order.CheckJSON(body, order.JSONOptions{Into: envelope{}, Shallow: true})
+	root := method + " answer"
+	if err == nil {
+		err = order.CheckJSON(result, order.JSONOptions{Into: out})
+		root = method + " result"
+	}
+	var ve *order.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	ps := make([]order.FieldError, len(ve.Problems))
+	for i, p := range ve.Problems {
+		field := root
+		switch {
+		case p.Field == "(document)":
+		case strings.HasPrefix(p.Field, "["):
+			field += p.Field
+		default:
+			field += "." + p.Field
+		}
+		ps[i] = order.FieldError{Field: field, Message: p.Message}
+	}
+	return &order.ValidationError{Problems: ps}
 }
 
 // interpret maps an error answer to the errors call documents: the one place that
@@ -395,5 +429,5 @@ func (c *Client) snippet(b []byte) string {
 	if r := []rune(s); len(r) > 200 {
 		s = string(r[:200]) + "…"
 	}
-	return s
+	return order.SafeText(s)
 }

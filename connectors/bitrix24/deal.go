@@ -8,10 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/shopspring/decimal"
 
@@ -29,7 +29,16 @@ var dealIDRe = regexp.MustCompile(`^[1-9][0-9]{0,18}$`)
 // mapped. An id that is not a deal wraps connectors.ErrNotFound; a refused webhook is
 // a *connectors.AuthError naming webhooks.bitrix24.rest_url; anything else (the
 // network, 5xx and QUERY_LIMIT_EXCEEDED after the retries) is worth retrying later.
-func (c *Client) Fetch(ctx context.Context, id string) (order.Order, error) {
+func (c *Client) Fetch(ctx context.Context, id string) (o order.Order, err error) {
+	defer func() {
+		// A panic fails this deal (retrying would panic again), never the process.
+		if v := recover(); v != nil {
+			c.log.ErrorContext(ctx, "fetching a deal panicked", "deal", id, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			o, err = order.Order{}, &order.ValidationError{Problems: []order.FieldError{{
+				Field: "(deal)", Message: order.SafeText(fmt.Sprintf("internal error: fetching deal %s panicked: %v", id, v)),
+			}}}
+		}
+	}()
 	id = strings.TrimSpace(id)
 	if !dealIDRe.MatchString(id) {
 		return order.Order{}, fmt.Errorf("bitrix24: deal id %q is not a positive integer: %w", id, connectors.ErrNotFound)
@@ -146,10 +155,13 @@ func (c *Client) mapDeal(id string, d wireDeal, rows []wireRow, cust order.Custo
 		Currency:   strings.ToUpper(strings.TrimSpace(string(d.CurrencyID))),
 		Comment:    joinNonEmpty("\n", string(d.Title), string(d.Comments)),
 	}
-	if t, err := time.Parse(time.RFC3339, strings.TrimSpace(string(d.DateCreate))); err == nil {
+	switch t, err := order.ParseTime(strings.TrimSpace(string(d.DateCreate))); {
+	case err != nil:
+		add("created_at", "the deal's DATE_CREATE %s is not an ISO 8601 time with an offset", strconv.Quote(string(d.DateCreate)))
+	case order.CheckTime(t) != "":
+		add("created_at", "the deal's DATE_CREATE %s", order.CheckTime(t))
+	default:
 		o.CreatedAt = t
-	} else {
-		add("created_at", "the deal's DATE_CREATE %q is not an ISO 8601 time with an offset", string(d.DateCreate))
 	}
 	switch {
 	case o.Currency == "":
@@ -359,8 +371,11 @@ func (n *number) UnmarshalJSON(b []byte) error {
 			return nil
 		}
 	}
-	d, err := decimal.NewFromString(s)
+	d, err := order.ParseDecimal(s)
 	if err != nil {
+		if r := []rune(s); len(r) > 40 {
+			s = string(r[:40]) + "…"
+		}
 		n.bad = strconv.Quote(s)
 		return nil
 	}

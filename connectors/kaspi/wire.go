@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -28,9 +30,17 @@ type page struct {
 	} `json:"meta"`
 }
 
-// decodePage reads a page; an error means the page as a whole is unreadable.
+// decodePage reads a page; an error means the page as a whole is unreadable. The
+// page's own keys are matched exactly and each once (order.CheckJSON); its orders
+// and included resources are checked one by one when they are mapped.
 func decodePage(body []byte) (page, error) {
 	var pg page
+	if err := order.CheckJSON(body, order.JSONOptions{Into: &pg, Shallow: true}); err != nil {
+		if !json.Valid(body) {
+			err = json.Unmarshal(body, &pg) // the decoder's words for malformed JSON
+		}
+		return page{}, fmt.Errorf("the page is not valid JSON:API: %w", err)
+	}
 	if err := json.Unmarshal(body, &pg); err != nil {
 		return page{}, fmt.Errorf("the page is not valid JSON:API: %w", err)
 	}
@@ -113,19 +123,33 @@ func (o obj) dec(key string) (d decimal.Decimal, ok bool, err error) {
 		}
 		text = n.String()
 	}
-	d, err = decimal.NewFromString(strings.TrimSpace(text))
+	d, err = order.ParseDecimal(text)
 	if err != nil {
-		return decimal.Decimal{}, true, fmt.Errorf("must be a number, got %s", clip(raw))
+		return decimal.Decimal{}, true, fmt.Errorf("must be a number of at most %d digits, got %s", order.MaxDecimalDigits, clip(raw))
 	}
 	return d, true, nil
 }
 
+// text reads a string member that is a person's text and checks it (order.CheckLine);
+// absent or null is "".
+func (o obj) text(key string) (string, error) {
+	s, err := o.str(key)
+	if err != nil {
+		return "", err
+	}
+	if msg := order.CheckLine(s); msg != "" {
+		return "", errors.New(msg)
+	}
+	return s, nil
+}
+
+// clip is the start of raw, made safe to store and log.
 func clip(raw json.RawMessage) string {
 	s := string(bytes.TrimSpace(raw))
 	if r := []rune(s); len(r) > 40 {
 		s = string(r[:40]) + "…"
 	}
-	return s
+	return order.SafeText(s)
 }
 
 // problems gathers what is wrong with one order, each naming its field.
@@ -148,7 +172,23 @@ func invalid(field, format string, args ...any) error {
 	return p.err()
 }
 
-// codeOf reads data[].attributes.code, "" when it cannot.
+// aboutField reports whether a validation error concerns field or an object that
+// holds it (a key twice at "attributes" makes attributes.code ambiguous too).
+func aboutField(err error, field string) bool {
+	var ve *order.ValidationError
+	if !errors.As(err, &ve) {
+		return true
+	}
+	for _, p := range ve.Problems {
+		if p.Field == "(document)" || p.Field == field || strings.HasPrefix(field, p.Field+".") || strings.HasPrefix(p.Field, field) {
+			return true
+		}
+	}
+	return false
+}
+
+// codeOf reads data[].attributes.code, "" when it cannot or when the code cannot
+// stand in a key (order.CheckKeyID).
 func codeOf(raw json.RawMessage) string {
 	o, ok := asObj(raw)
 	if !ok {
@@ -159,6 +199,9 @@ func codeOf(raw json.RawMessage) string {
 		return ""
 	}
 	code, _ := attrs.str("code")
+	if order.CheckKeyID(code) != "" {
+		return ""
+	}
 	return code
 }
 
@@ -168,14 +211,17 @@ func codeOf(raw json.RawMessage) string {
 func (c *Connector) mapPage(ctx context.Context, pg page, listing bool) ([]connectors.Item, error) {
 	included := map[string]json.RawMessage{}
 	for _, raw := range pg.Included {
-		var ref struct{ Type, ID string }
-		if json.Unmarshal(raw, &ref) == nil && ref.Type == typeEntries && ref.ID != "" {
-			included[ref.ID] = raw
+		if ref, ok := asObj(raw); ok {
+			typ, _ := ref.str("type")
+			id, _ := ref.str("id")
+			if typ == typeEntries && id != "" {
+				included[id] = raw
+			}
 		}
 	}
 	items := make([]connectors.Item, 0, len(pg.Data))
 	for _, raw := range pg.Data {
-		it, err := c.mapOrder(ctx, raw, included, listing)
+		it, err := c.mapOrderSafe(ctx, raw, included, listing)
 		if err != nil {
 			return nil, err
 		}
@@ -186,11 +232,34 @@ func (c *Connector) mapPage(ctx context.Context, pg page, listing bool) ([]conne
 	return items, nil
 }
 
+// mapOrderSafe is mapOrder with a panic recovered: the order becomes an Item with
+// Err (and its code when it can be read), logged, and its page-mates go on.
+func (c *Connector) mapOrderSafe(ctx context.Context, raw json.RawMessage, included map[string]json.RawMessage, listing bool) (it *connectors.Item, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			code := codeOf(raw)
+			c.log.ErrorContext(ctx, "mapping an order panicked", "code", code, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			it, err = &connectors.Item{Entity: "order", ID: code, Raw: slices.Clone(raw),
+				Err: invalid("(order)", "internal error: mapping the order panicked: %v", v)}, nil
+		}
+	}()
+	return c.mapOrder(ctx, raw, included, listing)
+}
+
 // mapOrder reads one data[] element. It returns nil for an order that is not
 // imported, an Item with Err for a bad one, and an error only when fetching its
 // entries failed in a way that must end the listing.
 func (c *Connector) mapOrder(ctx context.Context, raw json.RawMessage, included map[string]json.RawMessage, listing bool) (*connectors.Item, error) {
 	it := &connectors.Item{Entity: "order", Raw: slices.Clone(raw)}
+	// The raw bytes first: invalid UTF-8, a key twice. The code still names the
+	// order when it can be read safely.
+	if err := order.CheckJSON(raw, order.JSONOptions{}); err != nil && json.Valid(raw) {
+		it.Err = err
+		if !aboutField(err, "attributes.code") {
+			it.ID = codeOf(raw)
+		}
+		return it, nil
+	}
 	o, ok := asObj(raw)
 	if !ok {
 		it.Err = invalid("data[]", "the order is not a JSON object: %s", clip(raw))
@@ -212,6 +281,9 @@ func (c *Connector) mapOrder(ctx context.Context, raw json.RawMessage, included 
 		return it, nil
 	case strings.TrimSpace(code) == "":
 		it.Err = invalid("attributes.code", "is required")
+		return it, nil
+	case order.CheckKeyID(code) != "":
+		it.Err = invalid("attributes.code", "%s %s", strconv.Quote(code), order.CheckKeyID(code))
 		return it, nil
 	}
 	it.ID = code
@@ -263,6 +335,8 @@ func (c *Connector) mapOrder(ctx context.Context, raw json.RawMessage, included 
 		ps.add("id", "%v", err)
 	case id == "":
 		ps.add("id", "is required (the order id is needed to accept the order)")
+	case order.CheckKeyID(id) != "":
+		ps.add("id", "%s %s", strconv.Quote(id), order.CheckKeyID(id))
 	}
 	var created time.Time
 	switch ms, ok, err := attrs.dec("creationDate"); {
@@ -272,10 +346,15 @@ func (c *Connector) mapOrder(ctx context.Context, raw json.RawMessage, included 
 		ps.add("attributes.creationDate", "is required")
 	case !ms.IsInteger() || ms.Sign() <= 0:
 		ps.add("attributes.creationDate", "must be epoch milliseconds, got %s", ms)
+	case ms.GreaterThanOrEqual(maxEpochMilli):
+		ps.add("attributes.creationDate", "%s epoch milliseconds is past the year 9999", ms)
 	default:
 		created = time.UnixMilli(ms.IntPart()).In(c.cfg.Location)
+		if msg := order.CheckTime(created); msg != "" {
+			ps.add("attributes.creationDate", "%s (epoch milliseconds %s)", msg, ms)
+		}
 	}
-	cust := customer(attrs)
+	cust := customer(attrs, &ps)
 	if len(ps) > 0 {
 		it.Err = ps.err()
 		return it, nil
@@ -326,25 +405,42 @@ func (c *Connector) mapOrder(ctx context.Context, raw json.RawMessage, included 
 			out.Comment += fmt.Sprintf(", delivery %s", dc)
 		}
 	}
+	if err := out.Validate(); err != nil {
+		it.Err = err
+		return it, nil
+	}
 	it.Order = out
 	return it, nil
 }
 
-// customer reads attributes.customer. It is optional: a malformed one is left out.
-func customer(attrs obj) order.Customer {
+// maxEpochMilli is 10000-01-01T00:00:00Z in epoch milliseconds.
+var maxEpochMilli = decimal.NewFromInt(253402300800000)
+
+// customer reads attributes.customer. It is optional: a malformed one is left out,
+// but text that is not a person's text (a control character, invalid UTF-8) refuses
+// the order, naming the field.
+func customer(attrs obj, ps *problems) order.Customer {
 	cu, err := attrs.object("customer")
 	if err != nil || cu == nil {
 		return order.Customer{}
 	}
-	first, _ := cu.str("firstName")
-	last, _ := cu.str("lastName")
-	name := strings.TrimSpace(strings.TrimSpace(first) + " " + strings.TrimSpace(last))
-	if name == "" {
-		name, _ = cu.str("name")
-		name = strings.TrimSpace(name)
+	read := func(key string) string {
+		s, err := cu.str(key)
+		if err != nil {
+			return ""
+		}
+		if msg := order.CheckLine(s); msg != "" {
+			ps.add("attributes.customer."+key, "%s", msg)
+			return ""
+		}
+		return s
 	}
-	phone, _ := cu.str("cellPhone")
-	return order.Customer{Name: name, Phone: phone7(phone)}
+	first, last := read("firstName"), read("lastName")
+	name := strings.TrimSpace(strings.TrimSpace(first) + " " + strings.TrimSpace(last))
+	if n := strings.TrimSpace(read("name")); name == "" {
+		name = n
+	}
+	return order.Customer{Name: name, Phone: phone7(read("cellPhone"))}
 }
 
 // phone7 writes a Kazakh mobile number in international form: Kaspi gives ten
@@ -391,6 +487,9 @@ func (c *Connector) entries(ctx context.Context, o obj, id string, included map[
 	var doc struct {
 		Data []json.RawMessage `json:"data"`
 	}
+	if err := order.CheckJSON(body, order.JSONOptions{Into: &doc, Shallow: true}); err != nil {
+		return nil, fmt.Errorf("GET /orders/%s/entries is not valid JSON:API: %v", id, err), nil
+	}
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return nil, fmt.Errorf("GET /orders/%s/entries is not valid JSON:API: %v", id, err), nil
 	}
@@ -398,24 +497,30 @@ func (c *Connector) entries(ctx context.Context, o obj, id string, included map[
 }
 
 // entryRefs reads relationships.entries.data[].id; ok is false when it is absent.
+// Keys are matched exactly (obj), never in another letter case.
 func entryRefs(o obj) (ids []string, ok bool) {
-	var rel struct {
-		Entries *struct {
-			Data []struct {
-				Type string `json:"type"`
-				ID   string `json:"id"`
-			} `json:"data"`
-		} `json:"entries"`
-	}
-	if null(o["relationships"]) || json.Unmarshal(o["relationships"], &rel) != nil ||
-		rel.Entries == nil || rel.Entries.Data == nil {
+	rel, err := o.object("relationships")
+	if err != nil || rel == nil {
 		return nil, false
 	}
-	for _, d := range rel.Entries.Data {
-		if d.ID == "" {
+	entries, err := rel.object("entries")
+	if err != nil || entries == nil || null(entries["data"]) {
+		return nil, false
+	}
+	var data []json.RawMessage
+	if json.Unmarshal(entries["data"], &data) != nil || data == nil {
+		return nil, false
+	}
+	for _, raw := range data {
+		d, ok := asObj(raw)
+		if !ok {
 			return nil, false
 		}
-		ids = append(ids, d.ID)
+		id, err := d.str("id")
+		if err != nil || id == "" {
+			return nil, false
+		}
+		ids = append(ids, id)
 	}
 	return ids, true
 }
@@ -429,6 +534,15 @@ func entryRefs(o obj) (ids []string, ok bool) {
 // entry is refused with the reason rather than rounded.
 func mapEntry(raw json.RawMessage, field string, ps *problems) (order.Line, bool) {
 	n := len(*ps)
+	if err := order.CheckJSON(raw, order.JSONOptions{}); err != nil && json.Valid(raw) {
+		var ve *order.ValidationError
+		if errors.As(err, &ve) {
+			for _, p := range ve.Problems {
+				ps.add(field+"."+p.Field, "%s", p.Message)
+			}
+		}
+		return order.Line{}, false
+	}
 	e, ok := asObj(raw)
 	if !ok {
 		ps.add(field, "is not a JSON object")
@@ -446,12 +560,18 @@ func mapEntry(raw json.RawMessage, field string, ps *problems) (order.Line, bool
 	case offer == nil:
 		ps.add(field+".offer.code", "is required (the merchant's SKU)")
 	default:
-		if sku, err = offer.str("code"); err != nil {
+		if sku, err = offer.text("code"); err != nil {
 			ps.add(field+".offer.code", "%v", err)
 		} else if strings.TrimSpace(sku) == "" {
 			ps.add(field+".offer.code", "is required (the merchant's SKU)")
 		}
-		name, _ = offer.str("name")
+		// The name is informational: one that is not a string is left out, one that
+		// is not a person's text refuses the order.
+		if name, err = offer.str("name"); err == nil {
+			if msg := order.CheckLine(name); msg != "" {
+				ps.add(field+".offer.name", "%s", msg)
+			}
+		}
 	}
 	qty, hasQty, err := attrs.dec("quantity")
 	switch {
@@ -493,7 +613,7 @@ func mapEntry(raw json.RawMessage, field string, ps *problems) (order.Line, bool
 		ps.add(field+".basePrice", "must not be negative, got %s", price)
 		return order.Line{}, false
 	}
-	return order.Line{SKU: strings.TrimSpace(sku), Name: name, Quantity: qty, Price: price}, true
+	return order.Line{SKU: strings.TrimSpace(sku), Name: strings.TrimSpace(name), Quantity: qty, Price: price}, true
 }
 
 func priceText(base decimal.Decimal, ok bool) string {

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime/debug"
 	"time"
 
 	"github.com/ordersync/ordersync/connectors"
+	"github.com/ordersync/ordersync/internal/order"
 )
 
 // Ozon refuses a list period longer than a year; the connector stays inside it.
@@ -180,6 +182,13 @@ func (c *Connector) pagesV3(ctx context.Context, path string, filter map[string]
 // decodePage decodes a whole page strictly: JSON that does not parse, or trailing
 // data after it, is malformed.
 func decodePage(body []byte, v any) error {
+	// Keys exactly as named and each once, strings valid UTF-8 (order.CheckJSON); the
+	// postings themselves are checked one by one.
+	if json.Valid(body) {
+		if err := order.CheckJSON(body, order.JSONOptions{Into: v, Shallow: true}); err != nil {
+			return err
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(v); err != nil {
 		return err
@@ -190,8 +199,16 @@ func decodePage(body []byte, v any) error {
 	return nil
 }
 
-// item decodes and maps one posting.
-func (c *Connector) item(raw json.RawMessage) connectors.Item {
+// item decodes and maps one posting. A panic is recovered: the posting becomes an
+// item with Err (named by its number when that can be read), and the rest go on.
+func (c *Connector) item(raw json.RawMessage) (it connectors.Item) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.log.Error("mapping a posting panicked", "posting_number", it.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			it = connectors.Item{Entity: Entity, ID: it.ID, Raw: raw,
+				Err: fieldError("(posting)", order.SafeText(fmt.Sprintf("internal error: mapping the posting panicked: %v", v)))}
+		}
+	}()
 	it, p := decodePosting(raw)
 	if p == nil {
 		return it

@@ -30,6 +30,7 @@ import (
 	"github.com/go-resty/resty/v2"
 
 	"github.com/ordersync/ordersync/connectors"
+	"github.com/ordersync/ordersync/internal/order"
 )
 
 // Name is the connector's name, the orders' source and the first part of their keys.
@@ -224,7 +225,7 @@ func (c *Connector) post(ctx context.Context, path string, body any, read bool, 
 	}
 	var oe ozonError
 	_ = json.Unmarshal(resp.Body(), &oe)
-	msg := strings.TrimSpace(oe.Message)
+	msg := order.SafeText(strings.TrimSpace(oe.Message))
 	if msg == "" {
 		msg = snippet(resp.Body())
 	}
@@ -265,12 +266,13 @@ func authFailure(status int, msg string) (key string, ok bool) {
 	return "", false
 }
 
+// snippet is a short, single-line excerpt of a body, safe to store and log.
 func snippet(b []byte) string {
 	s := strings.Join(strings.Fields(string(b)), " ")
 	if r := []rune(s); len(r) > 200 {
 		s = string(r[:200]) + "…"
 	}
-	return s
+	return order.SafeText(s)
 }
 
 // timeParam formats a time the way Ozon's filters show it: UTC with milliseconds.

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/shopspring/decimal"
 
@@ -94,6 +95,16 @@ func decodePosting(raw json.RawMessage) (connectors.Item, *wirePosting) {
 		return it, nil
 	}
 	it.ID = pn
+	// The raw bytes before decoding: invalid UTF-8, a key twice or in another letter
+	// case than the field's ("Status" beside "status").
+	if err := order.CheckJSON(raw, order.JSONOptions{Into: wirePosting{}}); err != nil {
+		it.Err = err
+		var ve *order.ValidationError
+		if !errors.As(err, &ve) || strings.HasPrefix(ve.Problems[0].Field, "posting_number") || ve.Problems[0].Field == "(document)" {
+			it.ID = "" // which posting number it was cannot be told
+		}
+		return it, nil
+	}
 	var p wirePosting
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&p); err != nil {
@@ -103,19 +114,10 @@ func decodePosting(raw json.RawMessage) (connectors.Item, *wirePosting) {
 	return it, &p
 }
 
-// usableID reports whether a posting number can stand in a key: printable, no spaces
-// or colons (the key's separator), at most 64 characters. Ozon's look like 05708065-0029-1.
-func usableID(s string) bool {
-	if s == "" || len([]rune(s)) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if r == ':' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
-}
+// usableID reports whether a posting number can stand in a key (order.CheckKeyID):
+// printable, no spaces or colons (the key's separator), no U+FFFD, at most 64
+// characters. Ozon's look like 05708065-0029-1.
+func usableID(s string) bool { return order.CheckKeyID(s) == "" }
 
 // mapPosting maps a decoded posting to an item: the canonical order, or Err naming
 // every Ozon field that is missing or wrong; Cancelled with the reason for a
@@ -142,28 +144,45 @@ func (c *Connector) mapPosting(it connectors.Item, p *wirePosting) connectors.It
 		Number:     it.ID,
 		Warehouse:  c.cfg.Warehouse,
 	}
-	if id := strings.Trim(string(p.OrderID), `" `); id != "" && id != "0" && id != "null" {
+	line := func(field, s string) string {
+		if msg := order.CheckLine(s); msg != "" {
+			add(field, "%s", msg)
+			return ""
+		}
+		return s
+	}
+	switch id, err := orderID(p.OrderID); {
+	case err != nil:
+		add("order_id", "%v", err)
+	case id != "" && id != "0":
 		o.MarketplaceID = id
 	}
-	if p.OrderNumber != "" {
-		o.Comment = "Ozon order " + p.OrderNumber
+	if n := strings.TrimSpace(line("order_number", p.OrderNumber)); n != "" {
+		o.Comment = "Ozon order " + n
 	}
 	switch {
 	case p.InProcessAt == nil || strings.TrimSpace(*p.InProcessAt) == "":
 		add("in_process_at", "is required (when Ozon began processing the posting)")
 	default:
 		t, err := c.parseTime(*p.InProcessAt)
-		if err != nil {
-			add("in_process_at", "%q is not a date-time", *p.InProcessAt)
+		switch {
+		case err != nil:
+			add("in_process_at", "%v", err)
+		case order.CheckTime(t) != "":
+			add("in_process_at", "%s", order.CheckTime(t))
+		default:
+			o.CreatedAt = t
 		}
-		o.CreatedAt = t
 	}
-	for _, who := range []*wirePerson{p.Customer, p.Addressee} {
-		if who == nil {
+	for _, who := range []struct {
+		field string
+		p     *wirePerson
+	}{{"customer", p.Customer}, {"addressee", p.Addressee}} {
+		if who.p == nil {
 			continue
 		}
-		o.Customer.Name = cmpOr(o.Customer.Name, strings.TrimSpace(who.Name))
-		o.Customer.Phone = cmpOr(o.Customer.Phone, strings.TrimSpace(who.Phone))
+		o.Customer.Name = cmpOr(o.Customer.Name, strings.TrimSpace(line(who.field+".name", who.p.Name)))
+		o.Customer.Phone = cmpOr(o.Customer.Phone, strings.TrimSpace(line(who.field+".phone", who.p.Phone)))
 	}
 
 	if len(p.Products) == 0 {
@@ -172,10 +191,13 @@ func (c *Connector) mapPosting(it connectors.Item, p *wirePosting) connectors.It
 	currency, currencyFrom := "", ""
 	for i, pr := range p.Products {
 		f := fmt.Sprintf("products[%d]", i)
-		l := order.Line{Name: strings.TrimSpace(pr.Name)}
-		if pr.OfferID == nil || strings.TrimSpace(*pr.OfferID) == "" {
+		l := order.Line{Name: strings.TrimSpace(line(f+".name", pr.Name))}
+		switch {
+		case pr.OfferID == nil || strings.TrimSpace(*pr.OfferID) == "":
 			add(f+".offer_id", "is required (the seller's article, the SKU looked up in 1C)")
-		} else {
+		case order.CheckLine(*pr.OfferID) != "":
+			add(f+".offer_id", "%s", order.CheckLine(*pr.OfferID))
+		default:
 			l.SKU = strings.TrimSpace(*pr.OfferID)
 		}
 		q, err := parseNumber(pr.Quantity)
@@ -190,6 +212,10 @@ func (c *Connector) mapPosting(it connectors.Item, p *wirePosting) connectors.It
 		l.Price = price
 		cur := strings.ToUpper(strings.TrimSpace(pr.CurrencyCode))
 		switch {
+		case cur != "" && !order.ValidCurrency(cur):
+			add(f+".currency_code", "%s is not an ISO 4217 currency code", strconv.Quote(cur))
+		case priceCurrency != "" && !order.ValidCurrency(priceCurrency):
+			add(f+".price.currency", "%s is not an ISO 4217 currency code", strconv.Quote(priceCurrency))
 		case cur != "" && priceCurrency != "" && cur != priceCurrency:
 			add(f+".currency_code", "%s differs from the price's currency %s", cur, priceCurrency)
 		case cur == "":
@@ -207,6 +233,15 @@ func (c *Connector) mapPosting(it connectors.Item, p *wirePosting) connectors.It
 	}
 	o.Currency = currency
 
+	if len(ps) == 0 {
+		// The canonical order's own rules, so what is mapped is what is registered.
+		if err := o.Validate(); err != nil {
+			var ve *order.ValidationError
+			if errors.As(err, &ve) {
+				ps = ve.Problems
+			}
+		}
+	}
 	if len(ps) > 0 {
 		it.Err = &order.ValidationError{Problems: ps}
 		return it
@@ -214,6 +249,32 @@ func (c *Connector) mapPosting(it connectors.Item, p *wirePosting) connectors.It
 	it.Order = o
 	return it
 }
+
+// orderID reads a posting's order_id, a JSON number or a string, as text ("" when
+// absent or null).
+func orderID(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return "", nil
+	case raw[0] == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", fmt.Errorf("is not a string: %s", short(raw))
+		}
+		if s = strings.TrimSpace(s); s != "" {
+			if msg := order.CheckKeyID(s); msg != "" {
+				return "", fmt.Errorf("%s %s", strconv.Quote(s), msg)
+			}
+		}
+		return s, nil
+	case integerText.Match(raw):
+		return string(raw), nil
+	}
+	return "", fmt.Errorf("must be a number, got %s", short(raw))
+}
+
+var integerText = regexp.MustCompile(`^-?[0-9]{1,30}$`)
 
 func cmpOr(a, b string) string {
 	if a != "" {
@@ -238,14 +299,11 @@ func cancelReason(p *wirePosting) string {
 	return reason
 }
 
-// parseTime reads Ozon's date-times: RFC 3339 in UTC ("2021-08-25T10:48:38Z", with or
-// without fractions); a time without an offset is taken in Config.Location.
+// parseTime reads Ozon's date-times: strict RFC 3339 in UTC ("2021-08-25T10:48:38Z",
+// with or without fractions); a time without an offset is taken in Config.Location.
+// Every field has its full width (order.ParseTime).
 func (c *Connector) parseTime(s string) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	return time.ParseInLocation("2006-01-02T15:04:05.999999999", s, c.cfg.Location)
+	return order.ParseTimeOrLocal(strings.TrimSpace(s), c.cfg.Location)
 }
 
 // parseNumber reads a JSON number, or a string holding one, as an exact decimal.
@@ -263,9 +321,12 @@ func parseNumber(raw json.RawMessage) (decimal.Decimal, error) {
 	} else if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
 		return decimal.Zero, fmt.Errorf("is not a number: %s", short(raw))
 	}
-	d, err := decimal.NewFromString(text)
-	if err != nil || text == "" {
+	if text == "" {
 		return decimal.Zero, fmt.Errorf("is not a number: %s", short(raw))
+	}
+	d, err := order.ParseDecimal(text)
+	if err != nil {
+		return decimal.Zero, fmt.Errorf("%v: %s", err, short(raw))
 	}
 	return d, nil
 }
@@ -319,5 +380,5 @@ func short(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return "missing"
 	}
-	return snippet(raw)
+	return order.SafeText(snippet(raw))
 }

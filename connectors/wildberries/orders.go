@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,7 @@ type status struct {
 	ID             int64  `json:"id"`
 	SupplierStatus string `json:"supplierStatus"`
 	WBStatus       string `json:"wbStatus"`
+	err            error  // the status could not be read: its order fails with it
 }
 
 // cancelled says whether the statuses mean the order is cancelled, and why.
@@ -73,7 +75,7 @@ func (c *Connector) List(ctx context.Context, from, to time.Time, fn func(page [
 	deliver := func(raws []json.RawMessage) error {
 		items := make([]connectors.Item, 0, len(raws))
 		for _, raw := range raws {
-			it := c.mapOrder(raw)
+			it := c.mapOrderSafe(raw)
 			if it.ID != "" {
 				if seen[it.ID] {
 					continue
@@ -140,7 +142,7 @@ func (c *Connector) Get(ctx context.Context, id string) (connectors.Item, error)
 	if found == nil {
 		return connectors.Item{}, fmt.Errorf("wildberries: order %s: %w", id, connectors.ErrNotFound)
 	}
-	items := []connectors.Item{c.mapOrder(found)}
+	items := []connectors.Item{c.mapOrderSafe(found)}
 	if err := c.applyStatuses(ctx, items); err != nil {
 		return connectors.Item{}, err
 	}
@@ -221,7 +223,14 @@ func ceilUnix(t time.Time) int64 {
 }
 
 // decodePage reads a listing's page; a page that does not parse fails the listing.
+// The page's own keys are matched exactly and each once (order.CheckJSON); its orders
+// are checked one by one.
 func decodePage(body []byte, p *ordersPage) error {
+	if json.Valid(body) {
+		if err := order.CheckJSON(body, order.JSONOptions{Into: p, Shallow: true}); err != nil {
+			return fmt.Errorf("malformed answer: %w", err)
+		}
+	}
 	if err := json.Unmarshal(body, p); err != nil {
 		return fmt.Errorf("malformed answer: %w", err)
 	}
@@ -239,17 +248,62 @@ func (c *Connector) statuses(ctx context.Context, ids []int64) (map[int64]status
 		if err := connectors.Check("wildberries", tokenKey, what, resp, err); err != nil {
 			return nil, err
 		}
-		var answer struct {
-			Orders []status `json:"orders"`
-		}
-		if err := json.Unmarshal(resp.Body(), &answer); err != nil {
+		if err := decodeStatuses(resp.Body(), out); err != nil {
 			return nil, fmt.Errorf("wildberries: %s: malformed answer: %w", what, err)
-		}
-		for _, s := range answer.Orders {
-			out[s.ID] = s
 		}
 	}
 	return out, nil
+}
+
+// decodeStatuses reads an answer of POST /api/v3/orders/status into out. Each status
+// is read on its own: a bad one fails its order only (with the reason), and one
+// whose id cannot be read, none (its order gets "answered nothing").
+func decodeStatuses(body []byte, out map[int64]status) error {
+	var answer struct {
+		Orders []json.RawMessage `json:"orders"`
+	}
+	if json.Valid(body) {
+		if err := order.CheckJSON(body, order.JSONOptions{Into: &answer, Shallow: true}); err != nil {
+			return err
+		}
+	}
+	if err := json.Unmarshal(body, &answer); err != nil {
+		return err
+	}
+	for _, raw := range answer.Orders {
+		s, err := decodeStatus(raw)
+		if err != nil {
+			var ve *order.ValidationError
+			if errors.As(err, &ve) && ve.Problems[0].Field == "id" {
+				continue // whose status it is cannot be told
+			}
+			if id, ok := readID(raw); ok {
+				n, _ := strconv.ParseInt(id, 10, 64)
+				out[n] = status{ID: n, err: err}
+			}
+			continue
+		}
+		out[s.ID] = s
+	}
+	return nil
+}
+
+// decodeStatus reads one status strictly: keys exactly as named and each once, text
+// valid UTF-8 without control characters.
+func decodeStatus(raw json.RawMessage) (status, error) {
+	var s status
+	if err := order.CheckJSON(raw, order.JSONOptions{Into: &s}); err != nil {
+		return status{}, err
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return status{}, &order.ValidationError{Problems: []order.FieldError{{Field: "status", Message: "malformed: " + err.Error()}}}
+	}
+	for _, f := range []struct{ name, v string }{{"supplierStatus", s.SupplierStatus}, {"wbStatus", s.WBStatus}} {
+		if msg := order.CheckLine(f.v); msg != "" {
+			return status{}, &order.ValidationError{Problems: []order.FieldError{{Field: f.name, Message: msg}}}
+		}
+	}
+	return s, nil
 }
 
 // applyStatuses sets each item's cancellation from its statuses, or an error naming
@@ -269,6 +323,13 @@ func (c *Connector) applyStatuses(ctx context.Context, items []connectors.Item) 
 	if err != nil {
 		return err
 	}
+	applyStatusMap(items, sts)
+	return nil
+}
+
+// applyStatusMap sets each item's cancellation from sts, or an error naming the
+// status field.
+func applyStatusMap(items []connectors.Item, sts map[int64]status) {
 	for i := range items {
 		it := &items[i]
 		if it.ID == "" {
@@ -281,6 +342,12 @@ func (c *Connector) applyStatuses(ctx context.Context, items []connectors.Item) 
 				it.Err, it.Order = &order.ValidationError{Problems: []order.FieldError{{
 					Field: "status", Message: "POST /api/v3/orders/status answered nothing for this order",
 				}}}, nil
+			}
+			continue
+		}
+		if st.err != nil {
+			if it.Err == nil {
+				it.Err, it.Order = st.err, nil
 			}
 			continue
 		}
@@ -299,10 +366,24 @@ func (c *Connector) applyStatuses(ctx context.Context, items []connectors.Item) 
 			it.Err, it.Order = &order.ValidationError{Problems: ps}, nil
 		}
 	}
-	return nil
 }
 
 var integerRe = regexp.MustCompile(`^-?[0-9]+$`)
+
+// mapOrderSafe is mapOrder with a panic recovered: the order becomes an Item with
+// Err (named by its id when that can be read), and the rest go on.
+func (c *Connector) mapOrderSafe(raw json.RawMessage) (it connectors.Item) {
+	defer func() {
+		if v := recover(); v != nil {
+			id, _ := readID(raw)
+			c.log.Error("mapping an order panicked", "id", id, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			it = connectors.Item{ID: id, Raw: raw, Err: &order.ValidationError{Problems: []order.FieldError{{
+				Field: "(order)", Message: order.SafeText(fmt.Sprintf("internal error: mapping the order panicked: %v", v)),
+			}}}}
+		}
+	}()
+	return c.mapOrder(raw)
+}
 
 // readID reads an order's id: a JSON integer (or a string of digits), positive.
 func readID(raw json.RawMessage) (string, bool) {
@@ -339,6 +420,15 @@ func (c *Connector) mapOrder(raw json.RawMessage) connectors.Item {
 		return it
 	}
 	it.ID = id
+	// The raw bytes before decoding: invalid UTF-8, a key twice.
+	if err := order.CheckJSON(raw, order.JSONOptions{}); err != nil {
+		it.Err = err
+		var ve *order.ValidationError
+		if !errors.As(err, &ve) || ve.Problems[0].Field == "id" || ve.Problems[0].Field == "(document)" {
+			it.ID = "" // which order it was cannot be told
+		}
+		return it
+	}
 	var m map[string]json.RawMessage
 	_ = json.Unmarshal(raw, &m) // readID proved it parses
 
@@ -346,7 +436,7 @@ func (c *Connector) mapOrder(raw json.RawMessage) connectors.Item {
 	bad := func(field, format string, args ...any) {
 		ps = append(ps, order.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
-	str := func(field string, required bool) string {
+	str := func(field string, required, free bool) string {
 		v, present := m[field]
 		if !present || string(v) == "null" {
 			if required {
@@ -356,7 +446,15 @@ func (c *Connector) mapOrder(raw json.RawMessage) connectors.Item {
 		}
 		var s string
 		if err := json.Unmarshal(v, &s); err != nil {
-			bad(field, "must be a string, got %s", v)
+			bad(field, "must be a string, got %s", clip(v))
+			return ""
+		}
+		msg := order.CheckLine(s)
+		if free {
+			msg = order.CheckFreeText(s)
+		}
+		if msg != "" {
+			bad(field, "%s", msg)
 			return ""
 		}
 		return s
@@ -368,27 +466,30 @@ func (c *Connector) mapOrder(raw json.RawMessage) connectors.Item {
 			return 0, false
 		}
 		if !integerRe.Match(v) {
-			bad(field, "must be an integer, got %s", v)
+			bad(field, "must be an integer, got %s", clip(v))
 			return 0, false
 		}
 		n, err := strconv.ParseInt(string(v), 10, 64)
 		if err != nil {
-			bad(field, "%s is out of range", v)
+			bad(field, "%s is out of range", clip(v))
 			return 0, false
 		}
 		return n, true
 	}
 
-	article := str("article", true)
-	if article == "" && m["article"] != nil && string(m["article"]) != "null" {
+	article := str("article", true, false)
+	if article == "" && m["article"] != nil && string(m["article"]) != "null" && len(ps) == 0 {
 		bad("article", "is empty")
 	}
 	var created time.Time
-	if s := str("createdAt", true); s != "" {
+	if s := str("createdAt", true, false); s != "" {
 		t, err := parseTime(s, c.cfg.Location)
-		if err != nil {
-			bad("createdAt", "%q is not an RFC 3339 time", s)
-		} else {
+		switch {
+		case err != nil:
+			bad("createdAt", "%v", err)
+		case order.CheckTime(t) != "":
+			bad("createdAt", "%s", order.CheckTime(t))
+		default:
 			created = t.In(c.cfg.Location)
 		}
 	}
@@ -409,8 +510,8 @@ func (c *Connector) mapOrder(raw json.RawMessage) connectors.Item {
 		}
 		currency = cur
 	}
-	rid := str("rid", false)
-	comment := str("comment", false)
+	rid := str("rid", false, false)
+	comment := str("comment", false, true)
 	if len(ps) > 0 {
 		it.Err = &order.ValidationError{Problems: ps}
 		return it
@@ -435,13 +536,24 @@ func (c *Connector) mapOrder(raw json.RawMessage) connectors.Item {
 		Total:      &total,
 		Comment:    strings.Join(notes, "\n"),
 	}
+	// The canonical order's own rules, so what is mapped is what is registered.
+	if err := it.Order.Validate(); err != nil {
+		it.Err, it.Order = err, nil
+	}
 	return it
 }
 
-// parseTime reads RFC 3339, or a time without a zone in loc.
+// parseTime reads strict RFC 3339, or a time without a zone in loc (order.ParseTime:
+// every field at its full width).
 func parseTime(s string, loc *time.Location) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
+	return order.ParseTimeOrLocal(s, loc)
+}
+
+// clip is the start of raw JSON, safe to store and log.
+func clip(raw json.RawMessage) string {
+	s := string(bytes.TrimSpace(raw))
+	if r := []rune(s); len(r) > 40 {
+		s = string(r[:40]) + "…"
 	}
-	return time.ParseInLocation("2006-01-02T15:04:05", s, loc)
+	return order.SafeText(s)
 }

@@ -16,10 +16,9 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/shopspring/decimal"
 )
@@ -192,54 +191,92 @@ func (e *ValidationError) Error() string {
 	return "invalid order: " + strings.Join(parts, "; ")
 }
 
-// Validate checks the rules of ARCHITECTURE.md §4.2 and returns a *ValidationError
-// naming every offending field, or nil.
+// Validate checks the rules of ARCHITECTURE.md §4.2 and those of text.go (text,
+// times and numbers from outside) and returns a *ValidationError naming every
+// offending field, or nil. An order it accepts always has a Canonical form.
 func (o Order) Validate() error {
 	var ps []FieldError
 	add := func(field, format string, args ...any) {
 		ps = append(ps, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
+	text := func(field, value string, free bool) {
+		msg := CheckLine(value)
+		if free {
+			msg = CheckFreeText(value)
+		}
+		if msg != "" {
+			add(field, "%s", msg)
+		}
+	}
 	switch {
 	case o.Source == "":
 		add("source", "is required")
 	case !sourceRe.MatchString(o.Source):
-		add("source", "must match [a-z0-9_-]{1,32}, got %q", o.Source)
+		add("source", "must match [a-z0-9_-]{1,32}, got %s", quote(o.Source))
 	}
-	if msg := checkPrintable(o.ExternalID, 64); msg != "" {
+	if msg := CheckID(o.ExternalID, 64); msg != "" {
 		add("external_id", "%s", msg)
 	}
 	if o.Number != "" {
-		if msg := checkPrintable(o.Number, 64); msg != "" {
+		if msg := CheckID(o.Number, 64); msg != "" {
 			add("number", "%s", msg)
 		}
 	}
 	if o.CreatedAt.IsZero() {
 		add("created_at", "is required (RFC 3339 with a zone offset, e.g. 2026-09-16T10:00:00+05:00)")
+	} else if msg := CheckTime(o.CreatedAt); msg != "" {
+		add("created_at", "%s", msg)
 	}
+	text("customer.name", o.Customer.Name, false)
+	text("customer.phone", o.Customer.Phone, false)
+	text("customer.email", o.Customer.Email, false)
+	text("warehouse", o.Warehouse, false)
 	switch {
 	case o.Currency == "":
 		add("currency", "is required (ISO 4217, e.g. KZT)")
 	case !ValidCurrency(o.Currency):
-		add("currency", "%q is not an ISO 4217 currency code", o.Currency)
+		add("currency", "%s is not an ISO 4217 currency code", quote(o.Currency))
 	}
 	if len(o.Lines) == 0 {
 		add("lines", "at least one line is required")
 	}
+	numbersOK := true
 	for i, l := range o.Lines {
 		f := fmt.Sprintf("lines[%d]", i)
 		if strings.TrimSpace(l.SKU) == "" {
 			add(f+".sku", "is required")
+		} else {
+			text(f+".sku", l.SKU, false)
 		}
-		if !l.Quantity.IsPositive() {
+		text(f+".name", l.Name, false)
+		switch msg := CheckDecimal(l.Quantity); {
+		case msg != "":
+			numbersOK = false
+			add(f+".quantity", "%s", msg)
+		case !l.Quantity.IsPositive():
 			add(f+".quantity", "must be greater than 0, got %s", l.Quantity)
 		}
-		if l.Price.IsNegative() {
+		switch msg := CheckDecimal(l.Price); {
+		case msg != "":
+			numbersOK = false
+			add(f+".price", "%s", msg)
+		case l.Price.IsNegative():
 			add(f+".price", "must not be negative, got %s", l.Price)
 		}
 	}
-	if o.Total != nil && len(o.Lines) > 0 {
-		if sum := o.LinesTotal(); !o.Total.Equal(sum) {
-			add("total", "%s does not equal the sum of the lines %s", o.Total, sum)
+	if o.Total != nil {
+		if msg := CheckDecimal(*o.Total); msg != "" {
+			add("total", "%s", msg)
+		} else if numbersOK && len(o.Lines) > 0 {
+			if sum := o.LinesTotal(); !o.Total.Equal(sum) {
+				add("total", "%s does not equal the sum of the lines %s", o.Total, sum)
+			}
+		}
+	}
+	text("comment", o.Comment, true)
+	if o.MarketplaceID != "" {
+		if msg := CheckID(o.MarketplaceID, 128); msg != "" {
+			add("marketplace_id", "%s", msg)
 		}
 	}
 	if len(ps) == 0 {
@@ -248,28 +285,20 @@ func (o Order) Validate() error {
 	return &ValidationError{Problems: ps}
 }
 
-func checkPrintable(s string, max int) string {
-	if s == "" {
-		return "is required"
-	}
-	if !utf8.ValidString(s) {
-		return "is not valid UTF-8"
-	}
-	if n := utf8.RuneCountInString(s); n > max {
-		return fmt.Sprintf("is %d characters long, at most %d allowed", n, max)
-	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return fmt.Sprintf("contains the non-printable character %U", r)
-		}
-	}
-	return ""
-}
-
-// Parse decodes one canonical order from JSON, refusing unknown fields and trailing
-// data, and validates it. Errors are *ValidationError naming the field; when only
+// Parse decodes one canonical order from JSON strictly (CheckJSON: keys exactly as
+// the fields are named and each once, valid UTF-8 on the raw bytes, a strict RFC 3339
+// created_at), refusing unknown fields and trailing data, and validates it. Errors are *ValidationError naming the field; when only
 // validation failed, the decoded order is returned with the error.
 func Parse(data []byte) (Order, error) {
+	// The raw bytes first: encoding/json would replace bad UTF-8, match keys in any
+	// letter case and let the last of two equal keys win.
+	if err := checkJSON(data, orderJSONOptions); err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			return Order{}, &ValidationError{Problems: []FieldError{*fe}}
+		}
+		// Malformed JSON: the decoder below says where.
+	}
 	var o Order
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -287,6 +316,8 @@ func Parse(data []byte) (Order, error) {
 	}
 	return o, nil
 }
+
+var orderJSONOptions = JSONOptions{Into: Order{}, Closed: true, What: "the canonical order"}
 
 func decodeError(err error) error {
 	var (
@@ -365,7 +396,17 @@ func jsonKind(goKind string) string {
 // Canonical returns the order's canonical JSON: field order fixed by the struct,
 // decimals normalised (1500.00 and 1500 encode alike), times in UTC. Two deliveries of
 // the same business data give the same bytes, so their SHA-256 compares them.
+//
+// It never panics and never takes unbounded time. Only an order Validate refuses can
+// fail to encode: a year past 9999 (RFC 3339 cannot write it) or a decimal whose
+// digits could not be written out in reasonable time (1e2000000000). Such an order is
+// written with the time as Go prints it and the decimals as coefficient and exponent,
+// so a caller that skipped Validate gets bytes no decoder takes for a valid order
+// instead of a crash or a hang.
 func (o Order) Canonical() []byte {
+	if !canonicalSafe(o) {
+		return unsafeCanonical(o)
+	}
 	c := o
 	c.CreatedAt = o.CreatedAt.UTC()
 	c.Lines = make([]Line, len(o.Lines))
@@ -378,7 +419,60 @@ func (o Order) Canonical() []byte {
 	}
 	b, err := json.Marshal(c)
 	if err != nil {
-		panic("order: canonical encoding: " + err.Error()) // every field is encodable
+		return unsafeCanonical(o)
+	}
+	return b
+}
+
+// canonicalSafe reports whether encoding/json can write o's time and decimals.
+func canonicalSafe(o Order) bool {
+	if y := o.CreatedAt.UTC().Year(); y < 0 || y > 9999 {
+		return false
+	}
+	for _, l := range o.Lines {
+		if CheckDecimal(l.Quantity) != "" || CheckDecimal(l.Price) != "" {
+			return false
+		}
+	}
+	return o.Total == nil || CheckDecimal(*o.Total) == ""
+}
+
+// unsafeCanonical writes an order Validate refuses, cheaply and without failing.
+func unsafeCanonical(o Order) []byte {
+	num := func(d decimal.Decimal) json.Number {
+		return json.Number(d.Coefficient().String() + "e" + strconv.FormatInt(int64(d.Exponent()), 10))
+	}
+	type line struct {
+		SKU      string      `json:"sku"`
+		Name     string      `json:"name"`
+		Quantity json.Number `json:"quantity"`
+		Price    json.Number `json:"price"`
+	}
+	lines := make([]line, len(o.Lines))
+	for i, l := range o.Lines {
+		lines[i] = line{l.SKU, l.Name, num(l.Quantity), num(l.Price)}
+	}
+	var total *json.Number
+	if o.Total != nil {
+		t := num(*o.Total)
+		total = &t
+	}
+	b, err := json.Marshal(struct {
+		Source        string       `json:"source"`
+		ExternalID    string       `json:"external_id"`
+		Number        string       `json:"number"`
+		CreatedAt     string       `json:"created_at"`
+		Customer      Customer     `json:"customer"`
+		Warehouse     string       `json:"warehouse"`
+		Currency      string       `json:"currency"`
+		Lines         []line       `json:"lines"`
+		Total         *json.Number `json:"total,omitempty"`
+		Comment       string       `json:"comment"`
+		MarketplaceID string       `json:"marketplace_id,omitempty"`
+	}{o.Source, o.ExternalID, o.Number, o.CreatedAt.UTC().Format(time.RFC3339Nano), o.Customer, o.Warehouse,
+		o.Currency, lines, total, o.Comment, o.MarketplaceID})
+	if err != nil {
+		return []byte(`{"error":"the order cannot be encoded"}`)
 	}
 	return b
 }

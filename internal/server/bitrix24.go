@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/ordersync/ordersync/internal/inbox"
@@ -90,6 +92,7 @@ func bitrixReject(res result, status int, code, reason string) result {
 // when the deal is in a configured stage.
 func (s *Server) handleBitrix24(w http.ResponseWriter, r *http.Request) result {
 	res := result{source: SourceBitrix24}
+	note(r, SourceBitrix24, "")
 	if mt := mediaType(r); mt != bxFormCT {
 		return bitrixReject(res, http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be "+bxFormCT)
 	}
@@ -109,6 +112,13 @@ func (s *Server) handleBitrix24(w http.ResponseWriter, r *http.Request) result {
 		return bitrixReject(res, http.StatusUnauthorized, "bad_token", reason)
 	}
 
+	// Every field, before any is used: text (valid UTF-8 once unescaped, no control
+	// character but tab and line breaks), and the fields read here once each.
+	if field, msg := checkForm(form); field != "" {
+		res.outcome, res.reason, res.detail = outRejected, "bad_field", field
+		res.answer = jsonAnswer(http.StatusBadRequest, bitrixAnswer{Status: "rejected", Reason: field + " " + msg, Field: field})
+		return res
+	}
 	event := strings.ToUpper(strings.TrimSpace(form.Get(bxEvent)))
 	res.detail = event
 	if event != bxAdd && event != bxUpdate {
@@ -143,6 +153,7 @@ func (s *Server) handleBitrix24(w http.ResponseWriter, r *http.Request) result {
 		ExternalID: id,
 		Payload:    order.FetchPayload(SourceBitrix24, id),
 	}
+	note(r, SourceBitrix24, event+":"+id+":"+ts)
 	ev := inbox.Event{
 		Source:      SourceBitrix24,
 		ID:          event + ":" + id + ":" + ts,
@@ -158,6 +169,34 @@ func (s *Server) handleBitrix24(w http.ResponseWriter, r *http.Request) result {
 	res = s.receive(r, ev, []inbox.Registration{reg}, answer, bitrixReplies)
 	res.detail = op.Key
 	return res
+}
+
+// checkForm says which field of a form is bad and why ("" when none is): a key or
+// value that is not text once unescaped (order.CheckFreeText), or one of the fields
+// this receiver reads given twice (which one would count?).
+func checkForm(form url.Values) (field, msg string) {
+	keys := make([]string, 0, len(form))
+	for k := range form {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if m := order.CheckFreeText(k); m != "" {
+			return strconv.Quote(k), "(a field name) " + m
+		}
+		for _, v := range form[k] {
+			if m := order.CheckFreeText(v); m != "" {
+				return k, m
+			}
+		}
+		switch k {
+		case bxEvent, bxDealID, bxTS:
+			if len(form[k]) > 1 {
+				return k, "is given more than once"
+			}
+		}
+	}
+	return "", ""
 }
 
 // withoutFields is a form body with the named fields left out; every other pair

@@ -3,7 +3,9 @@ package server
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ordersync/ordersync/internal/inbox"
 	"github.com/ordersync/ordersync/internal/journal"
@@ -45,6 +47,7 @@ func (s *Server) handleGeneric(w http.ResponseWriter, r *http.Request) result {
 		return genericReject(result{source: sourceUnknown}, http.StatusNotFound, "unknown_source", "no such webhook source")
 	}
 	res := result{source: name}
+	note(r, name, "")
 	if mt := mediaType(r); mt != "application/json" {
 		return genericReject(res, http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be application/json")
 	}
@@ -55,15 +58,26 @@ func (s *Server) handleGeneric(w http.ResponseWriter, r *http.Request) result {
 
 	// Verify on the bytes as received, before anything looks inside them.
 	id, err := verifier.Verify(r.Header, body)
+	if errors.Is(err, stdwebhook.ErrID) {
+		// Signed, but its id cannot be stored (invalid UTF-8, a control character):
+		// refused for good, not 503 for ever.
+		res.eventID = strconv.Quote(safePrefix(r.Header.Get(stdwebhook.HeaderID), 64))
+		return genericInvalid(res, "bad_event_id", "invalid webhook-id", &order.ValidationError{Problems: []order.FieldError{{
+			Field: stdwebhook.HeaderID, Message: strings.TrimPrefix(err.Error(), stdwebhook.ErrID.Error()+": "+stdwebhook.HeaderID+" "),
+		}}})
+	}
 	if err != nil {
 		code, reason := verifyReason(err)
 		return genericReject(res, http.StatusUnauthorized, code, reason)
 	}
 	res.eventID = id
 	if len(id) > maxEventID {
-		res.eventID = id[:64] + "…"
-		return genericReject(res, http.StatusBadRequest, "bad_event_id", "webhook-id is longer than 256 bytes")
+		res.eventID = safePrefix(id, 64) + "…"
+		return genericInvalid(res, "bad_event_id", "invalid webhook-id", &order.ValidationError{Problems: []order.FieldError{{
+			Field: stdwebhook.HeaderID, Message: "is longer than 256 bytes",
+		}}})
 	}
+	note(r, name, id)
 
 	// An order, or a cancel of one ("cancelled": true): either registers one
 	// operation through the inbox, so a redelivery is a duplicate by webhook-id.
@@ -131,6 +145,23 @@ func parseOrder(body []byte, source string) (order.Order, error) {
 		}}}
 	}
 	return o, nil
+}
+
+// safePrefix is at most n bytes of s, cut at a character boundary.
+func safePrefix(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.RuneStart(s[len(s)-1]) {
+		s = s[:len(s)-1]
+	}
+	if len(s) > 0 {
+		if r, size := utf8.DecodeLastRuneInString(s); r == utf8.RuneError && size <= 1 {
+			s = s[:len(s)-1]
+		}
+	}
+	return s
 }
 
 func hasProblem(ve *order.ValidationError, field, message string) bool {

@@ -41,6 +41,11 @@ func isCancelDelivery(body []byte) bool {
 // true, and any other field (lines above all) is refused. Errors are
 // *order.ValidationError naming every offending field.
 func parseCancel(body []byte, source string) (order.Cancel, error) {
+	// The raw bytes first: invalid UTF-8 and a key twice are refused before a
+	// decoder replaces or drops anything (unknown keys are named below).
+	if err := order.CheckJSON(body, order.JSONOptions{}); err != nil && json.Valid(body) {
+		return order.Cancel{}, err
+	}
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return order.Cancel{}, &order.ValidationError{Problems: []order.FieldError{{Field: "(document)", Message: "malformed JSON: " + err.Error()}}}
@@ -84,6 +89,9 @@ func parseCancel(body []byte, source string) (order.Cancel, error) {
 	}
 
 	c := order.Cancel{Source: str("source"), ExternalID: str("external_id"), Reason: strings.TrimSpace(str("reason"))}
+	if msg := order.CheckFreeText(c.Reason); msg != "" {
+		add("reason", "%s", msg)
+	}
 	switch {
 	case c.Source == "":
 		c.Source = source

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/ordersync/ordersync/internal/inbox"
 	"github.com/ordersync/ordersync/internal/journal"
@@ -209,6 +208,7 @@ type ozonMessage struct {
 // handleOzon is POST /webhooks/ozon.
 func (s *Server) handleOzon(w http.ResponseWriter, r *http.Request) result {
 	res := result{source: SourceOzon}
+	note(r, SourceOzon, "")
 	addr, err := clientAddr(r, s.ozon.trusted)
 	if err != nil {
 		res.detail = err.Error()
@@ -229,6 +229,12 @@ func (s *Server) handleOzon(w http.ResponseWriter, r *http.Request) result {
 	if err := json.Unmarshal(body, &m); err != nil {
 		return ozonReject(res, http.StatusBadRequest, "malformed_json", "body is not a JSON notification")
 	}
+	// The raw bytes, before what was decoded is used: invalid UTF-8 (which the
+	// decoder replaced, so two bad posting numbers would be one), a key twice or in
+	// another letter case than the field's.
+	if err := order.CheckJSON(body, order.JSONOptions{Into: ozonMessage{}}); err != nil {
+		return ozonBadField(res, err)
+	}
 	m.MessageType = strings.TrimSpace(m.MessageType)
 	res.detail = m.MessageType
 
@@ -238,10 +244,7 @@ func (s *Server) handleOzon(w http.ResponseWriter, r *http.Request) result {
 		res.answer = ozonErrorAnswer(http.StatusBadRequest, ozonErrMissed, field+" is required", field)
 		return res
 	}
-	var (
-		when string
-		reg  inbox.Registration
-	)
+	var reg inbox.Registration
 	switch m.MessageType {
 	case "":
 		return missed("message_type")
@@ -273,9 +276,32 @@ func (s *Server) handleOzon(w http.ResponseWriter, r *http.Request) result {
 		res.answer = ozonErrorAnswer(http.StatusBadRequest, ozonErrUnknown, "posting_number "+msg, "posting_number")
 		return res
 	}
+	whenField, when := "in_process_at", m.InProcessAt
+	if m.MessageType == ozonCancelled {
+		whenField, when = "changed_state_date", m.ChangedStateDate
+	}
+	// The time is part of the event id: a strict RFC 3339 time within range, or
+	// empty (Ozon sends no in_process_at for a payment still pending).
+	if when = strings.TrimSpace(when); when != "" {
+		t, err := order.ParseTime(when)
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		} else {
+			msg = order.CheckTime(t)
+		}
+		if msg != "" {
+			return ozonBadField(res, &order.ValidationError{Problems: []order.FieldError{{Field: whenField, Message: msg}}})
+		}
+	}
+	if m.Reason != nil {
+		if msg := order.CheckFreeText(m.Reason.Message); msg != "" {
+			return ozonBadField(res, &order.ValidationError{Problems: []order.FieldError{{Field: "reason.message", Message: msg}}})
+		}
+	}
+	note(r, SourceOzon, m.MessageType+":"+n+":"+when)
 	createKey := order.Key(SourceOzon, "posting", n, "create")
 	if m.MessageType == ozonNew {
-		when = m.InProcessAt
 		// The poller may have registered the whole posting under this key already;
 		// then that one stands.
 		reg = inbox.Registration{IfAbsent: true, Op: journal.NewOperation{
@@ -283,7 +309,6 @@ func (s *Server) handleOzon(w http.ResponseWriter, r *http.Request) result {
 			Payload: order.FetchPayload(SourceOzon, n),
 		}}
 	} else {
-		when = m.ChangedStateDate
 		c := order.Cancel{Source: SourceOzon, ExternalID: n, CreateKey: createKey}
 		if m.Reason != nil {
 			c.Reason = strings.TrimSpace(m.Reason.Message)
@@ -298,7 +323,7 @@ func (s *Server) handleOzon(w http.ResponseWriter, r *http.Request) result {
 	}
 	ev := inbox.Event{
 		Source:      SourceOzon,
-		ID:          m.MessageType + ":" + n + ":" + strings.TrimSpace(when),
+		ID:          m.MessageType + ":" + n + ":" + when,
 		Body:        body,
 		ContentType: "application/json",
 		ReceivedAt:  s.now(),
@@ -309,15 +334,18 @@ func (s *Server) handleOzon(w http.ResponseWriter, r *http.Request) result {
 }
 
 // checkID says what is wrong with an id that goes into a key ("" when nothing):
-// at most 64 printable characters without spaces or colons.
-func checkID(s string) string {
-	if len(s) > 64 {
-		return "is longer than 64 characters"
+// order.CheckKeyID, at most 64 printable characters without spaces, colons or U+FFFD.
+func checkID(s string) string { return order.CheckKeyID(s) }
+
+// ozonBadField is the 400 answer to a push with a bad field, named in details.
+func ozonBadField(res result, err error) result {
+	field, msg := "(document)", err.Error()
+	var ve *order.ValidationError
+	if errors.As(err, &ve) && len(ve.Problems) > 0 {
+		field, msg = ve.Problems[0].Field, ve.Problems[0].Message
 	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) || unicode.IsSpace(r) || r == ':' {
-			return "holds a character not allowed in an id"
-		}
-	}
-	return ""
+	res.outcome, res.reason = outRejected, "bad_field"
+	res.detail = res.detail + " " + field
+	res.answer = ozonErrorAnswer(http.StatusBadRequest, ozonErrUnknown, field+": "+msg, field)
+	return res
 }

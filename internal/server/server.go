@@ -26,9 +26,11 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ordersync/ordersync/internal/inbox"
@@ -105,6 +107,7 @@ type Server struct {
 	bitrix  *bitrixReceiver
 	handler http.Handler
 	stats   stats
+	panics  atomic.Int64
 
 	mu       sync.Mutex
 	srv      *http.Server
@@ -315,12 +318,65 @@ type result struct {
 	err        error
 }
 
+// trace is what a handler has learnt of a request so far (the sender, the event
+// id), for the log line of a handler that panicked.
+type trace struct {
+	mu      sync.Mutex
+	source  string
+	eventID string
+}
+
+type traceKey struct{}
+
+// note records the request's sender and event id as soon as the handler knows them.
+func note(r *http.Request, source, eventID string) {
+	if tr, ok := r.Context().Value(traceKey{}).(*trace); ok {
+		tr.mu.Lock()
+		if source != "" {
+			tr.source = source
+		}
+		if eventID != "" {
+			tr.eventID = eventID
+		}
+		tr.mu.Unlock()
+	}
+}
+
+// panicAnswer is the answer to a delivery whose handler panicked: a 500, so the
+// sender retries (a fixed ordersync takes it).
+var panicAnswer = jsonAnswer(http.StatusInternalServerError, map[string]string{"status": "error", "reason": "internal error; retry"})
+
+// call runs a handler; a panic is recovered into an error result counted under
+// reason "panic" and logged with what the handler knew (never the body).
+func (s *Server) call(h func(w http.ResponseWriter, r *http.Request) result, w http.ResponseWriter, r *http.Request) (res result) {
+	tr := &trace{source: sourceUnknown}
+	r = r.WithContext(context.WithValue(r.Context(), traceKey{}, tr))
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if v == http.ErrAbortHandler {
+			panic(v)
+		}
+		tr.mu.Lock()
+		source, eventID := tr.source, tr.eventID
+		tr.mu.Unlock()
+		s.panics.Add(1)
+		res = result{source: source, eventID: eventID, outcome: outError, reason: "panic",
+			answer: panicAnswer, err: fmt.Errorf("the handler panicked: %v\n%s", v, debug.Stack())}
+	}()
+	return h(w, r)
+}
+
 // serve wraps a handler with the answer, the count and the log line. The handler
 // decides; it uses w only to limit the body (http.MaxBytesReader) and never writes.
+// A handler that panics is answered 500, counted (Stats, reason "panic"; Panics) and
+// logged with its event id; the server goes on.
 func (s *Server) serve(h func(w http.ResponseWriter, r *http.Request) result) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		res := h(w, r)
+		res := s.call(h, w, r)
 		writeAnswer(w, res.answer, res.retryAfter)
 		s.stats.add(res.source, res.outcome, res.reason)
 

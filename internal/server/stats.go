@@ -40,3 +40,8 @@ func (s *Server) Stats() map[StatKey]uint64 {
 	}
 	return out
 }
+
+// Panics is the number of webhook deliveries whose handler panicked since New: each
+// was answered 500, logged with its event id and counted in Stats under reason
+// "panic", and the server went on.
+func (s *Server) Panics() int64 { return s.panics.Load() }

@@ -23,6 +23,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Header names.
@@ -177,7 +179,25 @@ var (
 	ErrTimestamp = errors.New("stdwebhook: bad timestamp")
 	// ErrSignature: no v1 entry of webhook-signature matches any secret.
 	ErrSignature = errors.New("stdwebhook: bad signature")
+	// ErrID: the delivery is signed, but its webhook-id cannot be stored as an
+	// event id (see CheckID). Answer 400: a retry of the same delivery would not help.
+	ErrID = errors.New("stdwebhook: bad webhook-id")
 )
+
+// CheckID says what is wrong with a webhook-id ("" when nothing): it must be valid
+// UTF-8 (two ids whose bytes differ must stay two ids, and PostgreSQL refuses
+// invalid text) of printable characters (no NUL or other control character).
+func CheckID(id string) string {
+	if !utf8.ValidString(id) {
+		return "is not valid UTF-8"
+	}
+	for _, r := range id {
+		if !unicode.IsPrint(r) {
+			return fmt.Sprintf("contains the non-printable character %U", r)
+		}
+	}
+	return ""
+}
 
 // Verifier checks incoming deliveries. The zero Tolerance means DefaultTolerance and
 // a nil Now means time.Now. A Verifier is safe for concurrent use once set up.
@@ -192,10 +212,14 @@ type Verifier struct {
 
 // Verify checks a delivery's headers against its body, the bytes exactly as
 // received, and returns its webhook-id. Entries of versions other than v1 are
-// ignored; v1 entries are compared in constant time.
+// ignored; v1 entries are compared in constant time. A delivery whose signature
+// matches but whose webhook-id CheckID refuses is an error wrapping ErrID: the id
+// returned is always one CheckID accepts.
 func (v *Verifier) Verify(h http.Header, body []byte) (id string, err error) {
-	id = strings.TrimSpace(h.Get(HeaderID))
-	timestamp := strings.TrimSpace(h.Get(HeaderTimestamp))
+	// Only HTTP's optional white space is trimmed: a Unicode space (U+0085, U+00A0)
+	// is part of the id, which CheckID then refuses.
+	id = strings.Trim(h.Get(HeaderID), " \t")
+	timestamp := strings.Trim(h.Get(HeaderTimestamp), " \t")
 	signature := strings.Join(h.Values(HeaderSignature), " ")
 	var missing []string
 	if id == "" {
@@ -235,6 +259,9 @@ func (v *Verifier) Verify(h http.Header, body []byte) (id string, err error) {
 		}
 		for _, w := range want {
 			if hmac.Equal(got, w) {
+				if msg := CheckID(id); msg != "" {
+					return "", fmt.Errorf("%w: %s %s", ErrID, HeaderID, msg)
+				}
 				return id, nil
 			}
 		}
