@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-resty/resty/v2"
 	"golang.org/x/time/rate"
+
+	"github.com/ordersync/ordersync/internal/order"
 )
 
 // DefaultMaxResponse is the default of ClientConfig.MaxResponse: 16 MiB.
@@ -276,8 +278,11 @@ func Check(connector, credKey, what string, resp *resty.Response, err error) err
 	}
 }
 
+// snippet is the start of an answer for an error message, made safe to store (a NUL
+// or invalid UTF-8 in a marketplace's answer must not fail the journal's write of
+// the error).
 func snippet(b []byte) string {
-	s := strings.Join(strings.Fields(string(b)), " ")
+	s := order.SafeText(strings.Join(strings.Fields(string(b)), " "))
 	if r := []rune(s); len(r) > 200 {
 		s = string(r[:200]) + "…"
 	}

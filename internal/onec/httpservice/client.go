@@ -52,6 +52,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/ordersync/ordersync/internal/onec"
+	"github.com/ordersync/ordersync/internal/order"
 )
 
 var _ onec.Client = (*Client)(nil)
@@ -885,7 +886,9 @@ func isLockConflict(body []byte) bool {
 // snippet is the start of a body, on one line, for an error message.
 func snippet(body []byte) string {
 	const max = 300
-	s := strings.Join(strings.Fields(string(bytes.TrimSpace(body))), " ")
+	// Made safe to store: a NUL or invalid UTF-8 in 1C's answer must not fail the
+	// journal's write of the error that quotes it.
+	s := order.SafeText(strings.Join(strings.Fields(string(bytes.TrimSpace(body))), " "))
 	if s == "" {
 		return "(empty body)"
 	}

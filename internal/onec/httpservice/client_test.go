@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/shopspring/decimal"
 
@@ -705,5 +706,20 @@ func TestNewValidates(t *testing.T) {
 		cap(c.slots) != DefaultMaxConcurrency || c.cfg.GetRetries != DefaultGetRetries || c.cfg.RetryBackoff != DefaultRetryBackoff ||
 		c.cfg.MaxResponse != DefaultMaxResponse {
 		t.Fatalf("defaults not applied: base %q, %+v", c.base, c.cfg)
+	}
+}
+
+// A NUL or invalid UTF-8 in 1C's answer never reaches the error text, which the
+// journal stores as the operation's last error (PostgreSQL refuses a NUL in text).
+func TestErrorQuotesAnAnswerSafely(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, reply(503, "text/plain", "Service\x00Unavailable \xff"))
+	c := newClient(t, srv.URL)
+	_, err := c.FindOrders(context.Background(), "site:A-1")
+	if err == nil {
+		t.Fatal("no error for a 503")
+	}
+	if msg := err.Error(); strings.ContainsRune(msg, 0) || !utf8.ValidString(msg) || !strings.Contains(msg, `Service\x00Unavailable \xff`) {
+		t.Fatalf("error %q: want the answer quoted with escapes", msg)
 	}
 }
