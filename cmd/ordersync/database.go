@@ -91,6 +91,7 @@ func (a *app) openDB(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 		ClaimIdleTimeout: claimIdleTimeout(cfg),
 		ClaimLockTimeout: engine.CallBudget(cfg.OneC.Timeout) + 10*time.Second,
 		TakeoverAfter:    engine.TakeoverAfter(cfg.OneC.Timeout, cfg.OneC.SettleTime),
+		CloseTimeout:     cfg.Worker.ShutdownTimeout,
 		Logger:           log,
 	})
 	if err != nil {

@@ -207,3 +207,49 @@ func TestFaultProxyBetweenTheServiceAnd1CAndPostgres(t *testing.T) {
 		t.Fatal("the PostgreSQL proxy injected no fault: the test tested nothing")
 	}
 }
+
+// A database that stops answering (every answer held back) while the service works:
+// SIGTERM still ends the service — every write on the way out has a deadline — and
+// 1C still holds each order it created once.
+func TestShutdownWhenTheDatabaseStopsAnswering(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, sim.OneCOptions{Latency: 20 * time.Millisecond}, true)
+	dbURL, dbProxy := viaProxy(t, e.dbURL, 3)
+	for i, kv := range e.environ {
+		if strings.HasPrefix(kv, "ORDERSYNC_DATABASE__URL=") {
+			e.environ[i] = "ORDERSYNC_DATABASE__URL=" + dbURL
+		}
+	}
+	const shutdown = 2 * time.Second
+	e.environ = append(e.environ, "ORDERSYNC_WORKER__SHUTDOWN_TIMEOUT="+shutdown.String(),
+		"ORDERSYNC_ONEC__TIMEOUT=1s", "ORDERSYNC_ONEC__SETTLE_TIME=2s")
+	var input strings.Builder
+	for i := range 30 {
+		fmt.Fprintln(&input, orderJSON(fmt.Sprintf("HANG-%03d", i), "SKU-1", "1", "10.00"))
+	}
+	if _, stderr, code := e.cli(input.String(), "order", "import"); code != 0 {
+		t.Fatalf("import: %d %s", code, stderr)
+	}
+	svc := e.startService()
+	waitUntil(t, 20*time.Second, func() bool { return e.onec.Count() >= 3 })
+	dbProxy.SetFaults(sim.ProxyFaults{Stall: 1, StallFor: 10 * time.Minute}) // the database answers nothing more
+	waitUntil(t, 20*time.Second, func() bool { return dbProxy.Stats().Stalls >= 1 })
+	stopped := time.Now()
+	svc.signal(syscall.SIGTERM)
+	code := svc.wait(60 * time.Second) // fails the test if the service hangs
+	took := time.Since(stopped)
+	t.Logf("exit %d %s after SIGTERM with the database silent (worker.shutdown_timeout %s)", code, took.Round(time.Millisecond), shutdown)
+	// The calls in flight get worker.shutdown_timeout, then their verdicts' writes
+	// and the pool's close get it again. A bound of five times catches a wait for the
+	// driver's own 15s close (seen: 17s before CloseTimeout) and tolerates a busy
+	// machine's timers.
+	if took > 5*shutdown {
+		t.Fatalf("the service took %s to stop with the database silent, want within a few worker.shutdown_timeout (%s); log:\n%s",
+			took, shutdown, svc.stderr.String())
+	}
+	for i := range 30 {
+		if got := e.onec.CountExternal(fmt.Sprintf("site:HANG-%03d", i)); got > 1 {
+			t.Fatalf("1C holds %d orders site:HANG-%03d", got, i)
+		}
+	}
+}

@@ -39,6 +39,8 @@ type TCPProxy struct {
 	target string
 	ln     net.Listener
 
+	done chan struct{} // closed by Close: stalls end
+
 	mu     sync.Mutex
 	faults ProxyFaults
 	rnd    *rand.Rand
@@ -56,7 +58,7 @@ func NewTCPProxy(target string, seed uint64) (*TCPProxy, error) {
 		return nil, err
 	}
 	p := &TCPProxy{target: target, ln: ln, rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		conns: map[net.Conn]struct{}{}}
+		conns: map[net.Conn]struct{}{}, done: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -80,6 +82,9 @@ func (p *TCPProxy) Stats() ProxyStats {
 // Close stops listening, cuts every connection and waits for the proxy's goroutines.
 func (p *TCPProxy) Close() {
 	p.mu.Lock()
+	if !p.closed {
+		close(p.done)
+	}
 	p.closed = true
 	for c := range p.conns {
 		c.Close()
@@ -207,7 +212,11 @@ func (p *TCPProxy) serve(client, server net.Conn) {
 					return
 				case stall:
 					p.stalls.Add(1)
-					time.Sleep(stallFor)
+					select {
+					case <-time.After(stallFor):
+					case <-p.done:
+						return
+					}
 				}
 				if _, werr := client.Write(buf[:n]); werr != nil {
 					reset(server)

@@ -278,7 +278,7 @@ func endTxKeep(ctx context.Context, conn *pgxpool.Conn) error {
 	if pc.IsClosed() || pc.TxStatus() == 'I' {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout(ctx))
 	defer cancel()
 	_, err := conn.Exec(rctx, "ROLLBACK")
 	return err

@@ -51,6 +51,10 @@ type Config struct {
 	// Lock wait for a row another worker holds; past it they answer journal.ErrBusy
 	// (default 30s). Lock counts its wait for a free claim slot in it.
 	ClaimLockTimeout time.Duration
+	// CloseTimeout bounds how long Close waits for the server to confirm the close
+	// of the pool's connections (default 5s): a database that does not answer must
+	// not hold a stopping service.
+	CloseTimeout time.Duration
 	// TakeoverAfter is how old an open attempt must be before a claim takes it over
 	// (closes it as interrupted and starts another): the engine's call budget plus
 	// onec.settle_time, so that a worker whose session died is never raced while its
@@ -126,6 +130,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	cfg.ClaimIdleTimeout = cmp.Or(cfg.ClaimIdleTimeout, DefaultClaimIdleTimeout)
 	cfg.ClaimLockTimeout = cmp.Or(cfg.ClaimLockTimeout, DefaultClaimLockTimeout)
 	cfg.TakeoverAfter = cmp.Or(cfg.TakeoverAfter, DefaultTakeoverAfter)
+	cfg.CloseTimeout = cmp.Or(cfg.CloseTimeout, 5*time.Second)
 	injected := cfg.Now != nil
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -173,13 +178,27 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 
 // Close closes the pool. It waits for acquired connections (open claims) to be
 // released.
+//
+// Closing a connection says goodbye to the server and waits for it to close its end;
+// a server that does not answer is waited for at most CloseTimeout, then the pools are
+// left to close on their own (the process is ending).
 func (db *DB) Close() {
 	db.groupOnce.Do(func() {}) // no group starts after this
 	if db.group != nil {
 		db.group.close()
 	}
-	db.pool.Close()
-	db.writers.Close()
+	closed := make(chan struct{})
+	go func() {
+		db.pool.Close()
+		db.writers.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(db.cfg.CloseTimeout):
+		db.log.Warn("postgres: the server did not confirm the close of its connections in time; leaving them",
+			"target", db.target, "close_timeout", db.cfg.CloseTimeout.String())
+	}
 }
 
 // writersConfig is the pool of the inbox writers (inbox_group.go): a session each,

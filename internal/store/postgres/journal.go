@@ -445,13 +445,25 @@ func endTx(ctx context.Context, conn *pgxpool.Conn) error {
 	if pc.IsClosed() || pc.TxStatus() == 'I' {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout(ctx))
 	defer cancel()
 	_, err := conn.Exec(rctx, "ROLLBACK")
 	if err != nil && pc.IsClosed() {
 		return nil // the server has rolled it back with the session
 	}
 	return err
+}
+
+// rollbackTimeout bounds the ROLLBACK that ends a claim or a lock: it runs even when
+// ctx is cancelled, but within ctx's deadline when it has one (a stopping service
+// must not wait for a database that does not answer), and never more than 15s. A
+// ROLLBACK that does not finish closes the connection, which rolls back too.
+func rollbackTimeout(ctx context.Context) time.Duration {
+	d := 15 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, max(time.Until(dl), 100*time.Millisecond))
+	}
+	return d
 }
 
 // millis renders a duration as a PostgreSQL setting in milliseconds (0 disables).
