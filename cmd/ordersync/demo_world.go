@@ -171,7 +171,7 @@ func (s *demoSims) addWB(id int64, article string, hundredths int64) {
 		ConvertedPrice: hundredths, ConvertedCurrencyCode: 643, CreatedAt: time.Now().Add(-time.Minute)})
 }
 
-// siteOrder is a canonical order (ARCHITECTURE.md §4.2) as a site sends it.
+// siteOrder is a canonical order as a site sends it.
 func siteOrder(id string, qty int) []byte {
 	return fmt.Appendf(nil, `{"source":"site","external_id":%q,"number":%q,"created_at":%q,`+
 		`"customer":{"name":"Иван Петров","phone":"+77011234567","email":"ivan@example.kz"},"warehouse":"WH1","currency":"KZT",`+

@@ -22,7 +22,7 @@ import (
 // version is set at build time: -ldflags "-X main.version=…".
 var version = "dev"
 
-// Exit codes (ARCHITECTURE.md §4.4).
+// Exit codes (README: "Operating it").
 const (
 	exitOK     = 0
 	exitFailed = 1 // operational failure

@@ -23,7 +23,7 @@ func (a *app) orderCommand() *cobra.Command {
 	imp := &cobra.Command{
 		Use:   "import [FILE|-]",
 		Short: "Register canonical orders from a file or standard input",
-		Long: `import reads canonical orders (ARCHITECTURE.md §4.2): one JSON object, a JSON array,
+		Long: `import reads canonical orders: one JSON object, a JSON array,
 or JSON lines. Each valid order is registered as <source>:order:<external_id>:create;
 the running service then creates it in 1C. An invalid order is rejected with a line
 naming the field and the others are still registered; the exit status is then 1.`,

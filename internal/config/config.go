@@ -1,4 +1,4 @@
-// Package config owns ordersync's configuration (ARCHITECTURE.md §4.3): the Config
+// Package config owns ordersync's configuration (configs/ordersync.example.yaml): the Config
 // struct, its defaults, loading from a YAML file and ORDERSYNC_ environment
 // variables, secrets given as files (x_file), strict decoding, validation, and the
 // effective configuration with secrets masked that `ordersync config check` prints.
@@ -98,8 +98,8 @@ type Log struct {
 	Format string `koanf:"format"` // json, text, or auto (text when stderr is a terminal)
 }
 
-// Relay delivers the outbox's events to their destinations (ARCHITECTURE.md rules 6,
-// 7 and 9): lanes in parallel, each in order, at least once.
+// Relay delivers the outbox's events to their destinations: lanes in parallel, each
+// in order, at least once.
 type Relay struct {
 	Concurrency   int           `koanf:"concurrency"`    // lanes in flight at once
 	BatchSize     int           `koanf:"batch_size"`     // lane heads claimed per round

@@ -1,8 +1,7 @@
 // Package engine carries journal operations out in 1C. Its workers claim one due
-// operation at a time, hold the journal row lock for one find-or-create against 1C
-// (ARCHITECTURE.md rules 4, 5 and 9), and record the verdict together with the
-// attempt. The retry policy lives here: transient failures and unknown outcomes come
-// back later with exponential backoff and jitter, permanent ones fail at once.
+// operation at a time, hold the journal row lock for one find-or-create against 1C,
+// and record the verdict together with the attempt. The retry policy lives here:
+// transient failures and unknown outcomes come back later with exponential backoff and jitter, permanent ones fail at once.
 package engine
 
 import (

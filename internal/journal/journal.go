@@ -1,5 +1,5 @@
 // Package journal owns the record of business operations and of every attempt to
-// carry them out in 1C (ARCHITECTURE.md rules 1–3 and 8). It declares the types and
+// carry them out in 1C. It declares the types and
 // the Store interface; internal/store/postgres (and later sqlite) implement it.
 package journal
 
@@ -301,8 +301,8 @@ type Finish struct {
 	NextAttemptAt time.Time       // when pending
 	Ref           string          // 1C ref touched by the attempt, if any
 	Exchanges     json.RawMessage // digests of the 1C calls
-	// Messages are outbox events written in the same transaction as the verdict
-	// (ARCHITECTURE.md rule 6): a result and its consequences commit together.
+	// Messages are outbox events written in the same transaction as the verdict: a
+	// result and its consequences commit together.
 	Messages []outbox.Message
 	// Payload, when set, replaces the operation's payload (and its SHA-256): a create
 	// registered with a fetch payload keeps the order that was fetched for it.
@@ -328,7 +328,7 @@ type Finish struct {
 // onec.settle_time), is made due then and not claimed (ClaimKey: *UnsettledError).
 // In PostgreSQL it holds the row lock
 // (SELECT … FOR UPDATE) in an open transaction until Finish or Release; that
-// transaction does nothing else while 1C is called (ARCHITECTURE.md rule 9).
+// transaction does nothing else while 1C is called.
 type Claim interface {
 	Operation() Operation
 	// Attempt is the number of this attempt; its row was committed before Claim returned.

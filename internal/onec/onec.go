@@ -1,5 +1,5 @@
 // Package onec declares what ordersync needs from a 1C:Enterprise base: the contract
-// v1 types (ARCHITECTURE.md §4.1), the Client interface, and the classification of
+// v1 types (deploy/1c/openapi.yaml), the Client interface, and the classification of
 // failures that the engine's retry policy is built on. internal/onec/httpservice
 // implements the client over the base's HTTP service.
 package onec

@@ -1,4 +1,4 @@
-// Package order owns the canonical order (ARCHITECTURE.md §4.2), its validation and
+// Package order owns the canonical order, its validation and
 // the keys that name business operations. It does no I/O and depends on nothing else
 // in the project.
 //
@@ -191,7 +191,7 @@ func (e *ValidationError) Error() string {
 	return "invalid order: " + strings.Join(parts, "; ")
 }
 
-// Validate checks the rules of ARCHITECTURE.md §4.2 and those of text.go (text,
+// Validate checks the canonical order's rules (README) and those of text.go (text,
 // times and numbers from outside) and returns a *ValidationError naming every
 // offending field, or nil. An order it accepts always has a Canonical form.
 func (o Order) Validate() error {

@@ -1,4 +1,4 @@
-// Package outbox owns the transactional outbox (ARCHITECTURE.md rules 6 and 7): the
+// Package outbox owns the transactional outbox: the
 // events that tell marketplaces and other systems what happened, written in the same
 // transaction as the journal's verdict, and the Relay that delivers them later, at
 // least once, in order per lane.
@@ -225,7 +225,7 @@ func (e *DeliveryError) Unwrap() error { return e.Err }
 var ErrNotFound = errors.New("outbox: no such event")
 
 // Payload is the JSON body a webhook destination receives for a record: the event
-// envelope of ARCHITECTURE.md, with the event id to dedupe on.
+// envelope the README documents, with the event id to dedupe on.
 type Payload struct {
 	EventID       string          `json:"event_id"`
 	Type          string          `json:"type"`

@@ -2,7 +2,7 @@
 // (any Standard Webhooks sender, Ozon push, the Bitrix24 outgoing webhook) and a
 // health check.
 //
-// Every webhook is handled in one order (ARCHITECTURE.md §2, issue 5): the body is
+// Every webhook is handled in one order: the body is
 // read whole under a size limit; the sender is verified on the raw bytes, so an
 // unverified request never occupies an event id; the event id and the journal
 // registrations are built; inbox.Store.Receive stores the event and registers its

@@ -1,7 +1,7 @@
 // Package testdb gives each test its own PostgreSQL schema on the server named by
 // TEST_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test?sslmode=disable),
 // and counts database round trips for tests and benchmarks. Tests never skip for want
-// of a database: they fail and say how to get one (ARCHITECTURE.md §7).
+// of a database: they fail and say how to get one (README: "Development").
 package testdb
 
 import (

@@ -1,6 +1,5 @@
 -- The journal: business operations, every attempt to carry them out in 1C, and the
--- registrations that came under an existing key with another payload
--- (ARCHITECTURE.md §2 rules 1–3 and 8).
+-- registrations that came under an existing key with another payload.
 --
 -- Payloads are jsonb: numbers are kept as numeric, so 1500.10 and
 -- 12345678901234567890.123456789 come back exactly (jsonb does normalise key order and

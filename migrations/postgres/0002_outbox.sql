@@ -1,4 +1,4 @@
--- The transactional outbox (ARCHITECTURE.md §2 rules 6 and 7): events written in the
+-- The transactional outbox: events written in the
 -- same transaction as the journal's verdict and delivered later by the relay, at
 -- least once, in order per lane. A lane is (destination, aggregate_id): one order at
 -- one destination.

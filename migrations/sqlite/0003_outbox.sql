@@ -1,4 +1,4 @@
--- The transactional outbox in SQLite (ARCHITECTURE.md §2 rules 6 and 7): the same
+-- The transactional outbox in SQLite: the same
 -- tables as PostgreSQL's (migrations/postgres/0002_outbox.sql), in SQLite's types.
 -- Events are written in the same transaction as the journal's verdict and delivered
 -- later by the relay, at least once, in order per lane. A lane is

@@ -1,5 +1,5 @@
 // Package httpservice implements onec.Client over the ordersync HTTP service that a
-// 1C:Enterprise base publishes (contract v1, ARCHITECTURE.md §4.1).
+// 1C:Enterprise base publishes (contract v1, deploy/1c/openapi.yaml).
 //
 // It owns what talking to a real 1C publication takes: Basic authentication in
 // UTF-8, a global bound on concurrent requests (1C sessions and licences are

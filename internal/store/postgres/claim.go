@@ -305,7 +305,7 @@ func (c *claim) Attempt() int                 { return c.attempt }
 // with that payload's SHA-256), closes the attempt row and enqueues f.Messages in the
 // claim's transaction, and commits: one round trip (UPDATE, UPDATE,
 // one outbox statement per message and a NOTIFY, COMMIT pipelined), so a verdict and
-// its events commit together (ARCHITECTURE.md rule 6). On an error the transaction is
+// its events commit together. On an error the transaction is
 // rolled back — no event is left behind — and the attempt stays open, to be marked
 // interrupted by the next claim. The claim is closed afterwards either way, except
 // when f itself is invalid.

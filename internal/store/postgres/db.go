@@ -6,7 +6,7 @@
 // A claim holds its operation's row lock (SELECT … FOR NO KEY UPDATE) in an open
 // transaction on one pooled connection while the engine talks to 1C; the attempt row
 // is written on another connection so that it is committed before 1C hears of the
-// operation (ARCHITECTURE.md §2 rules 4, 8 and 9).
+// operation.
 package postgres
 
 import (

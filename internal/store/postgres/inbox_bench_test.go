@@ -19,7 +19,7 @@ import (
 // benchReceivers is how many goroutines deliver at once (and the pool's size).
 const benchReceivers = 8
 
-// benchInboxBody is a canonical order as a site sends it (ARCHITECTURE.md §4.2).
+// benchInboxBody is a canonical order as a site sends it.
 const benchInboxBody = `{"source":"site","external_id":"A-%d","number":"A-%d","created_at":"2026-09-16T10:00:00+05:00",` +
 	`"customer":{"name":"Иван Петров","phone":"+77011234567","email":"ivan@example.kz"},"warehouse":"WH1","currency":"KZT",` +
 	`"lines":[{"sku":"SKU-8812","name":"Чайник","quantity":2,"price":1500.00}],"total":3000.00,"comment":""}`

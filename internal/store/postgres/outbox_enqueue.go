@@ -37,7 +37,7 @@ SELECT $3, $1, $4, $2, lane.last_sequence, $5, $6, $7, $8, $8 FROM lane`
 const notifySQL = `SELECT pg_notify('` + NotifyChannel + `', '')`
 
 // Enqueue writes msgs to the outbox in the caller's transaction, and nothing else: the
-// events commit or roll back with whatever else tx holds (ARCHITECTURE.md rule 6).
+// events commit or roll back with whatever else tx holds.
 // Each message gets the next sequence of its lane (destination, aggregate id), a UUID
 // event id when it has none, and the current time as occurred_at when it has none; a
 // NOTIFY on NotifyChannel wakes the relays when tx commits. One round trip (a

@@ -280,8 +280,8 @@ func (c *claim) Attempt() int                 { return c.attempt }
 
 // Finish writes the operation's new state (and f.Payload, when set, as its payload,
 // with that payload's SHA-256), closes the attempt row and enqueues f.Messages in one
-// write transaction, so a verdict and its events commit together (ARCHITECTURE.md
-// rule 6); listeners are notified after a commit with messages. On an error the
+// write transaction, so a verdict and its events commit together; listeners are
+// notified after a commit with messages. On an error the
 // transaction is rolled back — no event is left behind — and the attempt stays open,
 // to be marked interrupted by the next claim. The key is released afterwards either
 // way, except when f itself is invalid: then nothing happened and the claim stays.

@@ -17,7 +17,7 @@ import (
 // inboxBenchReceivers is how many goroutines deliver at once.
 const inboxBenchReceivers = 8
 
-// inboxBenchBody is a canonical order as a site sends it (ARCHITECTURE.md §4.2).
+// inboxBenchBody is a canonical order as a site sends it.
 const inboxBenchBody = `{"source":"site","external_id":"A-%d","number":"A-%d","created_at":"2026-09-16T10:00:00+05:00",` +
 	`"customer":{"name":"Иван Петров","phone":"+77011234567","email":"ivan@example.kz"},"warehouse":"WH1","currency":"KZT",` +
 	`"lines":[{"sku":"SKU-8812","name":"Чайник","quantity":2,"price":1500.00}],"total":3000.00,"comment":""}`

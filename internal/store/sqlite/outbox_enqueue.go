@@ -15,7 +15,7 @@ import (
 )
 
 // Enqueue writes msgs to the outbox in the caller's transaction, and nothing else: the
-// events commit or roll back with whatever else tx holds (ARCHITECTURE.md rule 6). tx
+// events commit or roll back with whatever else tx holds. tx
 // must be a write transaction of a *DB's handle (DB.SQL().BeginTx: the handle begins
 // IMMEDIATE). Each message gets the next sequence of its lane (destination, aggregate
 // id), a UUID event id when it has none, and the current time as occurred_at when it
