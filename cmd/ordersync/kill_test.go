@@ -116,6 +116,7 @@ func testKill9Twice(t *testing.T, backend string) {
 		t.Errorf("attempts still open after the last run: %v", open)
 	}
 	interrupted := map[string]bool{}
+	closed := map[string]journal.Outcome{}
 	for _, op := range mustList(t, store) {
 		if op.Status != journal.StatusDone {
 			t.Errorf("%s: %s, want done", op.Key, op.Status)
@@ -125,15 +126,30 @@ func testKill9Twice(t *testing.T, backend string) {
 			t.Fatal(err)
 		}
 		for _, a := range d.History {
+			id := fmt.Sprintf("%s#%d", op.Key, a.Attempt)
+			closed[id] = a.Outcome
 			if a.Outcome == journal.OutcomeInterrupted {
-				interrupted[fmt.Sprintf("%s#%d", op.Key, a.Attempt)] = true
+				interrupted[id] = true
 			}
 		}
 	}
+	// An attempt open when the test looked after the kill is interrupted by the next
+	// claim, unless the killed process's own verdict was already on the wire: the
+	// server commits what a process sent before it died, sometimes after the test
+	// looked. Either way it is closed, and most are interrupted.
+	late := 0
 	for a, pid := range cutShort {
-		if !interrupted[a] {
-			t.Errorf("%s, cut short by the kill of pid %d, is not recorded as interrupted", a, pid)
+		switch out := closed[a]; {
+		case interrupted[a]:
+		case out == journal.OutcomeDone || out == journal.OutcomeRetry || out == journal.OutcomeFailed:
+			late++
+			t.Logf("%s: the verdict pid %d sent before its kill committed after it (%s)", a, pid, out)
+		default:
+			t.Errorf("%s, cut short by the kill of pid %d, is neither interrupted nor closed by its own verdict (%q)", a, pid, out)
 		}
+	}
+	if len(interrupted) == 0 || late*2 > len(cutShort) {
+		t.Errorf("%d of %d attempts cut short are interrupted: the kills cut nothing", len(cutShort)-late, len(cutShort))
 	}
 	// And journal show says so, as an operator reads it.
 	for a := range cutShort {
@@ -144,5 +160,6 @@ func testKill9Twice(t *testing.T, backend string) {
 		}
 		break
 	}
-	t.Logf("%d attempts cut short by two kills, all interrupted; 1C holds %d orders, each once", len(cutShort), e.onec.Count())
+	t.Logf("%d attempts cut short by two kills, %d interrupted (%d closed by a verdict already sent); 1C holds %d orders, each once",
+		len(cutShort), len(cutShort)-late, late, e.onec.Count())
 }

@@ -219,8 +219,8 @@ func (e *Engine) Stop() {
 		// timeout; a database that does not answer at all is not waited for longer.
 		select {
 		case <-finished:
-		case <-time.After(e.cfg.ShutdownTimeout):
-			e.log.Error("engine: workers still writing verdicts after twice worker.shutdown_timeout; leaving them "+
+		case <-time.After(e.verdictTimeout() + time.Second):
+			e.log.Error("engine: workers still writing verdicts; leaving them "+
 				"(their attempts stay open and are taken over after the restart)", "shutdown_timeout", e.cfg.ShutdownTimeout)
 			return
 		}
@@ -354,7 +354,7 @@ func (e *Engine) RunKey(ctx context.Context, key string) (journal.Operation, err
 // finished or released before it returns.
 func (e *Engine) process(ctx context.Context, claim journal.Claim) error {
 	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ShutdownTimeout)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.verdictTimeout())
 		defer cancel()
 		claim.Release(rctx)
 	}()
@@ -392,7 +392,7 @@ func (e *Engine) process(ctx context.Context, claim journal.Claim) error {
 	// The verdict is written even when the call was cut short, but not for ever: a
 	// database that does not answer must not hold a stopping service past
 	// worker.shutdown_timeout (the attempt then stays open and is taken over later).
-	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ShutdownTimeout)
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), e.verdictTimeout())
 	defer fcancel()
 	if err := claim.Finish(fctx, f); err != nil {
 		e.finishErrors.Add(1)
@@ -540,6 +540,12 @@ func classOf(c onec.Class) string {
 		return journal.ClassTransient
 	}
 }
+
+// verdictTimeout bounds one write of a verdict (and the release of its claim): the
+// shutdown timeout, and no less than 5s, so that a short shutdown timeout does not
+// lose verdicts to a merely busy database; a database that does not answer at all is
+// not waited for longer.
+func (e *Engine) verdictTimeout() time.Duration { return max(e.cfg.ShutdownTimeout, 5*time.Second) }
 
 // Backoff is the delay after the given failed attempt: BackoffMin doubled per
 // attempt, capped at BackoffMax, with jitter, never below BackoffMin.

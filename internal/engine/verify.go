@@ -61,7 +61,7 @@ func (e *Engine) Verify(ctx context.Context, op journal.Operation) error {
 			e.log.WarnContext(ctx, "1C warning", "key", op.Key, "code", w.Code, "warning", w.Message, "refs", w.Refs)
 		}
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.ShutdownTimeout)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.verdictTimeout())
 	defer cancel()
 	return e.store.FinishVerification(fctx, op.Key, merged, msgs)
 }
