@@ -128,7 +128,8 @@ func TestCancelFindsAnOrderWhoseCreateReplyWasLost(t *testing.T) {
 	o := testOrder("X-5")
 	h.register(o)
 	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.DropAfterCreate})
-	e := h.engine(nil, engine.Config{BackoffMin: time.Hour, BackoffMax: time.Hour})
+	// A settle time that a busy machine does not use up before the cancel runs.
+	e := h.engine(nil, engine.Config{BackoffMin: time.Hour, BackoffMax: time.Hour, SettleTime: 2 * time.Second})
 	if ran, _ := e.RunDue(context.Background()); !ran { // created in 1C, reply lost: pending
 		t.Fatal("nothing ran")
 	}

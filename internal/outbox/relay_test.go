@@ -193,12 +193,26 @@ func TestCrashBetweenPublishAndMarkSentRedeliversTheSameEventID(t *testing.T) {
 	var first atomic.Bool
 	crashOnce.crash = func() bool { return first.CompareAndSwap(false, true) }
 	cfg := relayConfig(map[string]outbox.Publisher{"crm": rec})
-	cfg.Lease = 50 * time.Millisecond
+	// A lease long enough that the relay starts the delivery whatever the machine's
+	// load (it starts none with less than half its lease left).
+	cfg.Lease = time.Second
 	if _, err := outbox.NewRelay(crashOnce, cfg).RunOnce(context.Background()); err == nil {
 		t.Fatal("the injected crash did not surface")
 	}
 	// Another relay takes over once the lease is gone.
-	time.Sleep(60 * time.Millisecond)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		recs, err := w.db.Outbox().List(context.Background(), outbox.ListFilter{Unsent: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) == 1 && recs[0].LeaseUntil != nil && time.Now().After(recs[0].LeaseUntil.Add(10*time.Millisecond)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lease did not run out: %+v", recs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	drain(t, outbox.NewRelay(w.db.Outbox(), cfg))
 	got := rec.records()
 	if len(got) != 2 || got[0].EventID != got[1].EventID || got[0].EventID == "" {
@@ -224,17 +238,30 @@ func TestExpiredLeaseCannotMarkSentWhatAnotherRelayReclaimed(t *testing.T) {
 	w.enqueue(msg("crm", "site:order:A", 1))
 	// A publisher that outlives the lease although the relay cuts it off at the
 	// lease's end: only the fencing stops its result.
-	slow := &recorder{delay: 300 * time.Millisecond, deaf: true}
+	slow := &recorder{delay: 2 * time.Second, deaf: true}
 	fast := &recorder{}
 	cfgSlow := relayConfig(map[string]outbox.Publisher{"crm": slow})
-	cfgSlow.Lease = 100 * time.Millisecond
+	cfgSlow.Lease = time.Second // long enough that a busy machine still starts the delivery
 	cfgFast := relayConfig(map[string]outbox.Publisher{"crm": fast})
 	a := outbox.NewRelay(w.db.Outbox(), cfgSlow)
 	b := outbox.NewRelay(w.open().Outbox(), cfgFast)
 
 	done := make(chan error)
 	go func() { _, err := a.RunOnce(context.Background()); done <- err }()
-	time.Sleep(150 * time.Millisecond) // a's lease has run out; a is still publishing
+	// Wait until a's lease has run out while a is still publishing.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		recs, err := w.db.Outbox().List(context.Background(), outbox.ListFilter{Unsent: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) == 1 && recs[0].LeaseUntil != nil && time.Now().After(recs[0].LeaseUntil.Add(10*time.Millisecond)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a's lease did not run out: %+v", recs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if n, err := b.RunOnce(context.Background()); n != 1 || err != nil {
 		t.Fatalf("b claimed %d (%v), want the expired event", n, err)
 	}
