@@ -15,6 +15,7 @@ import (
 	"github.com/go-resty/resty/v2"
 	"golang.org/x/time/rate"
 
+	"github.com/ordersync/ordersync/internal/bytesize"
 	"github.com/ordersync/ordersync/internal/order"
 )
 
@@ -155,7 +156,7 @@ func (e *ResponseTooLargeError) Error() string {
 	if e.ContentLength >= 0 {
 		msg += fmt.Sprintf(", %d bytes", e.ContentLength)
 	}
-	msg += fmt.Sprintf(") is larger than %s (%s), so it was not read; raise %s", e.Key, formatSize(e.Limit), e.Key)
+	msg += fmt.Sprintf(") is larger than %s (%s), so it was not read; raise %s", e.Key, bytesize.Format(e.Limit), e.Key)
 	if section, ok := strings.CutSuffix(e.Key, ".max_response"); ok && strings.HasPrefix(e.Key, "connectors.") {
 		msg += " or lower " + section + ".page_size"
 	}
@@ -231,20 +232,6 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 }
 
 func (b *boundedBody) Close() error { return b.rc.Close() }
-
-// formatSize prints a number of bytes the way the configuration writes sizes: in the
-// largest binary unit that divides it (16MiB), else in bytes.
-func formatSize(n int64) string {
-	for _, u := range []struct {
-		name string
-		n    int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n != 0 && n%u.n == 0 {
-			return fmt.Sprintf("%d%s", n/u.n, u.name)
-		}
-	}
-	return fmt.Sprintf("%d bytes", n)
-}
 
 // RetryAfter parses a Retry-After header: seconds, or an HTTP date.
 func RetryAfter(v string, now time.Time) (time.Duration, bool) {

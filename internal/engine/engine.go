@@ -101,6 +101,7 @@ type Stats struct {
 type Engine struct {
 	store   journal.Store
 	client  onec.Client // watched: every answer and failure updates health
+	raw     onec.Client // the same client unwatched, for the pings of watch
 	cfg     Config
 	log     *slog.Logger
 	backoff backoff.Policy
@@ -155,7 +156,7 @@ func New(store journal.Store, client onec.Client, cfg Config) *Engine {
 	e := &Engine{store: store, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, cfg.Workers),
 		backoff: backoff.Policy{Min: cfg.BackoffMin, Max: cfg.BackoffMax, Jitter: cfg.Jitter}}
 	e.health = newHealth(cfg.Logger)
-	e.client = watchedClient{Client: client, h: e.health}
+	e.client, e.raw = watchedClient{Client: client, h: e.health}, client
 	return e
 }
 

@@ -262,7 +262,7 @@ func (e *Engine) watch(ctx context.Context) {
 		case <-tick:
 			nextPing = time.Time{}
 			pctx, cancel := context.WithTimeout(ctx, e.cfg.OneCTimeout)
-			_, err := e.client.(watchedClient).Client.Ping(pctx)
+			_, err := e.raw.Ping(pctx)
 			cancel()
 			if err == nil {
 				e.health.answered(true)

@@ -41,6 +41,24 @@ func (w *world) open() *postgres.DB {
 	return db
 }
 
+// waitLeaseOver waits until the one unsent event's lease has run out.
+func (w *world) waitLeaseOver() {
+	w.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		recs, err := w.db.Outbox().List(context.Background(), outbox.ListFilter{Unsent: true})
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		if len(recs) == 1 && recs[0].LeaseUntil != nil && time.Now().After(recs[0].LeaseUntil.Add(10*time.Millisecond)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("the lease did not run out: %+v", recs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // enqueue commits msgs in one transaction of their own.
 func (w *world) enqueue(msgs ...outbox.Message) {
 	w.t.Helper()
@@ -200,19 +218,7 @@ func TestCrashBetweenPublishAndMarkSentRedeliversTheSameEventID(t *testing.T) {
 		t.Fatal("the injected crash did not surface")
 	}
 	// Another relay takes over once the lease is gone.
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		recs, err := w.db.Outbox().List(context.Background(), outbox.ListFilter{Unsent: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(recs) == 1 && recs[0].LeaseUntil != nil && time.Now().After(recs[0].LeaseUntil.Add(10*time.Millisecond)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the lease did not run out: %+v", recs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	w.waitLeaseOver()
 	drain(t, outbox.NewRelay(w.db.Outbox(), cfg))
 	got := rec.records()
 	if len(got) != 2 || got[0].EventID != got[1].EventID || got[0].EventID == "" {
@@ -249,19 +255,7 @@ func TestExpiredLeaseCannotMarkSentWhatAnotherRelayReclaimed(t *testing.T) {
 	done := make(chan error)
 	go func() { _, err := a.RunOnce(context.Background()); done <- err }()
 	// Wait until a's lease has run out while a is still publishing.
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		recs, err := w.db.Outbox().List(context.Background(), outbox.ListFilter{Unsent: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(recs) == 1 && recs[0].LeaseUntil != nil && time.Now().After(recs[0].LeaseUntil.Add(10*time.Millisecond)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a's lease did not run out: %+v", recs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	w.waitLeaseOver()
 	if n, err := b.RunOnce(context.Background()); n != 1 || err != nil {
 		t.Fatalf("b claimed %d (%v), want the expired event", n, err)
 	}

@@ -51,6 +51,7 @@ import (
 	"github.com/sethvargo/go-retry"
 	"github.com/shopspring/decimal"
 
+	"github.com/ordersync/ordersync/internal/bytesize"
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/order"
 )
@@ -692,7 +693,7 @@ func readLimited(r io.Reader, announced, limit int64) ([]byte, error) {
 // read, so nothing in it can be judged.
 func (c *Client) tooLarge(k call, status int, cause error) *onec.Error {
 	e := &onec.Error{Op: k.op, Path: k.path, Status: status, Err: cause}
-	msg := fmt.Sprintf("1C's answer to %s %s is larger than onec.max_response (%s)", k.method, k.path, formatSize(c.cfg.MaxResponse))
+	msg := fmt.Sprintf("1C's answer to %s %s is larger than onec.max_response (%s)", k.method, k.path, bytesize.Format(c.cfg.MaxResponse))
 	switch {
 	case k.idempotent():
 		e.Class = onec.Transient
@@ -706,20 +707,6 @@ func (c *Client) tooLarge(k call, status int, cause error) *onec.Error {
 	}
 	e.Message = msg + " (raise onec.max_response if 1C's answers are rightly this large)"
 	return e
-}
-
-// formatSize prints a number of bytes the way onec.max_response is written: in the
-// largest binary unit that divides it (64MiB), else in bytes.
-func formatSize(n int64) string {
-	for _, u := range []struct {
-		name string
-		n    int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n != 0 && n%u.n == 0 {
-			return fmt.Sprintf("%d%s", n/u.n, u.name)
-		}
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
 
 // transportError classifies a failure with no HTTP answer. Before the request was
