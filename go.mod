@@ -12,6 +12,7 @@ require (
 	github.com/knadh/koanf/providers/confmap v1.0.1
 	github.com/knadh/koanf/v2 v2.4.1
 	github.com/mattn/go-isatty v0.0.24
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/sethvargo/go-retry v0.5.0
 	github.com/shopspring/decimal v1.6.0
 	github.com/spf13/cobra v1.10.2

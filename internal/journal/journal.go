@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/stock"
 )
 
 // Status of an operation.
@@ -320,6 +321,10 @@ type Finish struct {
 	// Warnings, when not nil, replace the operation's warnings (the caller holds the
 	// lock, so it read the current ones).
 	Warnings []Warning
+	// Snapshot, on a done stock.snapshot operation, is the snapshot taken, items
+	// and all: it is stored in the same transaction as the verdict and its
+	// publishing events (its Key is the operation's key).
+	Snapshot *stock.Snapshot
 }
 
 // Claim is one operation claimed by one worker. A claim never takes over an attempt
