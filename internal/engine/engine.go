@@ -20,6 +20,7 @@ import (
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/stock"
 )
 
 // Config of an Engine. Zero values take the documented defaults.
@@ -379,7 +380,12 @@ func (e *Engine) process(ctx context.Context, claim journal.Claim) error {
 	f.Exchanges = exchangesJSON(rec.Exchanges())
 	if f.Status == journal.StatusDone {
 		now := e.cfg.Now()
-		f.Messages = e.cfg.Routes.Address(eventFor(op, v.result, now))
+		if v.snapshot != nil {
+			f.Snapshot = v.snapshot
+			f.Messages = snapshotMessages(v.snapshot, v.publish, now)
+		} else {
+			f.Messages = e.cfg.Routes.Address(eventFor(op, v.result, now))
+		}
 		if len(v.warnings) > 0 {
 			f.Warnings = mergeWarnings(op.Warnings, v.warnings)
 			if added := len(f.Warnings) - len(op.Warnings); added > 0 {
@@ -438,6 +444,10 @@ type verdict struct {
 	retryAt time.Time
 	// warnings about what 1C holds (duplicates), recorded on a done operation.
 	warnings []journal.Warning
+	// snapshot: a stock snapshot taken, stored with the verdict; publish names the
+	// marketplaces it is published to.
+	snapshot *stock.Snapshot
+	publish  []string
 }
 
 func (e *Engine) carryOut(ctx context.Context, log *slog.Logger, op journal.Operation) verdict {
@@ -446,6 +456,8 @@ func (e *Engine) carryOut(ctx context.Context, log *slog.Logger, op journal.Oper
 		return e.findOrCreate(ctx, log, op)
 	case order.KindCancel:
 		return e.cancelOrder(ctx, log, op)
+	case stock.KindSnapshot:
+		return e.takeSnapshot(ctx, log, op)
 	default:
 		return verdict{class: onec.Permanent, err: fmt.Errorf("unknown operation kind %q", op.Kind)}
 	}

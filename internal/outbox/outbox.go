@@ -127,8 +127,10 @@ type Result struct {
 	NextAttemptAt time.Time
 	Dead          bool
 	// Released: the relay never started the delivery (too little of its lease was
-	// left): the lease is cleared and the attempt the claim counted is given back,
-	// so the event is due again at once, for this relay or another.
+	// left), or the delivery made progress and goes on later (DeliveryError.Continue):
+	// the lease is cleared and the attempt the claim counted is given back, so the
+	// event is due again at once, for this relay or another — or at NextAttemptAt
+	// when that is set, with Error, when set, as its last error.
 	Released bool
 }
 
@@ -210,6 +212,11 @@ type DeliveryError struct {
 	// Disable marks the destination gone (HTTP 410): this event and every other
 	// unsent event of the destination die with the reason.
 	Disable bool
+	// Continue says the delivery made progress and must go on later (a long
+	// publish cut off at its lease's end, or waiting on a marketplace's rule): the
+	// attempt is not counted, the error is recorded, and the event is due again
+	// after RetryAfter (at once when zero).
+	Continue bool
 }
 
 func (e *DeliveryError) Error() string {

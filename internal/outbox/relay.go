@@ -50,6 +50,9 @@ type RelayStats struct {
 	// Released counts claimed events whose delivery was never started (too little
 	// of the lease left); they went back to their lanes.
 	Released int64
+	// Continued counts deliveries that made progress and go on later
+	// (DeliveryError.Continue).
+	Continued int64
 }
 
 // Relay delivers outbox events: it claims lane heads, publishes them outside any
@@ -71,6 +74,7 @@ type Relay struct {
 	wg     sync.WaitGroup
 
 	rounds, claimed, sent, retried, dead, fenced, pruned, released atomic.Int64
+	continued                                                      atomic.Int64
 }
 
 // NewRelay returns a relay over store.
@@ -107,7 +111,7 @@ func NewRelay(store Store, cfg RelayConfig) *Relay {
 func (r *Relay) Stats() RelayStats {
 	return RelayStats{Rounds: r.rounds.Load(), Claimed: r.claimed.Load(), Sent: r.sent.Load(),
 		Retried: r.retried.Load(), Dead: r.dead.Load(), Fenced: r.fenced.Load(), Pruned: r.pruned.Load(),
-		Released: r.released.Load()}
+		Released: r.released.Load(), Continued: r.continued.Load()}
 }
 
 // Wake makes an idle relay look for events now.
@@ -434,6 +438,14 @@ func (r *Relay) deliver(ctx context.Context, rec Record) (Result, string) {
 	var de *DeliveryError
 	errors.As(err, &de)
 	switch {
+	case de != nil && de.Continue:
+		res.Released = true
+		if de.RetryAfter > 0 {
+			res.NextAttemptAt = r.cfg.Now().Add(de.RetryAfter)
+		}
+		r.continued.Add(1)
+		log.InfoContext(ctx, "delivery goes on later", "progress", err.Error(), "next_attempt_at", res.NextAttemptAt)
+		return res, ""
 	case de != nil && de.Disable:
 		res.Dead = true
 		log.ErrorContext(ctx, "destination is gone", "err", err)

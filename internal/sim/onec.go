@@ -187,6 +187,7 @@ type OneC struct {
 	sessions  map[string]*session
 	faults    []*queuedFault
 	stock     map[string][]StockItem
+	stockRaw  map[string][]byte
 	stats     OneCStats
 	inFlight  int
 	// locks are the managed locks on external ids that Dedupe creates hold until
@@ -226,6 +227,7 @@ func NewOneC(opts OneCOptions) *OneC {
 		opLatency: maps.Clone(opts.OpLatency),
 		sessions:  map[string]*session{},
 		stock:     map[string][]StockItem{},
+		stockRaw:  map[string][]byte{},
 		stats:     OneCStats{Requests: map[string]int{}},
 		locks:     map[string]chan struct{}{},
 	}
@@ -352,10 +354,20 @@ func (s *OneC) setKnownSKUs(skus []string) {
 	s.mu.Unlock()
 }
 
-// SetStock sets what GET /stock answers for warehouse.
+// SetStock sets what GET /stock answers for warehouse. A warehouse never set is
+// unknown: GET /stock answers 422 unknown_warehouse, as the contract says.
 func (s *OneC) SetStock(warehouse string, items ...StockItem) {
 	s.mu.Lock()
-	s.stock[warehouse] = slices.Clone(items)
+	s.stock[warehouse] = append([]StockItem{}, items...)
+	delete(s.stockRaw, warehouse)
+	s.mu.Unlock()
+}
+
+// SetStockBody makes GET /stock answer body, as it is, for warehouse: a 1C module
+// that breaks the contract (a duplicate SKU, a quantity that is not a number).
+func (s *OneC) SetStockBody(warehouse string, body []byte) {
+	s.mu.Lock()
+	s.stockRaw[warehouse] = slices.Clone(body)
 	s.mu.Unlock()
 }
 
@@ -935,7 +947,19 @@ func (s *OneC) serveStock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	items := s.stock[wh]
+	if raw, ok := s.stockRaw[wh]; ok {
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		w.Write(raw)
+		return
+	}
+	items, known := s.stock[wh]
+	if !known {
+		s.mu.Unlock()
+		s.writeError(w, http.StatusUnprocessableEntity, apiError{Code: "unknown_warehouse", Message: fmt.Sprintf("Склад с кодом или наименованием %q не найден", wh), Field: "warehouse"}, nil)
+		return
+	}
 	out := make([]stockItemWire, len(items))
 	for i, it := range items {
 		out[i] = stockItemWire{SKU: it.SKU, Quantity: exact(it.Quantity), Price: exact(it.Price)}

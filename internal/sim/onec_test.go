@@ -186,9 +186,13 @@ func TestOneCContract(t *testing.T) {
 	if got := string(r.body); r.status != 200 || got != want {
 		t.Fatalf("stock = %d %s, want 200 %s", r.status, got, want)
 	}
+	s.SetStock("WH2")
 	r = mustSend(t, "GET", base+"/stock?warehouse=WH2", "")
 	if got, want := string(r.body), `{"warehouse":"WH2","taken_at":"2026-09-16T10:00:00","items":[]}`; got != want {
 		t.Fatalf("empty stock = %s, want %s", got, want)
+	}
+	if r = mustSend(t, "GET", base+"/stock?warehouse=WH9", ""); r.status != 422 || !strings.Contains(string(r.body), "unknown_warehouse") {
+		t.Fatalf("unknown warehouse = %d %s, want 422 unknown_warehouse", r.status, r.body)
 	}
 
 	if r := mustSend(t, "GET", base+"/nowhere", ""); r.status != 404 {

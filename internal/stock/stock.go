@@ -257,3 +257,22 @@ func Amount(q decimal.Decimal, max int64) (int64, string) {
 	}
 	return f.IntPart(), warning
 }
+
+// Destination is the outbox destination of a marketplace's stock publishing:
+// ozon-stock, wildberries-stock.
+func Destination(marketplace string) string { return marketplace + "-stock" }
+
+// Lane is the outbox aggregate of a marketplace's stock: one lane per marketplace,
+// so that its publishes, whatever the warehouse, go one at a time across replicas
+// and the marketplace's rate limit holds.
+func Lane(marketplace string) string { return Source + ":" + marketplace }
+
+// EventData is the data of a stock.snapshot event: which snapshot to publish.
+type EventData struct {
+	Snapshot  string `json:"snapshot"`
+	Warehouse string `json:"warehouse"`
+}
+
+// Pushed reports whether a marketplace is sent stock through the outbox (Kaspi
+// pulls its feed instead).
+func Pushed(marketplace string) bool { return marketplace != Kaspi }

@@ -349,14 +349,64 @@ func (c *Client) Stock(ctx context.Context, warehouse string) (onec.Stock, error
 }
 
 func (c *Client) stockResult(k call, ans answer) (onec.Stock, error) {
-	var v onec.Stock
-	if err := c.decode(k, ans, &v); err != nil {
+	// Decoded item by item, so that a bad value deep in a large answer is named by
+	// its position and SKU rather than by the start of the body.
+	var raw struct {
+		Warehouse string `json:"warehouse"`
+		TakenAt   string `json:"taken_at"`
+		Items     []struct {
+			SKU      *string         `json:"sku"`
+			Quantity json.RawMessage `json:"quantity"`
+			Price    json.RawMessage `json:"price"`
+		} `json:"items"`
+	}
+	if err := c.decode(k, ans, &raw); err != nil {
 		return onec.Stock{}, err
 	}
-	if v.Items == nil {
-		v.Items = []onec.StockItem{}
+	bad := func(msg string) error {
+		return &onec.Error{Class: onec.Permanent, Op: k.op, Path: k.path, Status: ans.status,
+			Message: "1C answered a stock that does not follow contract v1: " + msg}
+	}
+	v := onec.Stock{Warehouse: raw.Warehouse, TakenAt: raw.TakenAt, Items: make([]onec.StockItem, len(raw.Items))}
+	for i, it := range raw.Items {
+		if it.SKU == nil || *it.SKU == "" {
+			return onec.Stock{}, bad(fmt.Sprintf("items[%d] has no sku", i))
+		}
+		q, err := exactNumber(it.Quantity)
+		if err != nil {
+			return onec.Stock{}, bad(fmt.Sprintf("items[%d] (sku %q): quantity %s", i, *it.SKU, err))
+		}
+		p, err := exactNumber(it.Price)
+		if err != nil {
+			return onec.Stock{}, bad(fmt.Sprintf("items[%d] (sku %q): price %s", i, *it.SKU, err))
+		}
+		v.Items[i] = onec.StockItem{SKU: *it.SKU, Quantity: q, Price: p}
 	}
 	return v, nil
+}
+
+// exactNumber reads a JSON number as an exact decimal; a string, null or anything
+// else is refused, named in the error.
+func exactNumber(b json.RawMessage) (decimal.Decimal, error) {
+	t := strings.TrimSpace(string(b))
+	if t == "" || t == "null" {
+		return decimal.Decimal{}, errors.New("is missing")
+	}
+	if t[0] != '-' && (t[0] < '0' || t[0] > '9') {
+		return decimal.Decimal{}, fmt.Errorf("%s is not a number", truncate(t, 40))
+	}
+	d, err := decimal.NewFromString(t)
+	if err != nil {
+		return decimal.Decimal{}, fmt.Errorf("%s is not a number", truncate(t, 40))
+	}
+	return d, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // Close ends the 1C sessions the client keeps, so they free their licences now

@@ -1,0 +1,329 @@
+// Package publish sends stock snapshots to the marketplaces that are pushed stock
+// (Ozon, Wildberries). A Publisher is the outbox destination of one marketplace: the
+// relay hands it a stock.snapshot event, and it sends the items whose published
+// value changed since the last successful publish (everything once per
+// stock.full_refresh), in the marketplace's batches and at its rate, recording each
+// item's outcome. A publish longer than one relay lease goes on at the next
+// delivery where it stopped: what was sent is in the item states.
+package publish
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/stock"
+)
+
+// Config of a Publisher.
+type Config struct {
+	Sender stock.Sender
+	Store  stock.Store
+	// MarketSKU maps a 1C SKU to the marketplace's (the SKU map in reverse); false
+	// when the map has no line for it. Nil passes SKUs unchanged.
+	MarketSKU func(sku string) (string, bool)
+	// SKUMapPath names the SKU map in reasons; "" with no map.
+	SKUMapPath string
+	// FullRefresh is stock.full_refresh: every item is sent at least this often;
+	// default 24h.
+	FullRefresh time.Duration
+	Logger      *slog.Logger
+	Now         func() time.Time
+}
+
+// Publisher publishes stock.snapshot events to one marketplace.
+type Publisher struct {
+	cfg Config
+	mp  string
+	log *slog.Logger
+}
+
+// New returns the publisher of cfg.Sender's marketplace.
+func New(cfg Config) *Publisher {
+	cfg.FullRefresh = cmp.Or(cfg.FullRefresh, 24*time.Hour)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	mp := cfg.Sender.Marketplace()
+	return &Publisher{cfg: cfg, mp: mp, log: cfg.Logger.With("marketplace", mp)}
+}
+
+// Timeout is how much of a relay lease one step of a publish needs: one request.
+func (p *Publisher) Timeout() time.Duration { return p.cfg.Sender.Timeout() }
+
+// pending is an item still to be sent in this publish.
+type pending struct {
+	update   stock.Update
+	warning  string
+	earliest time.Time // not sent before (the marketplace's resend rule, a 429)
+}
+
+// Publish carries out (or goes on with) the publish of one snapshot.
+func (p *Publisher) Publish(ctx context.Context, rec outbox.Record) error {
+	var d stock.EventData
+	if err := json.Unmarshal(rec.Data, &d); err != nil || d.Snapshot == "" {
+		return &outbox.DeliveryError{Dead: true, Err: fmt.Errorf("stock: event %s does not name a snapshot: %v", rec.EventID, err)}
+	}
+	st := p.cfg.Store
+	snap, err := st.Snapshot(ctx, d.Snapshot)
+	if errors.Is(err, stock.ErrNoSnapshot) {
+		return &outbox.DeliveryError{Dead: true, Err: fmt.Errorf("stock: snapshot %s is not stored", d.Snapshot)}
+	}
+	if err != nil {
+		return err
+	}
+	log := p.log.With("snapshot", snap.Key, "warehouse", snap.Warehouse)
+	if _, ok := p.cfg.Sender.Warehouse(snap.Warehouse); !ok {
+		return &outbox.DeliveryError{Dead: true, Err: fmt.Errorf("stock: warehouse %s has no %s warehouse: add it to connectors.%s.stock_warehouses",
+			snap.Warehouse, p.mp, p.mp)}
+	}
+	now := p.cfg.Now()
+	// A newer snapshot of the warehouse is behind this one in the lane: it sends
+	// whatever changed, so this one has nothing left to do.
+	if latest, err := st.Latest(ctx, snap.Warehouse, time.Time{}); err == nil && latest.Key != snap.Key && latest.Slot.After(snap.Slot) {
+		pub, err := st.StartPublish(ctx, stock.Publish{SnapshotKey: snap.Key, Marketplace: p.mp, Warehouse: snap.Warehouse, StartedAt: now})
+		if err != nil {
+			return err
+		}
+		if pub.FinishedAt == nil {
+			pub.FinishedAt, pub.Note, pub.Warnings = &now, "superseded by the newer snapshot "+latest.Key, []string{}
+			if err := st.FinishPublish(ctx, pub); err != nil {
+				return err
+			}
+		}
+		log.Info("stock publish superseded", "by", latest.Key)
+		return nil
+	}
+	lastFull, err := st.LastFull(ctx, p.mp, snap.Warehouse)
+	if err != nil {
+		return err
+	}
+	pub, err := st.StartPublish(ctx, stock.Publish{SnapshotKey: snap.Key, Marketplace: p.mp, Warehouse: snap.Warehouse,
+		Full: lastFull.IsZero() || now.Sub(lastFull) >= p.cfg.FullRefresh, StartedAt: now})
+	if err != nil {
+		return err
+	}
+	if pub.FinishedAt != nil {
+		return nil // a redelivery of a finished publish
+	}
+	items, err := st.Items(ctx, snap.Key)
+	if err != nil {
+		return err
+	}
+	states, err := st.States(ctx, p.mp, snap.Warehouse)
+	if err != nil {
+		return err
+	}
+
+	var todo []*pending
+	var skipped []stock.ItemState
+	for _, it := range items {
+		amount, warning := stock.Amount(it.Quantity, p.cfg.Sender.MaxAmount())
+		old, had := states[it.SKU]
+		mkt, ok := it.SKU, true
+		if p.cfg.MarketSKU != nil {
+			mkt, ok = p.cfg.MarketSKU(it.SKU)
+		}
+		if !ok {
+			reason := fmt.Sprintf("no line for %s in connectors.sku_map (%s): add %s,<%s SKU>,%s", p.mp, p.cfg.SKUMapPath, p.mp, p.mp, it.SKU)
+			if !had || old.Outcome != stock.Skipped || old.Reason != reason || old.SnapshotKey != snap.Key {
+				skipped = append(skipped, stock.ItemState{Marketplace: p.mp, Warehouse: snap.Warehouse, SKU: it.SKU, Value: amount,
+					Outcome: stock.Skipped, Reason: reason, Warning: warning, SnapshotKey: snap.Key, SentAt: old.SentAt,
+					PublishedAt: old.PublishedAt, UpdatedAt: now})
+			}
+			continue
+		}
+		switch {
+		case had && old.SnapshotKey == snap.Key && old.Outcome != stock.Deferred:
+			continue // handled by an earlier delivery of this publish
+		case !pub.Full && had && old.Value == amount && old.MarketSKU == mkt && old.Outcome != stock.Deferred:
+			continue // unchanged since it was last sent (taken, refused or mismatched)
+		}
+		pd := &pending{update: stock.Update{SKU: it.SKU, MarketSKU: mkt, Amount: amount}, warning: warning}
+		if had && old.SentAt != nil {
+			pd.earliest = old.SentAt.Add(p.cfg.Sender.MinResend())
+		}
+		todo = append(todo, pd)
+	}
+	if len(skipped) > 0 {
+		if err := st.RecordStates(ctx, skipped); err != nil {
+			return err
+		}
+	}
+	if err := p.send(ctx, log, snap, states, todo); err != nil {
+		return err
+	}
+	return p.finish(ctx, log, pub, items)
+}
+
+// send sends the pending items in batches, each no sooner than its earliest time,
+// until all have an outcome or the delivery's time is up.
+func (p *Publisher) send(ctx context.Context, log *slog.Logger, snap stock.Snapshot, states map[string]stock.ItemState, todo []*pending) error {
+	sender := p.cfg.Sender
+	size := max(sender.BatchSize(), 1)
+	for len(todo) > 0 {
+		now := p.cfg.Now()
+		var batch []*pending
+		var rest []*pending
+		next := time.Time{}
+		for _, pd := range todo {
+			if len(batch) < size && !pd.earliest.After(now) {
+				batch = append(batch, pd)
+				continue
+			}
+			rest = append(rest, pd)
+			if pd.earliest.After(now) && (next.IsZero() || pd.earliest.Before(next)) {
+				next = pd.earliest
+			}
+		}
+		left := time.Duration(1<<62 - 1)
+		if dl, ok := ctx.Deadline(); ok {
+			left = time.Until(dl)
+		}
+		if len(batch) == 0 {
+			wait := next.Sub(now)
+			if wait+sender.Timeout() > left {
+				return &outbox.DeliveryError{Continue: true, RetryAfter: wait,
+					Err: fmt.Errorf("stock: %d items of %s wait for %s's resend rule; the publish goes on at %s", len(todo), snap.Key, p.mp, next.UTC().Format(time.RFC3339))}
+			}
+			if err := sleep(ctx, wait); err != nil {
+				return err
+			}
+			continue
+		}
+		if sender.Timeout() > left {
+			return &outbox.DeliveryError{Continue: true,
+				Err: fmt.Errorf("stock: %d items of %s still to send to %s; the publish goes on at the next delivery", len(todo), snap.Key, p.mp)}
+		}
+		// The items are recorded as sent before they are: a replica that takes
+		// over after a crash still keeps the marketplace's resend rule.
+		updates := make([]stock.Update, len(batch))
+		before := make([]stock.ItemState, len(batch))
+		for i, pd := range batch {
+			updates[i] = pd.update
+			old := states[pd.update.SKU]
+			before[i] = stock.ItemState{Marketplace: p.mp, Warehouse: snap.Warehouse, SKU: pd.update.SKU, MarketSKU: pd.update.MarketSKU,
+				Value: pd.update.Amount, Outcome: stock.Deferred, Reason: "sent, no answer recorded", Warning: pd.warning,
+				SnapshotKey: snap.Key, SentAt: &now, PublishedAt: old.PublishedAt, UpdatedAt: now}
+		}
+		if err := p.cfg.Store.RecordStates(ctx, before); err != nil {
+			return err
+		}
+		results, err := sender.Send(ctx, snap.Warehouse, updates)
+		done := p.cfg.Now()
+		if err != nil {
+			var de *outbox.DeliveryError
+			if errors.As(err, &de) && de.RetryAfter > 0 && !de.Dead && !de.Disable {
+				// The marketplace asked to wait: the batch goes back, no sooner.
+				for _, pd := range batch {
+					pd.earliest = laterOf(done.Add(de.RetryAfter), now.Add(sender.MinResend()))
+				}
+				todo = append(rest, batch...)
+				continue
+			}
+			return err
+		}
+		byKey := make(map[string]stock.Result, len(results))
+		for _, r := range results {
+			byKey[r.SKU] = r
+		}
+		after := make([]stock.ItemState, 0, len(batch))
+		for i, pd := range batch {
+			r, ok := byKey[pd.update.SKU]
+			if !ok {
+				r = stock.Result{SKU: pd.update.SKU, Outcome: stock.Deferred, Reason: "the marketplace's answer did not mention the item"}
+			}
+			s := before[i]
+			s.Outcome, s.Reason, s.UpdatedAt = r.Outcome, r.Reason, done
+			switch r.Outcome {
+			case stock.Published:
+				s.PublishedAt, s.Reason = &done, ""
+			case stock.Deferred:
+				pd.earliest = laterOf(done.Add(r.RetryAfter), now.Add(sender.MinResend()))
+				rest = append(rest, pd)
+			}
+			states[pd.update.SKU] = s
+			after = append(after, s)
+		}
+		if err := p.cfg.Store.RecordStates(ctx, after); err != nil {
+			return err
+		}
+		todo = rest
+		log.Debug("stock batch sent", "items", len(batch), "left", len(todo))
+	}
+	return nil
+}
+
+// finish counts the publish's outcomes from the item states and records it.
+func (p *Publisher) finish(ctx context.Context, log *slog.Logger, pub stock.Publish, items []stock.Item) error {
+	states, err := p.cfg.Store.States(ctx, p.mp, pub.Warehouse)
+	if err != nil {
+		return err
+	}
+	var warnings []string
+	left := 0
+	for _, it := range items {
+		s, ok := states[it.SKU]
+		if !ok || s.SnapshotKey != pub.SnapshotKey {
+			pub.Unchanged++
+			continue
+		}
+		if s.SentAt != nil && !s.SentAt.Before(pub.StartedAt) {
+			pub.Sent++
+		}
+		switch s.Outcome {
+		case stock.Published:
+			pub.Published++
+		case stock.Refused:
+			pub.Refused++
+		case stock.Mismatch:
+			pub.Mismatched++
+		case stock.Skipped:
+			pub.Skipped++
+		}
+		if s.Warning != "" {
+			warnings, left = stock.AddWarning(warnings, left, it.SKU+": "+s.Warning)
+		}
+	}
+	now := p.cfg.Now()
+	pub.FinishedAt = &now
+	pub.Warnings = stock.CloseWarnings(warnings, left)
+	if pub.Warnings == nil {
+		pub.Warnings = []string{}
+	}
+	if err := p.cfg.Store.FinishPublish(ctx, pub); err != nil {
+		return err
+	}
+	log.Info("stock published", "full", pub.Full, "sent", pub.Sent, "published", pub.Published, "refused", pub.Refused,
+		"mismatched", pub.Mismatched, "skipped", pub.Skipped, "unchanged", pub.Unchanged)
+	return nil
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

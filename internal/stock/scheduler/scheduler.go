@@ -1,0 +1,218 @@
+// Package scheduler fires the stock schedules: at each slot it registers one
+// snapshot operation per warehouse in the journal, under a key built from the
+// schedule, the warehouse and the slot, so that every replica firing the same slot
+// registers the same operation and the journal's unique key makes all but one a
+// duplicate. A snapshot still pending when its schedule's next slot registers is
+// failed as superseded: never two snapshots of one warehouse in flight.
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/stock"
+)
+
+// Schedule is one entry of stock.schedules.
+type Schedule struct {
+	Name       string
+	Spec       stock.Spec
+	Warehouses []string
+	Publish    []string
+}
+
+// Config of a Scheduler.
+type Config struct {
+	Schedules []Schedule
+	// CatchUp registers, at start, each schedule's latest slot if it was missed
+	// (stock.catch_up: latest).
+	CatchUp bool
+	// Wake tells the engine that an operation is due (nil: it polls).
+	Wake   func()
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Scheduler fires the schedules.
+type Scheduler struct {
+	js  journal.Store
+	cfg Config
+	log *slog.Logger
+
+	mu         sync.Mutex
+	registered int
+}
+
+// New returns a scheduler that registers its snapshots in js.
+func New(js journal.Store, cfg Config) *Scheduler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Scheduler{js: js, cfg: cfg, log: cfg.Logger}
+}
+
+// Registered counts the snapshot operations this scheduler registered (duplicates
+// of another replica's not counted).
+func (s *Scheduler) Registered() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.registered
+}
+
+// Run fires every schedule until ctx ends: first the catch-up, then each slot as
+// it comes. It returns nil when ctx ends.
+func (s *Scheduler) Run(ctx context.Context) error {
+	if len(s.cfg.Schedules) == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	if s.cfg.CatchUp {
+		for _, sc := range s.cfg.Schedules {
+			slot := sc.Spec.Floor(s.cfg.Now())
+			if slot.IsZero() {
+				continue
+			}
+			if err := s.Fire(ctx, sc, slot); err != nil && ctx.Err() == nil {
+				s.log.Error("stock: catching up a missed slot failed", "schedule", sc.Name, "err", err)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for _, sc := range s.cfg.Schedules {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.loop(ctx, sc)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func (s *Scheduler) loop(ctx context.Context, sc Schedule) {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	last := sc.Spec.Floor(s.cfg.Now())
+	for {
+		next := sc.Spec.Next(last)
+		if next.IsZero() {
+			s.log.Warn("stock: schedule has no further slot", "schedule", sc.Name, "cron", sc.Spec.String())
+			return
+		}
+		t.Reset(next.Sub(s.cfg.Now()))
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		// A timer may fire a little early or, on a busy or suspended host, late:
+		// the slot is the latest one that has begun, never one in the future.
+		now := s.cfg.Now()
+		if now.Before(next) {
+			last = sc.Spec.Floor(next.Add(-time.Nanosecond))
+			continue
+		}
+		slot := sc.Spec.Floor(now)
+		last = slot
+		if err := s.Fire(ctx, sc, slot); err != nil && ctx.Err() == nil {
+			s.log.Error("stock: registering a slot failed", "schedule", sc.Name, "slot", sc.Spec.Label(slot), "err", err)
+		}
+	}
+}
+
+// Fire registers the slot's snapshot of each of the schedule's warehouses and
+// fails, as superseded, any older snapshot of theirs still pending.
+func (s *Scheduler) Fire(ctx context.Context, sc Schedule, slot time.Time) error {
+	var errs []error
+	label := sc.Spec.Label(slot)
+	until := sc.Spec.Next(slot)
+	for _, wh := range sc.Warehouses {
+		p := stock.Payload{Schedule: sc.Name, Warehouse: wh, Slot: slot.UTC(), Label: label, Publish: sc.Publish, Until: until.UTC()}
+		reg, err := Register(ctx, s.js, p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if reg.Outcome == journal.Registered {
+			s.mu.Lock()
+			s.registered++
+			s.mu.Unlock()
+			s.log.Info("stock snapshot registered", "key", reg.Operation.Key)
+		}
+		if n, err := Supersede(ctx, s.js, p); err != nil {
+			errs = append(errs, err)
+		} else if n > 0 {
+			s.log.Info("stock snapshots superseded", "schedule", sc.Name, "warehouse", wh, "by", label, "superseded", n)
+		}
+	}
+	if s.cfg.Wake != nil {
+		s.cfg.Wake()
+	}
+	return errors.Join(errs...)
+}
+
+// Register registers the snapshot operation of p (its key from the schedule, the
+// warehouse and the label).
+func Register(ctx context.Context, js journal.Store, p stock.Payload) (journal.Registration, error) {
+	if p.Publish == nil {
+		p.Publish = []string{}
+	}
+	payload, err := json.Marshal(p)
+	if err != nil {
+		return journal.Registration{}, err
+	}
+	return js.Register(ctx, journal.NewOperation{
+		Key:        stock.Key(p.Schedule, p.Warehouse, p.Label),
+		Kind:       stock.KindSnapshot,
+		Source:     stock.Source,
+		ExternalID: p.Schedule + ":" + p.Warehouse,
+		Payload:    payload,
+	})
+}
+
+// Supersede fails every pending snapshot of p's schedule and warehouse whose slot
+// is older than p's, and returns how many it failed. A snapshot that a worker holds
+// right now is left to finish.
+func Supersede(ctx context.Context, js journal.Store, p stock.Payload) (int, error) {
+	ops, err := js.List(ctx, journal.Filter{Status: journal.StatusPending, Source: stock.Source, Limit: 10000})
+	if err != nil {
+		return 0, err
+	}
+	key := stock.Key(p.Schedule, p.Warehouse, p.Label)
+	n := 0
+	for _, op := range ops {
+		if op.Kind != stock.KindSnapshot || op.ExternalID != p.Schedule+":"+p.Warehouse || op.Key == key {
+			continue
+		}
+		var old stock.Payload
+		if json.Unmarshal(op.Payload, &old) != nil || !old.Slot.Before(p.Slot) {
+			continue
+		}
+		l, err := js.Lock(ctx, op.Key)
+		if errors.Is(err, journal.ErrBusy) || errors.Is(err, journal.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		err = l.Fail(ctx, fmt.Sprintf("superseded by slot %s (%s): a newer snapshot of warehouse %s replaces it", p.Label, key, p.Warehouse))
+		l.Release(ctx)
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, journal.ErrNotPending):
+		default:
+			return n, err
+		}
+	}
+	return n, nil
+}
