@@ -111,7 +111,8 @@ type ozonFault struct {
 
 // Ozon is a simulated Ozon Seller API serving the FBS posting lists in v3
 // (limit/offset, prices as strings) and v4 (cursor, prices as objects),
-// /v3/posting/fbs/get and /v4/posting/fbs/ship, with Ozon's headers and error body
+// /v3/posting/fbs/get, /v4/posting/fbs/ship and /v2/products/stocks (OzonStocks,
+// with its limits), with Ozon's headers and error body
 // {"code", "message", "details"}. Requests are decoded strictly, refusing fields a
 // version does not have, so a client mixing up v3 and v4 is caught. It records
 // every request and every posting shipped. It is an http.Handler and safe for
@@ -137,6 +138,7 @@ type Ozon struct {
 	shipsRefused int
 	requests     []OzonRequest
 	authFailures int
+	stocks       ozonStocks // OzonStocks (ozon_stock.go)
 }
 
 // NewOzon returns a simulator; it serves nothing until Start, or until it is
@@ -402,6 +404,9 @@ func (s *Ozon) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		return
 	}
 	path := r.URL.Path
+	if path == OzonStocks {
+		s.countStockRequest()
+	}
 	if f := s.takeFault(path); f != nil {
 		if f.retryAfter > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(int((f.retryAfter+time.Second-1)/time.Second)))
@@ -442,6 +447,8 @@ func (s *Ozon) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		s.serveGet(w, body)
 	case OzonShip:
 		s.serveShip(w, body)
+	case OzonStocks:
+		s.serveStocks(w, body)
 	default:
 		ozonWriteError(w, http.StatusNotFound, 5, "Not Found")
 	}
