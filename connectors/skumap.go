@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,7 +23,9 @@ type SKUMap struct {
 	path string
 
 	mu      sync.RWMutex
-	m       map[string]map[string]string // marketplace → its SKU → 1C SKU
+	m       map[string]map[string]string   // marketplace → its SKU → 1C SKU
+	rev     map[string]map[string][]string // marketplace → 1C SKU → its SKUs, sorted
+	version uint64                         // counts the maps read
 	modTime time.Time
 	size    int64
 }
@@ -66,10 +69,29 @@ func (s *SKUMap) Reload() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("connectors.sku_map: %s: %w", s.path, err)
 	}
+	rev := reverseSKUMap(m)
 	s.mu.Lock()
-	s.m, s.modTime, s.size = m, fi.ModTime(), fi.Size()
+	s.m, s.rev, s.modTime, s.size = m, rev, fi.ModTime(), fi.Size()
+	s.version++
 	s.mu.Unlock()
 	return true, nil
+}
+
+// reverseSKUMap indexes m by 1C SKU: marketplace → 1C SKU → the marketplace's
+// SKUs mapped to it, sorted.
+func reverseSKUMap(m map[string]map[string]string) map[string]map[string][]string {
+	rev := make(map[string]map[string][]string, len(m))
+	for mp, skus := range m {
+		r := make(map[string][]string, len(skus))
+		for from, to := range skus {
+			r[to] = append(r[to], from)
+		}
+		for _, froms := range r {
+			slices.Sort(froms)
+		}
+		rev[mp] = r
+	}
+	return rev
 }
 
 func parseSKUMap(data []byte) (map[string]map[string]string, error) {
@@ -116,6 +138,31 @@ func (s *SKUMap) Lookup(marketplace, sku string) (string, bool) {
 	defer s.mu.RUnlock()
 	to, ok := s.m[marketplace][sku]
 	return to, ok
+}
+
+// MarketSKUs maps a 1C SKU back to the marketplace's SKUs, for publishing stock:
+// the identity map gives the SKU itself; a file gives every marketplace SKU mapped
+// to it (usually one; several listings of one 1C product each get its stock),
+// sorted, or nil when the marketplace has no line for it. The caller must not
+// modify the slice.
+func (s *SKUMap) MarketSKUs(marketplace, onecSKU string) []string {
+	if s == nil || s.path == "" {
+		return []string{onecSKU}
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.rev[marketplace][onecSKU]
+}
+
+// Version changes whenever Reload reads a new map (0 for the identity map), so
+// a cache of anything derived from the map knows when to rebuild.
+func (s *SKUMap) Version() uint64 {
+	if s == nil {
+		return 0
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.version
 }
 
 // Apply maps every line of o in place. An unmapped SKU is a *order.ValidationError

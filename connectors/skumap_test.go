@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,5 +71,66 @@ func TestRetryAfter(t *testing.T) {
 	}
 	if _, ok := RetryAfter("soon", now); ok {
 		t.Errorf("RetryAfter(soon) parsed")
+	}
+}
+
+func TestSKUMapMarketSKUs(t *testing.T) {
+	t.Parallel()
+	id, err := NewSKUMap("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := id.MarketSKUs("kaspi", "SKU-1"); !slices.Equal(got, []string{"SKU-1"}) {
+		t.Fatalf("identity: %q", got)
+	}
+	if id.Version() != 0 {
+		t.Fatalf("identity version %d", id.Version())
+	}
+	var none *SKUMap
+	if got := none.MarketSKUs("kaspi", "SKU-1"); !slices.Equal(got, []string{"SKU-1"}) {
+		t.Fatalf("nil map: %q", got)
+	}
+
+	path := filepath.Join(t.TempDir(), "sku-map.csv")
+	os.WriteFile(path, []byte("marketplace,marketplace_sku,onec_sku\nKaspi,200,SKU-1\nkaspi,100,SKU-1\nozon,OFFER-2,SKU-2\n"), 0o600)
+	m, err := NewSKUMap(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := m.Version()
+	if got := m.MarketSKUs("kaspi", "SKU-1"); !slices.Equal(got, []string{"100", "200"}) {
+		t.Fatalf("kaspi SKU-1 → %q, want [100 200]", got)
+	}
+	if got := m.MarketSKUs("kaspi", "SKU-2"); got != nil {
+		t.Fatalf("kaspi SKU-2 (only an ozon line) → %q, want none", got)
+	}
+	if got := m.MarketSKUs("ozon", "SKU-2"); !slices.Equal(got, []string{"OFFER-2"}) {
+		t.Fatalf("ozon SKU-2 → %q", got)
+	}
+
+	// A reload rebuilds the reverse index and moves the version; a broken file
+	// leaves both.
+	os.WriteFile(path, []byte("kaspi,300,SKU-2\n"), 0o600)
+	os.Chtimes(path, time.Now().Add(time.Minute), time.Now().Add(time.Minute))
+	if changed, err := m.Reload(); !changed || err != nil {
+		t.Fatalf("Reload = %v, %v", changed, err)
+	}
+	v2 := m.Version()
+	if v2 == v1 {
+		t.Fatalf("version unchanged by a reload")
+	}
+	if got := m.MarketSKUs("kaspi", "SKU-1"); got != nil {
+		t.Fatalf("after reload kaspi SKU-1 → %q, want none", got)
+	}
+	if got := m.MarketSKUs("kaspi", "SKU-2"); !slices.Equal(got, []string{"300"}) {
+		t.Fatalf("after reload kaspi SKU-2 → %q", got)
+	}
+	os.WriteFile(path, []byte("kaspi,300,SKU-2\nkaspi,300,SKU-3\n"), 0o600)
+	os.Chtimes(path, time.Now().Add(2*time.Minute), time.Now().Add(2*time.Minute))
+	if _, err := m.Reload(); err == nil {
+		t.Fatalf("a bad file reloaded")
+	}
+	if m.Version() != v2 || !slices.Equal(m.MarketSKUs("kaspi", "SKU-2"), []string{"300"}) {
+		t.Fatalf("a bad file changed the map")
 	}
 }

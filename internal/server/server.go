@@ -1,6 +1,6 @@
 // Package server is ordersync's HTTP server on http.listen: the webhook receivers
-// (any Standard Webhooks sender, Ozon push, the Bitrix24 outgoing webhook) and a
-// health check.
+// (any Standard Webhooks sender, Ozon push, the Bitrix24 outgoing webhook), a
+// health check, and the routes Config.Handlers adds (the Kaspi price list).
 //
 // Every webhook is handled in one order: the body is
 // read whole under a size limit; the sender is verified on the raw bytes, so an
@@ -82,6 +82,11 @@ type Config struct {
 	// OnRegistered is called after an event was stored and its operations
 	// registered (wakes the engine). It must not block.
 	OnRegistered func()
+	// Handlers are more routes on the listener: ServeMux pattern → handler (e.g.
+	// "GET /feeds/kaspi/" → the Kaspi price list). They are served as they are,
+	// without the webhooks' counting and log line. A pattern that does not parse,
+	// or conflicts with another route, is an error.
+	Handlers map[string]http.Handler
 	// Logger receives one line per webhook request (default: discarded).
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
@@ -196,8 +201,33 @@ func New(cfg Config) (*Server, error) {
 	if s.bitrix != nil {
 		mux.HandleFunc("POST /webhooks/"+SourceBitrix24, s.serve(s.handleBitrix24))
 	}
+	patterns := make([]string, 0, len(cfg.Handlers))
+	for p := range cfg.Handlers {
+		patterns = append(patterns, p)
+	}
+	sort.Strings(patterns)
+	for _, p := range patterns {
+		if err := handle(mux, p, cfg.Handlers[p]); err != nil {
+			return nil, err
+		}
+	}
 	s.handler = mux
 	return s, nil
+}
+
+// handle registers an extra route, turning ServeMux's panic on a bad or
+// conflicting pattern into an error.
+func handle(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
+	if h == nil {
+		return fmt.Errorf("server: handler for %q is nil", pattern)
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("server: route %q: %v", pattern, v)
+		}
+	}()
+	mux.Handle(pattern, h)
+	return nil
 }
 
 // Handler is the server's routes, for tests and for mounting elsewhere.
