@@ -148,6 +148,7 @@ type Wildberries struct {
 	faults    []*wbQueuedFault
 	requests  []WBRequest
 	acks      map[int64]int
+	stock     wbStock // stocks and cards: wildberries_stock.go, wildberries_content.go
 }
 
 // NewWildberries returns a simulator; it serves nothing until Start, or until it is
@@ -292,6 +293,7 @@ func (s *Wildberries) RequestsOf(op string) []WBRequest {
 func (s *Wildberries) Inject(f WBFault) {
 	switch f.Op {
 	case "", WBOpNew, WBOpOrders, WBOpStatus, WBOpSupplyCreate, WBOpSupplies, WBOpSupply, WBOpSupplyAdd, WBOpDeliver:
+	case WBOpStocksUpdate, WBOpStocksGet, WBOpCardsList:
 	default:
 		panic(fmt.Sprintf("sim: wildberries: fault op %q is unknown", f.Op))
 	}
@@ -397,6 +399,8 @@ func (s *Wildberries) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.addToSupply(rec, vars[0], req.Orders)
 	case WBOpDeliver:
 		s.serveDeliver(rec, vars[0])
+	case WBOpStocksUpdate, WBOpStocksGet, WBOpCardsList:
+		s.serveStockOp(rec, op, vars, body)
 	}
 }
 
@@ -433,6 +437,9 @@ func wbRoute(method, path string) (string, []string) {
 		return WBOpSupplyAdd, []string{parts[3], parts[5]}
 	case method == http.MethodPatch && is("api", "v3", "supplies", "*", "deliver"):
 		return WBOpDeliver, []string{parts[3]}
+	}
+	if op, vars, ok := wbStockRoute(method, parts); ok {
+		return op, vars
 	}
 	return WBOpOther, nil
 }
