@@ -302,10 +302,14 @@ func (c *claim) Operation() journal.Operation { return c.op }
 func (c *claim) Attempt() int                 { return c.attempt }
 
 // Finish writes the operation's new state (and f.Payload, when set, as its payload,
-// with that payload's SHA-256), closes the attempt row and enqueues f.Messages in the
-// claim's transaction, and commits: one round trip (UPDATE, UPDATE,
-// one outbox statement per message and a NOTIFY, COMMIT pipelined), so a verdict and
-// its events commit together. On an error the transaction is
+// with that payload's SHA-256), closes the attempt row, stores f.Snapshot when the
+// verdict is done (its row, and its items in one INSERT … SELECT FROM unnest of text
+// arrays, whatever their number; created_at is now; a snapshot on any other verdict
+// is ignored) and enqueues f.Messages in the claim's transaction, and commits: one
+// round trip (UPDATE, UPDATE, the snapshot's two INSERTs, one outbox statement per
+// message and a NOTIFY, COMMIT pipelined), so a verdict, its snapshot and its events
+// commit together. A snapshot whose key is not the operation's is refused before
+// anything is written (f is invalid). On an error the transaction is
 // rolled back — no event is left behind — and the attempt stays open, to be marked
 // interrupted by the next claim. The claim is closed afterwards either way, except
 // when f itself is invalid.
@@ -351,6 +355,12 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 			return fmt.Errorf("postgres: finish %s: result: %w", key, err)
 		}
 	}
+	var snapshot *snapshotWrite
+	if f.Status == journal.StatusDone && f.Snapshot != nil {
+		if snapshot, err = prepareSnapshot(key, f.Snapshot); err != nil {
+			return fmt.Errorf("postgres: finish %s: snapshot: %w", key, err)
+		}
+	}
 	now := c.db.nowUTC()
 	var messages []enqueueRow
 	if len(f.Messages) > 0 {
@@ -384,6 +394,9 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 		f.Class, f.Class == journal.ClassUnknown, timeOrNil(f.SettleUntil), timeOrNil(f.VerifyAt),
 		timeOrNil(f.FirstAttemptAt), f.Warnings != nil, warnings)
 	b.Queue(finishAttemptSQL, key, c.attempt, now, string(outcome), f.Error, f.Ref, exchanges, f.Class)
+	if snapshot != nil {
+		snapshot.queue(b, now)
+	}
 	if len(messages) > 0 {
 		queueMessages(b, messages)
 	}
@@ -394,6 +407,11 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 	err = func() (err error) {
 		for i := range tags {
 			if tags[i], err = br.Exec(); err != nil {
+				return err
+			}
+		}
+		if snapshot != nil {
+			if err := snapshot.read(br); err != nil {
 				return err
 			}
 		}

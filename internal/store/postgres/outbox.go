@@ -191,16 +191,19 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 
 // completeSQL writes back a batch of results, each only where the claim token still
 // matches and the row is unsent (fencing): a relay whose lease expired and whose
-// event another relay re-claimed changes nothing. A released result (never started)
-// clears the lease and gives back the attempt the claim counted. Sent clears a death that came while
+// event another relay re-claimed changes nothing. A released result (never started,
+// or a delivery that made progress and goes on later) clears the lease and gives back
+// the attempt the claim counted; it is due at its next time when it has one (r.next
+// is NULL when it has not: the row keeps its own) and records its error when it has
+// one (else the row keeps its last error). Sent clears a death that came while
 // the event was in flight (a DisableDestination): the destination has it. A failure
 // on a row that died meanwhile leaves it dead.
 const completeSQL = `
 UPDATE outbox o SET
 	sent_at = CASE WHEN r.sent THEN $2::timestamptz END,
 	dead_at = CASE WHEN r.sent THEN NULL WHEN r.dead THEN coalesce(o.dead_at, $2) ELSE o.dead_at END,
-	last_error = CASE WHEN r.sent OR r.released THEN o.last_error ELSE r.error END,
-	next_attempt_at = CASE WHEN r.sent OR r.dead OR r.released THEN o.next_attempt_at ELSE r.next END,
+	last_error = CASE WHEN r.sent OR (r.released AND r.error = '') THEN o.last_error ELSE r.error END,
+	next_attempt_at = CASE WHEN r.sent OR r.dead THEN o.next_attempt_at ELSE coalesce(r.next, o.next_attempt_at) END,
 	attempts = CASE WHEN r.released AND o.attempts > 0 THEN o.attempts - 1 ELSE o.attempts END,
 	lease_until = NULL
 FROM unnest($3::bigint[], $4::bool[], $5::bool[], $6::text[], $7::timestamptz[], $8::bool[]) AS r (id, sent, dead, error, next, released)
@@ -208,7 +211,9 @@ WHERE o.id = r.id AND o.claim_token = $1 AND o.sent_at IS NULL`
 
 // Complete writes back results under the claim's token in one statement (one round
 // trip) and returns how many rows it changed: fewer than len(results) when another
-// claim has taken some over. A failed result with no NextAttemptAt is due now.
+// claim has taken some over. A failed result with no NextAttemptAt is due now; a
+// released one with no NextAttemptAt keeps its next attempt time (due at once) and,
+// with no Error, its last error.
 func (o *Outbox) Complete(ctx context.Context, token string, results []outbox.Result) (int, error) {
 	if len(results) == 0 {
 		return 0, nil
@@ -224,7 +229,7 @@ func (o *Outbox) Complete(ctx context.Context, token string, results []outbox.Re
 		sent   = make([]bool, 0, n)
 		dead   = make([]bool, 0, n)
 		errs   = make([]string, 0, n)
-		nexts  = make([]time.Time, 0, n)
+		nexts  = make([]*time.Time, 0, n)
 		seenID = make(map[int64]bool, n)
 	)
 	for _, r := range results {
@@ -236,9 +241,13 @@ func (o *Outbox) Complete(ctx context.Context, token string, results []outbox.Re
 			return 0, fmt.Errorf("postgres: outbox complete: event %d has two outcomes (sent %v, dead %v, released %v)", r.ID, r.Sent, r.Dead, r.Released)
 		}
 		rel = append(rel, r.Released)
-		next := now
-		if !r.NextAttemptAt.IsZero() {
-			next = r.NextAttemptAt.UTC()
+		var next *time.Time // released with no time: NULL, the row keeps its own
+		switch {
+		case !r.NextAttemptAt.IsZero():
+			t := r.NextAttemptAt.UTC()
+			next = &t
+		case !r.Released:
+			next = &now
 		}
 		ids, sent, dead, errs, nexts = append(ids, r.ID), append(sent, r.Sent), append(dead, r.Dead), append(errs, r.Error), append(nexts, next)
 	}

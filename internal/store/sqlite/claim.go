@@ -279,9 +279,13 @@ func (c *claim) Operation() journal.Operation { return c.op }
 func (c *claim) Attempt() int                 { return c.attempt }
 
 // Finish writes the operation's new state (and f.Payload, when set, as its payload,
-// with that payload's SHA-256), closes the attempt row and enqueues f.Messages in one
-// write transaction, so a verdict and its events commit together; listeners are
-// notified after a commit with messages. On an error the
+// with that payload's SHA-256), closes the attempt row, stores f.Snapshot when the
+// verdict is done (its row, and its items in one INSERT … SELECT FROM json_each;
+// created_at is now; a snapshot on any other verdict is ignored) and enqueues
+// f.Messages in one write transaction, so a verdict, its snapshot and its events
+// commit together; listeners are notified after a commit with messages. A snapshot
+// whose key is not the operation's is refused before anything is written (f is
+// invalid). On an error the
 // transaction is rolled back — no event is left behind — and the attempt stays open,
 // to be marked interrupted by the next claim. The key is released afterwards either
 // way, except when f itself is invalid: then nothing happened and the claim stays.
@@ -329,6 +333,13 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 		// again in the transaction.
 		if _, err := outboxRows(c.db.nowUTC(), f.Messages); err != nil {
 			return fmt.Errorf("sqlite: finish %s: outbox: %w", key, err)
+		}
+	}
+	var snapshot *snapshotWrite
+	if f.Status == journal.StatusDone && f.Snapshot != nil {
+		var err error
+		if snapshot, err = prepareSnapshot(key, f.Snapshot); err != nil {
+			return fmt.Errorf("sqlite: finish %s: snapshot: %w", key, err)
 		}
 	}
 	lastError := f.Error
@@ -397,6 +408,11 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 		if n, err := res.RowsAffected(); err != nil || n != 1 {
 			// Closed meanwhile: another process (a CLI beside the service) claimed it.
 			return fmt.Errorf("the attempt row is no longer open (%d rows, %v)", n, err)
+		}
+		if snapshot != nil {
+			if err := snapshot.write(ctx, tx, now); err != nil {
+				return err
+			}
 		}
 		if len(f.Messages) > 0 {
 			if err := c.db.enqueueTx(ctx, tx, f.Messages); err != nil {

@@ -200,20 +200,26 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 // row is unsent (fencing): a relay whose lease expired and whose event another relay
 // re-claimed changes nothing. Sent clears a death that came while the event was in
 // flight (a DisableDestination): the destination has it. A failure on a row that died
-// meanwhile leaves it dead. ?3 sent, ?4 dead, ?5 error, ?6 next attempt.
+// meanwhile leaves it dead. A released result (never started, or a delivery that made
+// progress and goes on later) clears the lease and gives back the attempt the claim
+// counted; it is due at its next attempt time when it has one (?6 is NULL when it
+// has not: the row keeps its own) and records its error when it has one.
+// ?3 sent, ?4 dead, ?5 error, ?6 next attempt, ?7 now, ?8 released.
 const completeSQL = `
 UPDATE outbox SET
 	sent_at = CASE WHEN ?3 THEN ?7 END,
 	dead_at = CASE WHEN ?3 THEN NULL WHEN ?4 THEN coalesce(dead_at, ?7) ELSE dead_at END,
-	last_error = CASE WHEN ?3 OR ?8 THEN last_error ELSE ?5 END,
-	next_attempt_at = CASE WHEN ?3 OR ?4 OR ?8 THEN next_attempt_at ELSE ?6 END,
+	last_error = CASE WHEN ?3 OR (?8 AND ?5 = '') THEN last_error ELSE ?5 END,
+	next_attempt_at = CASE WHEN ?3 OR ?4 THEN next_attempt_at ELSE coalesce(?6, next_attempt_at) END,
 	attempts = CASE WHEN ?8 AND attempts > 0 THEN attempts - 1 ELSE attempts END,
 	lease_until = NULL
 WHERE id = ?1 AND claim_token = ?2 AND sent_at IS NULL`
 
 // Complete writes back results under the claim's token in one write transaction and
 // returns how many rows it changed: fewer than len(results) when another claim has
-// taken some over. A failed result with no NextAttemptAt is due now.
+// taken some over. A failed result with no NextAttemptAt is due now; a released one
+// with no NextAttemptAt keeps its next attempt time (due at once) and, with no Error,
+// its last error.
 func (o *Outbox) Complete(ctx context.Context, token string, results []outbox.Result) (int, error) {
 	if len(results) == 0 {
 		return 0, nil
@@ -242,11 +248,16 @@ func (o *Outbox) Complete(ctx context.Context, token string, results []outbox.Re
 		now := o.db.nowUTC()
 		stmt := tx.StmtContext(ctx, done)
 		for _, r := range results {
-			next := now
-			if !r.NextAttemptAt.IsZero() {
-				next = r.NextAttemptAt
+			var next *int64 // released with no time: NULL, the row keeps its own
+			switch {
+			case !r.NextAttemptAt.IsZero():
+				us := ts(r.NextAttemptAt)
+				next = &us
+			case !r.Released:
+				us := ts(now)
+				next = &us
 			}
-			res, err := stmt.ExecContext(ctx, r.ID, token, r.Sent, r.Dead, r.Error, ts(next), ts(now), r.Released)
+			res, err := stmt.ExecContext(ctx, r.ID, token, r.Sent, r.Dead, r.Error, next, ts(now), r.Released)
 			if err != nil {
 				return fmt.Errorf("event %d: %w", r.ID, err)
 			}

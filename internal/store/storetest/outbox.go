@@ -49,6 +49,7 @@ func Outbox(t *testing.T, h OutboxHarness) {
 		{"ClaimLimitOrderAndOnly", testOutboxClaimLimitOrderAndOnly},
 		{"FailedHeadBlocksLane", testOutboxFailedHeadBlocksLane},
 		{"LeaseExpiry", testOutboxLeaseExpiry},
+		{"Released", testOutboxReleased},
 		{"Fencing", testOutboxFencing},
 		{"DeadBlocksLane", testOutboxDeadBlocksLane},
 		{"DisableDestination", testOutboxDisableDestination},
@@ -472,6 +473,70 @@ func testOutboxLeaseExpiry(t *testing.T, e *outboxEnv) {
 	if got := c2.Records[0]; got.Attempts != 2 || got.EventID != c1.Records[0].EventID {
 		t.Fatalf("re-claimed record: attempts %d, event id %s; want 2, %s", got.Attempts, got.EventID, c1.Records[0].EventID)
 	}
+}
+
+// A released result gives the lease and the attempt back. Without a time or an
+// error (a delivery never started) the event keeps its next attempt time and last
+// error and is due at once; with a time (a delivery that made progress and goes on
+// later: a long stock publish cut at its lease's end) it is due then, and with an
+// error that is its last error. Its lane waits for it either way.
+func testOutboxReleased(t *testing.T, e *outboxEnv) {
+	e.put(msg("crm", "A", 1), msg("crm", "A", 2), msg("crm", "B", 1))
+	c := e.claim(outbox.ClaimRequest{})
+	wantLanes(t, "claim", c.Records, "crm/A#1", "crm/B#1")
+	a, b := c.Records[0].ID, c.Records[1].ID
+	retry := e.clock.Now().Add(time.Minute).UTC().Truncate(time.Microsecond)
+	e.complete(c.Token, outbox.Result{ID: a, Error: "HTTP 503", NextAttemptAt: retry}, outbox.Result{ID: b, Sent: true})
+	e.clock.Advance(2 * time.Minute)
+
+	// Never started: everything as it was, but for the lease and the attempt.
+	c = e.claim(outbox.ClaimRequest{})
+	wantLanes(t, "after the retry time", c.Records, "crm/A#1")
+	if got := c.Records[0].Attempts; got != 2 {
+		t.Fatalf("claimed: attempts %d, want 2", got)
+	}
+	if n := e.complete(c.Token, outbox.Result{ID: a, Released: true}); n != 1 {
+		t.Fatalf("complete released: changed %d rows, want 1", n)
+	}
+	r := e.record(a)
+	if r.Attempts != 1 || r.LastError != "HTTP 503" || !r.NextAttemptAt.Equal(retry) || r.LeaseUntil != nil || r.SentAt != nil || r.DeadAt != nil {
+		t.Fatalf("released, never started: %+v; want attempts 1, last error HTTP 503, next attempt %v, no lease, unsent", r, retry)
+	}
+
+	// Made progress, goes on later: due then, with its error.
+	c = e.claim(outbox.ClaimRequest{})
+	wantLanes(t, "released at once", c.Records, "crm/A#1")
+	later := e.clock.Now().Add(10 * time.Minute).UTC().Truncate(time.Microsecond)
+	const cut = "cut at the lease's end: 300 of 1000 items sent"
+	if n := e.complete(c.Token, outbox.Result{ID: a, Released: true, NextAttemptAt: later, Error: cut}); n != 1 {
+		t.Fatalf("complete released with a time: changed %d rows, want 1", n)
+	}
+	r = e.record(a)
+	if r.Attempts != 1 || r.LastError != cut || !r.NextAttemptAt.Equal(later) || r.LeaseUntil != nil || r.SentAt != nil || r.DeadAt != nil {
+		t.Fatalf("released with a time and an error: %+v; want attempts 1, last error %q, next attempt %v, no lease, unsent", r, cut, later)
+	}
+	e.clock.Advance(9 * time.Minute)
+	if c := e.claim(outbox.ClaimRequest{}); len(c.Records) != 0 {
+		t.Fatalf("claim before the released event's time: got %v, want nothing (crm/A#2 waits behind it)", lanes(c.Records))
+	}
+	e.clock.Advance(2 * time.Minute)
+	c = e.claim(outbox.ClaimRequest{})
+	wantLanes(t, "at the released event's time", c.Records, "crm/A#1")
+	if got := c.Records[0]; got.Attempts != 2 || got.LastError != cut {
+		t.Fatalf("claimed again: attempts %d, last error %q; want 2, %q", got.Attempts, got.LastError, cut)
+	}
+
+	// An error without a time: recorded, and due at once.
+	if n := e.complete(c.Token, outbox.Result{ID: a, Released: true, Error: "shutting down"}); n != 1 {
+		t.Fatalf("complete released with an error: changed %d rows, want 1", n)
+	}
+	if r := e.record(a); r.Attempts != 1 || r.LastError != "shutting down" || !r.NextAttemptAt.Equal(later) {
+		t.Fatalf("released with an error only: %+v; want attempts 1, last error %q, next attempt kept (%v)", r, "shutting down", later)
+	}
+	c = e.claim(outbox.ClaimRequest{})
+	wantLanes(t, "released with an error only", c.Records, "crm/A#1")
+	e.sendAll(c)
+	wantLanes(t, "after crm/A#1 was sent", e.claim(outbox.ClaimRequest{}).Records, "crm/A#2")
 }
 
 func testOutboxFencing(t *testing.T, e *outboxEnv) {
