@@ -9,13 +9,36 @@
 // struct tag `secret:"true"` (masked whole, or each item of a list) or `secret:"url"`
 // (a URL whose password is masked). Fields are strings, ints, bools, durations,
 // sizes (int64, a number of bytes written 1MiB, 512KiB, 2MB or 1048576; see
-// size.go) and lists of strings ([]string; comma-separated in the environment).
+// size.go) and lists of strings ([]string; comma-separated in the environment). A
+// string with the tag `number:"text"` (connectors.kaspi.merchant_id) also takes a
+// whole number in the file, as its decimal text.
 //
 // A section whose keys are names the user chooses (relay.destinations.crm) is a
 // map[string]SomeStruct with a `name:"regexp"` tag for the names allowed; the
 // defaults of one entry go in entryDefaults(). Its keys are known as
 // relay.destinations.*.url, set from the environment as
 // ORDERSYNC_RELAY__DESTINATIONS__CRM__URL, and printed per entry, by name.
+//
+// Two kinds of field hold several values under one key, which a layer sets whole
+// (the environment replaces the file's, it does not merge with it):
+//
+//   - A map of strings (map[string]string: connectors.ozon.stock_warehouses) is a
+//     section of names and values, {WH1: 1020000000001}. The names are the user's
+//     (warehouse codes, kept as written, dots included) and must be strings in the
+//     file, since YAML reads an unquoted 0001 as the number 1; a value may be a
+//     whole number, taken as written. In the environment it is NAME=VALUE pairs,
+//     comma-separated, the names' case kept:
+//     ORDERSYNC_CONNECTORS__OZON__STOCK_WAREHOUSES=WH1=1020000000001,WH2=1020000000002.
+//     Its problems name an item as connectors.ozon.stock_warehouses.WH1. It prints
+//     by name, {} when empty.
+//   - A list of sections ([]SomeStruct: stock.schedules) is a YAML list of entries,
+//     each a section of the entry struct's keys (strings, ints, bools, durations,
+//     sizes, lists of strings; no sections, maps or secrets), decoded as strictly
+//     as any section: an unknown key in an entry is a problem naming it,
+//     stock.schedules[0].crom. In the environment it is a JSON list:
+//     ORDERSYNC_STOCK__SCHEDULES='[{"name":"main","cron":"@hourly","warehouses":["WH1"]}]'.
+//     Problems name an entry by its position, stock.schedules[0].cron. It prints
+//     its entries in order, [] when there is none.
 package config
 
 import (
@@ -46,6 +69,7 @@ type Config struct {
 	Connectors Connectors `koanf:"connectors"`
 	Webhooks   Webhooks   `koanf:"webhooks"`
 	Relay      Relay      `koanf:"relay"`
+	Stock      Stock      `koanf:"stock"`
 
 	source string // the file loaded, "" when none
 }
@@ -213,6 +237,7 @@ func defaults() Config {
 				Timeout:       30 * time.Second,
 				RatePerSecond: 5,
 				MaxResponse:   defaultConnectorMaxResponse,
+				ContentURL:    "https://content-api.wildberries.ru",
 			},
 		},
 		Webhooks: Webhooks{
@@ -241,6 +266,11 @@ func defaults() Config {
 			Retention:     30 * 24 * time.Hour,
 			PruneInterval: time.Hour,
 		},
+		Stock: Stock{
+			Timezone:    "Asia/Almaty",
+			CatchUp:     CatchUpLatest,
+			FullRefresh: 24 * time.Hour,
+		},
 	}
 }
 
@@ -265,6 +295,7 @@ func (c *Config) derive() {
 	c.Log.Format = strings.ToLower(c.Log.Format)
 	c.Connectors.derive()
 	c.Webhooks.derive()
+	c.Stock.derive()
 	// An empty list is no list, however it was written ([], or an empty variable).
 	for name, d := range c.Relay.Destinations {
 		if len(d.Secrets) == 0 {
@@ -306,8 +337,10 @@ func (c *Config) validate(p *problems) {
 	c.Connectors.validate(p)
 	c.Webhooks.validate(p)
 	c.Relay.validate(p)
+	c.Stock.validate(p)
 	c.checkConnectorDestinations(p)
 	c.checkWebhookNeeds(p)
+	c.checkStockNeeds(p)
 }
 
 // SQLitePath is the file of a sqlite URL (sqlite:///abs/path.db, sqlite:rel.db), ""

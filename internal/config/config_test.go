@@ -161,6 +161,7 @@ func TestDefaults(t *testing.T) {
 				Timeout:       30 * time.Second,
 				RatePerSecond: 5,
 				MaxResponse:   16 << 20,
+				ContentURL:    "https://content-api.wildberries.ru",
 			},
 		},
 		Webhooks: Webhooks{
@@ -193,6 +194,12 @@ func TestDefaults(t *testing.T) {
 			PruneInterval: time.Hour,
 			Destinations:  nil,
 		},
+		Stock: Stock{
+			Timezone:    "Asia/Almaty",
+			CatchUp:     CatchUpLatest,
+			FullRefresh: 24 * time.Hour,
+			Schedules:   nil,
+		},
 	}
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", *cfg, want)
@@ -202,6 +209,12 @@ func TestDefaults(t *testing.T) {
 	}
 	if got, want := cfg.OneC.Location().String(), "Asia/Almaty"; got != want {
 		t.Errorf("Location() = %q, want %q", got, want)
+	}
+	if got, want := cfg.Stock.Location().String(), "Asia/Almaty"; got != want {
+		t.Errorf("Stock.Location() = %q, want %q", got, want)
+	}
+	if specs := cfg.Stock.Specs(); len(specs) != 0 {
+		t.Errorf("Stock.Specs() = %v, want none", specs)
 	}
 }
 
@@ -312,6 +325,7 @@ log:
 		Connectors: defaults().Connectors,
 		Webhooks:   defaults().Webhooks,
 		Relay:      defaults().Relay,
+		Stock:      defaults().Stock,
 		source:     testPath,
 	}
 	if !reflect.DeepEqual(*cfg, want) {
@@ -413,6 +427,7 @@ func TestEnvNesting(t *testing.T) {
 		Connectors: defaults().Connectors,
 		Webhooks:   defaults().Webhooks,
 		Relay:      defaults().Relay,
+		Stock:      defaults().Stock,
 		source:     testPath,
 	}
 	if !reflect.DeepEqual(*cfg, want) {
@@ -843,12 +858,12 @@ func TestExampleFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := yaml.Parser().Unmarshal(b)
-	if err != nil {
-		t.Fatalf("%s: %v", example, err)
+	var p problems
+	flat, levels, _, err := parseFile(b, "", &p)
+	if err != nil || len(p) > 0 {
+		t.Fatalf("%s: %v %v", example, err, p.err())
 	}
 	tab := keys()
-	flat, levels := maps.Flatten(m, nil, ".")
 	entries := map[*mapSection][]string{}
 	for key := range flat {
 		mt := tab.match(levels[key])
@@ -907,7 +922,8 @@ func TestExampleFile(t *testing.T) {
 		"database.url": true, "onec.base_url": true, "onec.username": true, "onec.password": true,
 		"relay.destinations.*.type": true, "relay.destinations.*.url": true, "relay.destinations.*.secrets": true,
 		"relay.destinations.*.events": true, "relay.destinations.*.connector": true,
-		"webhooks.sources.*.secrets": true,
+		"webhooks.sources.*.secrets": true, "stock.schedules": true, "connectors.kaspi.stores": true,
+		"connectors.ozon.stock_warehouses": true, "connectors.wildberries.stock_warehouses": true,
 	}
 	def := defaults()
 	def.derive()

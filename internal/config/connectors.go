@@ -41,6 +41,15 @@ type Kaspi struct {
 	Timeout       time.Duration `koanf:"timeout"`   // of one HTTP call
 	RatePerSecond int           `koanf:"rate_per_second"`
 	MaxResponse   int64         `koanf:"max_response"` // bytes of one answer at most
+	// Stores maps a 1C warehouse code to the Kaspi store (storeId in the price
+	// list feed, PP1) whose availability its stock is. Nil when empty.
+	Stores map[string]string `koanf:"stores"`
+	// FeedToken is the secret part of the price list feed's URL,
+	// /feeds/kaspi/<feed token>.xml: at least minFeedToken of A-Za-z0-9_-.
+	FeedToken string `koanf:"feed_token" secret:"true"`
+	// Company and MerchantID are the feed's <company> and <merchantid>.
+	Company    string `koanf:"company"`
+	MerchantID string `koanf:"merchant_id" number:"text"`
 }
 
 // Ozon is the Ozon Seller API connector (FBS postings; Client-Id and Api-Key).
@@ -59,6 +68,10 @@ type Ozon struct {
 	Timeout       time.Duration `koanf:"timeout"`
 	RatePerSecond int           `koanf:"rate_per_second"`
 	MaxResponse   int64         `koanf:"max_response"`
+	// StockWarehouses maps a 1C warehouse code to the Ozon warehouse id (decimal
+	// text of a whole number greater than 0; StockWarehouseIDs reads them) its
+	// stock is sent to. Nil when empty.
+	StockWarehouses map[string]string `koanf:"stock_warehouses"`
 }
 
 // Ozon API versions of the FBS listing.
@@ -83,6 +96,13 @@ type Wildberries struct {
 	Timeout       time.Duration `koanf:"timeout"`
 	RatePerSecond int           `koanf:"rate_per_second"`
 	MaxResponse   int64         `koanf:"max_response"`
+	// StockWarehouses maps a 1C warehouse code to the seller warehouse id
+	// (decimal text of a whole number greater than 0; StockWarehouseIDs reads them)
+	// its stock is sent to. Nil when empty.
+	StockWarehouses map[string]string `koanf:"stock_warehouses"`
+	// ContentURL is the root of the content API (the cards, for each vendor
+	// code's chrtId): an absolute http(s) URL.
+	ContentURL string `koanf:"content_url"`
 }
 
 // defaultConnectorMaxResponse is the default max_response of the marketplace and
@@ -103,15 +123,25 @@ func (c Connectors) enabled(name string) bool {
 	return false
 }
 
-// derive normalises spelling and empty lists.
+// derive normalises spelling and empty lists and maps.
 func (c *Connectors) derive() {
 	c.Ozon.APIVersion = strings.ToLower(c.Ozon.APIVersion)
-	// An empty list is no list, however it was written ([], or an empty variable).
+	// An empty list is no list, however it was written ([], or an empty variable);
+	// so is an empty map.
 	if len(c.Kaspi.States) == 0 {
 		c.Kaspi.States = nil
 	}
 	if len(c.Kaspi.Statuses) == 0 {
 		c.Kaspi.Statuses = nil
+	}
+	if len(c.Kaspi.Stores) == 0 {
+		c.Kaspi.Stores = nil
+	}
+	if len(c.Ozon.StockWarehouses) == 0 {
+		c.Ozon.StockWarehouses = nil
+	}
+	if len(c.Wildberries.StockWarehouses) == 0 {
+		c.Wildberries.StockWarehouses = nil
 	}
 }
 
@@ -152,6 +182,21 @@ func (k Kaspi) validate(key string, p *problems) {
 	requireSecret(key, "token", k.Token, p)
 	checkNames(key+".states", "order state", "NEW", k.States, p)
 	checkNames(key+".statuses", "order status", "APPROVED_BY_BANK", k.Statuses, p)
+	// Stock: what a schedule that publishes to kaspi requires is checked with the
+	// schedules (checkStockNeeds); here, what is set.
+	checkStockMap(key+".stores", k.Stores, checkKaspiStore, p)
+	if k.FeedToken != "" {
+		// Never echo the value, not even in part.
+		if msg := checkFeedToken(k.FeedToken); msg != "" {
+			p.add(key+".feed_token", msg)
+		}
+	}
+	if hasControl(k.Company) {
+		p.add(key+".company", "must not contain line breaks or other control characters")
+	}
+	if hasControl(k.MerchantID) {
+		p.add(key+".merchant_id", "must not contain line breaks or other control characters")
+	}
 }
 
 func (o Ozon) validate(key string, p *problems) {
@@ -182,6 +227,7 @@ func (o Ozon) validate(key string, p *problems) {
 	default:
 		p.add(key+".api_version", fmt.Sprintf("must be one of %s, %s, got %q", OzonV4, OzonV3, o.APIVersion))
 	}
+	checkStockMap(key+".stock_warehouses", o.StockWarehouses, checkWarehouseID("the Ozon warehouse id"), p)
 }
 
 func (w Wildberries) validate(key string, p *problems) {
@@ -210,6 +256,8 @@ func (w Wildberries) validate(key string, p *problems) {
 			p.add(key+".supply_name", fmt.Sprintf("must be at most 128 characters, got %d", utf8.RuneCountInString(w.SupplyName)))
 		}
 	}
+	checkStockMap(key+".stock_warehouses", w.StockWarehouses, checkWarehouseID("the Wildberries seller warehouse id"), p)
+	checkBaseURL(key+".content_url", w.ContentURL, key+".enabled", p)
 }
 
 // connectorCommon is what every enabled connector has, for the checks they share.

@@ -144,6 +144,7 @@ func connectorsWant() Connectors {
 			Timeout:       time.Minute,
 			RatePerSecond: 1,
 			MaxResponse:   2_000_000,
+			ContentURL:    "https://content-api.wildberries.ru",
 		},
 	}
 }
@@ -359,6 +360,10 @@ func TestConnectorsEffective(t *testing.T) {
     timeout: 10s
     rate_per_second: 2
     max_response: 8MiB
+    stores: {}
+    feed_token: ""
+    company: ""
+    merchant_id: ""
   ozon:
     enabled: true
     base_url: http://127.0.0.1:8092
@@ -373,6 +378,7 @@ func TestConnectorsEffective(t *testing.T) {
     timeout: 15s
     rate_per_second: 20
     max_response: 32MiB
+    stock_warehouses: {}
   wildberries:
     enabled: true
     base_url: http://127.0.0.1:8093
@@ -386,6 +392,8 @@ func TestConnectorsEffective(t *testing.T) {
     timeout: 1m
     rate_per_second: 1
     max_response: 2MB
+    stock_warehouses: {}
+    content_url: https://content-api.wildberries.ru
 webhooks:
 `
 	if !strings.Contains(text, want) {

@@ -18,12 +18,13 @@ const mask = "***"
 // Effective returns the configuration as YAML, in struct order, with every key
 // (defaults included), durations as Go durations (30s), sizes with a unit (1MiB;
 // see size.go), lists in flow style ([order.created, order.cancelled]), the entries
-// of a map section by name, and secrets masked: a secret that is set prints as
-// '***' (each item of a list of secrets), a URL prints with its password replaced
-// (postgres://ordersync:***@host/db). Loading the output with the secrets restored
+// of a map section by name, a map of strings by name ({} when empty), the entries
+// of a list of sections in order ([] when none), and secrets masked: a secret that
+// is set prints as '***' (each item of a list of secrets), a URL prints with its
+// password replaced (postgres://ordersync:***@host/db). Loading the output with the secrets restored
 // gives the same configuration.
 func (c *Config) Effective() ([]byte, error) {
-	root, err := effectiveSection(reflect.ValueOf(c).Elem(), "")
+	root, err := effectiveSection(reflect.ValueOf(c).Elem(), "", keys().byKey)
 	if err != nil {
 		return nil, err
 	}
@@ -40,8 +41,9 @@ func (c *Config) Effective() ([]byte, error) {
 }
 
 // effectiveSection returns the mapping node of a section, its keys in struct order.
-// pattern is the section's key in the key table's terms ("relay.destinations.*").
-func effectiveSection(v reflect.Value, pattern string) (*yaml.Node, error) {
+// pattern is the section's key in the key table's terms ("relay.destinations.*"),
+// fields the table's fields by key: keys().byKey, or the keys of a list's entries.
+func effectiveSection(v reflect.Value, pattern string, fields map[string]*field) (*yaml.Node, error) {
 	n := &yaml.Node{Kind: yaml.MappingNode}
 	typ := v.Type()
 	for i := range typ.NumField() {
@@ -59,8 +61,12 @@ func effectiveSection(v reflect.Value, pattern string) (*yaml.Node, error) {
 		var err error
 		switch sf.Type.Kind() {
 		case reflect.Struct:
-			val, err = effectiveSection(fv, key)
+			val, err = effectiveSection(fv, key, fields)
 		case reflect.Map:
+			if f := fields[key]; f != nil && f.isStringMap() {
+				val = effectiveStringMap(fv)
+				break
+			}
 			val = &yaml.Node{Kind: yaml.MappingNode}
 			names := make([]string, 0, fv.Len())
 			for _, k := range fv.MapKeys() {
@@ -68,14 +74,18 @@ func effectiveSection(v reflect.Value, pattern string) (*yaml.Node, error) {
 			}
 			slices.Sort(names)
 			for _, entry := range names {
-				en, err := effectiveSection(fv.MapIndex(reflect.ValueOf(entry)), key+".*")
+				en, err := effectiveSection(fv.MapIndex(reflect.ValueOf(entry)), key+".*", fields)
 				if err != nil {
 					return nil, err
 				}
 				val.Content = append(val.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: entry}, en)
 			}
 		default:
-			f := keys().byKey[key]
+			f := fields[key]
+			if f.entries != nil {
+				val, err = effectiveEntries(f, fv)
+				break
+			}
 			val = new(yaml.Node)
 			if err := val.Encode(effectiveValue(*f, fv)); err != nil {
 				return nil, fmt.Errorf("config: effective %s: %w", key, err)
@@ -88,6 +98,51 @@ func effectiveSection(v reflect.Value, pattern string) (*yaml.Node, error) {
 			return nil, err
 		}
 		n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: name}, val)
+	}
+	return n, nil
+}
+
+// effectiveStringMap returns a map of strings, its names sorted; {} when empty.
+func effectiveStringMap(v reflect.Value) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.MappingNode}
+	names := make([]string, 0, v.Len())
+	for _, k := range v.MapKeys() {
+		names = append(names, k.String())
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		n.Content = append(n.Content, stringNode(name), stringNode(v.MapIndex(reflect.ValueOf(name)).String()))
+	}
+	if len(names) == 0 {
+		n.Style = yaml.FlowStyle
+	}
+	return n
+}
+
+// stringNode is a scalar that reads back as the string s: quoted when YAML would
+// take it for something else (1, null, or << for a merge key).
+func stringNode(s string) *yaml.Node {
+	n := &yaml.Node{}
+	_ = n.Encode(s) // a string always encodes
+	if n.Tag != "!!str" {
+		n.Tag, n.Style = "!!str", yaml.DoubleQuotedStyle
+	}
+	return n
+}
+
+// effectiveEntries returns a list of sections, each entry's keys in struct order;
+// [] when there is none.
+func effectiveEntries(f *field, v reflect.Value) (*yaml.Node, error) {
+	n := &yaml.Node{Kind: yaml.SequenceNode}
+	for i := range v.Len() {
+		en, err := effectiveSection(v.Index(i), "", f.entries.byKey)
+		if err != nil {
+			return nil, err
+		}
+		n.Content = append(n.Content, en)
+	}
+	if v.Len() == 0 {
+		n.Style = yaml.FlowStyle
 	}
 	return n, nil
 }

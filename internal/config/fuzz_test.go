@@ -27,6 +27,11 @@ func FuzzLoad(f *testing.F) {
 		"relay:\n  destinations:\n    crm:\n      type: webhook\n      url: https://crm.example.kz/h\n      secrets: [" + testSecret + "]\n      events: [order.created]\n",
 		"onec: [1, 2]\n", "onec:\n  timeout: 30\n", "database:\n  url: sqlite:ordersync.db\n",
 		"a: &a [*a]\n", "onec:\n  base_url: http://1c.local/trade/hs/ordersync/v1\n  username: \"a:b\"\n",
+		stockYAML,
+		"stock:\n  schedules:\n    - {name: a, cron: '@every 2s', warehouses: [WH1], publish: []}\n    -\n    - [x]\n",
+		"stock:\n  schedules:\n    main: {cron: '@hourly'}\n",
+		"connectors:\n  ozon:\n    stock_warehouses: {0001: 0123, \"WH.1\": 5, WH2: x, WH3: 1.5, \"<<\": 1}\n",
+		"connectors:\n  kaspi:\n    stores: &s {WH1: PP1}\n  ozon:\n    stock_warehouses: *s\n    merchant_id: 0x1F\n",
 	} {
 		f.Add([]byte(s))
 	}

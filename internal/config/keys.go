@@ -13,20 +13,55 @@ import (
 // field is one leaf key of Config, found by reflection on the koanf tags, so that
 // the known keys, the secrets, the environment conversion and the effective output
 // all follow from the struct. A field in the entries of a map section has a key
-// with "*" for the entry's name: relay.destinations.*.url.
+// with "*" for the entry's name: relay.destinations.*.url. A map of strings
+// (connectors.ozon.stock_warehouses) and a list of sections (stock.schedules) are
+// one field each; the keys of a list's entries are in its entries.
 type field struct {
-	key    string       // "onec.timeout", "relay.destinations.*.url"
-	index  []int        // for reflect.Value.FieldByIndex, from Config or, in a map entry, from the entry's struct
+	key    string       // "onec.timeout", "relay.destinations.*.url"; in a list entry, the entry's own key ("cron")
+	index  []int        // for reflect.Value.FieldByIndex, from Config or, in a map or list entry, from the entry's struct
 	typ    reflect.Type // of the Go field
 	secret string       // "", "true" (masked whole; each item of a list) or "url" (password in the URL masked)
 	in     *mapSection  // the map section whose entries hold the field, or nil
+	// entries describes the entries of a list of sections ([]SomeStruct), nil for
+	// any other field.
+	entries *entryList
+	// numberText (tag `number:"text"`, strings only): a whole number in the file is
+	// taken as its decimal text, as the number was written.
+	numberText bool
 }
 
 // fileKey is the key that names a file holding the secret's value.
 func (f field) fileKey() string { return f.key + "_file" }
 
 // isList reports whether the field is a list of strings.
-func (f field) isList() bool { return f.typ.Kind() == reflect.Slice }
+func (f field) isList() bool { return f.typ == listType }
+
+// isStringMap reports whether the field is a map of strings (map[string]string).
+func (f field) isStringMap() bool { return f.typ == stringMapType }
+
+// whole reports whether the field is set as one value although it holds several:
+// a map of strings or a list of sections. A later layer replaces it whole.
+func (f field) whole() bool { return f.isStringMap() || f.entries != nil }
+
+// entryList is the shape of the entries of a list of sections: stock.schedules is a
+// []Schedule, each entry a section of the keys name, cron, warehouses and publish.
+// An entry's keys are strings, ints, bools, durations, sizes and lists of strings;
+// no sections, maps, lists of sections or secrets within.
+type entryList struct {
+	fields []field           // keys relative to the entry: "name", "cron"; in struct order
+	byKey  map[string]*field // by those keys
+}
+
+// suggest returns the entry's key closest to an unknown one, or "".
+func (e *entryList) suggest(key string) string {
+	best, bestDist := "", 3 // at most two edits away
+	for _, f := range e.fields {
+		if d := editDistance(key, f.key); d < bestDist {
+			best, bestDist = f.key, d
+		}
+	}
+	return best
+}
 
 // mapSection is a section whose keys are names the user chooses, each holding an
 // entry of the same keys: relay.destinations.crm.url, relay.destinations.bot.url. In
@@ -42,9 +77,10 @@ type mapSection struct {
 }
 
 var (
-	durationType = reflect.TypeFor[time.Duration]()
-	listType     = reflect.TypeFor[[]string]()
-	sizeType     = reflect.TypeFor[int64]() // a size in bytes (size.go)
+	durationType  = reflect.TypeFor[time.Duration]()
+	listType      = reflect.TypeFor[[]string]()
+	sizeType      = reflect.TypeFor[int64]() // a size in bytes (size.go)
+	stringMapType = reflect.TypeFor[map[string]string]()
 )
 
 type keyTable struct {
@@ -108,7 +144,7 @@ func (t *keyTable) walk(typ reflect.Type, prefix string, index []int, in *mapSec
 			t.sections[key] = true
 			t.walk(sf.Type, key, idx, in)
 			continue
-		case sf.Type.Kind() == reflect.Map:
+		case sf.Type.Kind() == reflect.Map && sf.Type != stringMapType:
 			// One level of maps is what loading, decoding and the effective output
 			// handle; a map in a map entry would need names within names.
 			if in != nil {
@@ -134,24 +170,70 @@ func (t *keyTable) walk(typ reflect.Type, prefix string, index []int, in *mapSec
 			t.walk(m.elem, key+".*", nil, m)
 			continue
 		}
-		switch sf.Type.Kind() {
-		case reflect.String, reflect.Int, reflect.Bool:
-		default:
-			if sf.Type != durationType && sf.Type != listType && sf.Type != sizeType {
-				// A new kind of field needs conversion from the environment,
-				// decoding and effective output; fail loudly in every test.
-				panic("config: field " + key + " has unsupported type " + sf.Type.String())
-			}
+		f := leafField(sf, key, idx)
+		f.in = in
+		if sf.Type.Kind() == reflect.Slice && sf.Type.Elem().Kind() == reflect.Struct {
+			f.entries = newEntryList(key, sf.Type.Elem())
 		}
-		secret := sf.Tag.Get("secret")
-		switch {
-		case secret == "", secret == "true" && (sf.Type.Kind() == reflect.String || sf.Type == listType):
-		case secret == "url" && sf.Type.Kind() == reflect.String:
-		default:
-			panic("config: field " + key + ` has a secret tag other than "true" (string or list) or "url" (string)`)
-		}
-		t.fields = append(t.fields, field{key: key, index: idx, typ: sf.Type, secret: secret, in: in})
+		t.fields = append(t.fields, f)
 	}
+}
+
+// leafField makes the field of a key that holds a value, checking its type and tags.
+func leafField(sf reflect.StructField, key string, idx []int) field {
+	switch sf.Type.Kind() {
+	case reflect.String, reflect.Int, reflect.Bool:
+	default:
+		entries := sf.Type.Kind() == reflect.Slice && sf.Type.Elem().Kind() == reflect.Struct
+		if sf.Type != durationType && sf.Type != listType && sf.Type != sizeType && sf.Type != stringMapType && !entries {
+			// A new kind of field needs conversion from the environment,
+			// decoding and effective output; fail loudly in every test.
+			panic("config: field " + key + " has unsupported type " + sf.Type.String())
+		}
+	}
+	secret := sf.Tag.Get("secret")
+	switch {
+	case secret == "", secret == "true" && (sf.Type.Kind() == reflect.String || sf.Type == listType):
+	case secret == "url" && sf.Type.Kind() == reflect.String:
+	default:
+		panic("config: field " + key + ` has a secret tag other than "true" (string or list of strings) or "url" (string)`)
+	}
+	numberText := false
+	switch n := sf.Tag.Get("number"); {
+	case n == "":
+	case n == "text" && sf.Type.Kind() == reflect.String:
+		numberText = true
+	default:
+		panic("config: field " + key + ` has a number tag other than "text" (on a string)`)
+	}
+	return field{key: key, index: idx, typ: sf.Type, secret: secret, numberText: numberText}
+}
+
+// newEntryList reads the keys of the entries of the list of sections key.
+func newEntryList(key string, elem reflect.Type) *entryList {
+	e := &entryList{byKey: map[string]*field{}}
+	for i := range elem.NumField() {
+		sf := elem.Field(i)
+		name := sf.Tag.Get("koanf")
+		if name == "" || !sf.IsExported() {
+			continue
+		}
+		k := key + "[]." + name
+		switch {
+		case sf.Type.Kind() == reflect.Struct, sf.Type.Kind() == reflect.Map,
+			sf.Type.Kind() == reflect.Slice && sf.Type != listType:
+			panic("config: field " + k + " is a " + sf.Type.String() + "; the entries of a list hold values only")
+		case sf.Tag.Get("secret") != "":
+			// The environment gives a list whole, as JSON: no _file form per entry.
+			panic("config: field " + k + " is a secret in a list entry, which has no _file form")
+		}
+		f := leafField(sf, name, []int{i})
+		e.fields = append(e.fields, f)
+	}
+	for i := range e.fields {
+		e.byKey[e.fields[i].key] = &e.fields[i]
+	}
+	return e
 }
 
 // known reports whether key, in the table's terms (with "*" for names), may be set
@@ -200,6 +282,32 @@ func (t *keyTable) matchKey(key string) match {
 // fieldOf returns the field of a concrete key, or nil.
 func (t *keyTable) fieldOf(key string) *field {
 	return t.byKey[t.matchKey(key).pattern]
+}
+
+// within returns the field of a map of strings or a list of sections that a key, in
+// the table's terms, lies inside (connectors.ozon.stock_warehouses.wh1,
+// stock.schedules.0.cron), or nil.
+func (t *keyTable) within(pattern string) *field {
+	for k := pattern; ; {
+		i := strings.LastIndexByte(k, '.')
+		if i < 0 {
+			return nil
+		}
+		k = k[:i]
+		if f := t.byKey[k]; f != nil && f.whole() {
+			return f
+		}
+	}
+}
+
+// valueKey is the key whose value holds a concrete key: the key itself, or for an
+// item of a list or an entry of a list of sections, the list's key
+// (stock.schedules[0].cron → stock.schedules).
+func valueKey(key string) string {
+	if i := strings.IndexByte(key, '['); i >= 0 {
+		return key[:i]
+	}
+	return key
 }
 
 // listKey strips an item's position: relay.destinations.crm.events[1] →

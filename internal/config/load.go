@@ -1,11 +1,14 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +19,7 @@ import (
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/v2"
+	yamlv3 "go.yaml.in/yaml/v3"
 )
 
 const envPrefix = "ORDERSYNC_"
@@ -115,7 +119,7 @@ func Load(opts LoadOptions) (*Config, error) {
 	cfg.validate(&vp)
 	cfg.Connectors.checkFiles(readFile, &vp)
 	for _, pr := range vp {
-		if !bad[pr.Key] { // a key that failed to decode kept its default; say it once
+		if !failed(bad, pr.Key) { // a key that failed to decode kept its default; say it once
 			p = append(p, pr)
 		}
 	}
@@ -125,17 +129,32 @@ func Load(opts LoadOptions) (*Config, error) {
 	return &cfg, nil
 }
 
+// failed reports whether key, or a key that holds it (stock.schedules for
+// stock.schedules[0].cron, connectors.ozon.stock_warehouses for
+// connectors.ozon.stock_warehouses.WH1), failed to load.
+func failed(bad map[string]bool, key string) bool {
+	for k := key; k != ""; {
+		if bad[k] {
+			return true
+		}
+		i := max(strings.LastIndexByte(k, '.'), strings.LastIndexByte(k, '['))
+		if i < 0 {
+			return false
+		}
+		k = k[:i]
+	}
+	return false
+}
+
 // fileLayer parses the YAML file and rejects keys that Config does not have and
 // names that a map section does not allow.
 func fileLayer(path string, b []byte, p *problems) *layer {
-	m, err := yaml.Parser().Unmarshal(b)
+	l := newLayer(func(string) string { return " (in " + path + ")" })
+	flat, levels, src, err := parseFile(b, l.where(""), p)
 	if err != nil {
 		p.add("", fmt.Sprintf("config file %s: %v", path, err))
 		return nil
 	}
-	maps.IntfaceKeysToStrings(m) // a name such as 2024 is a key like any other
-	flat, levels := maps.Flatten(m, nil, ".")
-	l := newLayer(func(string) string { return " (in " + path + ")" })
 	t := keys()
 	badNames := map[string]bool{}
 	for _, key := range sortedKeys(flat) {
@@ -150,6 +169,19 @@ func fileLayer(path string, b []byte, p *problems) *layer {
 		}
 		switch {
 		case t.known(mt.pattern):
+			if f := t.byKey[mt.pattern]; f != nil {
+				switch {
+				case f.numberText && isWholeNumber(v):
+					text, msg := src.numberText(levels[key], v)
+					if msg != "" {
+						p.add(key, msg+l.where(key))
+						continue
+					}
+					v = text
+				case f.entries != nil:
+					v = checkEntries(f.entries, key, v, l.where(key), p)
+				}
+			}
 			l.values[key] = v
 			l.addEntry(mt)
 		case t.sections[mt.pattern]:
@@ -158,6 +190,15 @@ func fileLayer(path string, b []byte, p *problems) *layer {
 				continue
 			}
 			l.addEntry(mt) // crm: {} is a destination with every key left out
+		case t.within(mt.pattern) != nil:
+			// A list of sections written as a section: its entries' keys would
+			// be taken for keys of the configuration.
+			f := t.within(mt.pattern)
+			whole := t.concrete(f.key, mt.entry)
+			if !badNames[whole] {
+				badNames[whole] = true
+				p.add(whole, "must be "+wantEntries+", got a section of keys"+l.where(key))
+			}
 		default:
 			msg := "unknown key" + l.where(key)
 			if s := t.suggest(mt.pattern); s != "" {
@@ -167,6 +208,232 @@ func fileLayer(path string, b []byte, p *problems) *layer {
 		}
 	}
 	return l
+}
+
+// parseFile parses a YAML configuration into flat keys, with the levels of each
+// (maps.Flatten), and keeps the document, which has the numbers as written. A map
+// of strings (connectors.ozon.stock_warehouses) is one key whose value is a
+// map[string]string: its names are the user's (warehouse codes, which may hold
+// dots), not keys of the configuration.
+func parseFile(b []byte, where string, p *problems) (map[string]any, map[string][]string, yamlSource, error) {
+	m, err := yaml.Parser().Unmarshal(b)
+	if err != nil {
+		return nil, nil, yamlSource{}, err
+	}
+	var src yamlSource
+	var doc yamlv3.Node
+	if yamlv3.Unmarshal(b, &doc) == nil {
+		src.root = &doc
+	}
+	// Before the names of nested sections are made strings, which would hide a
+	// name that YAML read as a number.
+	keys().stringMaps(m, nil, src, where, p)
+	maps.IntfaceKeysToStrings(m) // a name such as 2024 is a key like any other
+	flat, levels := maps.Flatten(m, nil, ".")
+	return flat, levels, src, nil
+}
+
+// stringMaps replaces, in a parsed file, the value of each map of strings by a
+// map[string]string. Its names must be strings in the file: YAML reads an unquoted
+// 0001 as the number 1, and a warehouse code must keep its zeros. Its values may be
+// strings or whole numbers, taken as written (1020000000001 is "1020000000001").
+// An item of another kind is a problem naming it, and is left out.
+func (t *keyTable) stringMaps(node any, levels []string, src yamlSource, where string, p *problems) {
+	visit := func(name string, v any) (any, bool) {
+		lv := append(slices.Clip(levels), name)
+		mt := t.match(lv)
+		if mt.badName {
+			return nil, false // fileLayer says so
+		}
+		if f := t.byKey[mt.pattern]; f != nil && f.isStringMap() {
+			return stringMapFromFile(strings.Join(lv, "."), lv, v, src, where, p)
+		}
+		t.stringMaps(v, lv, src, where, p)
+		return nil, false
+	}
+	switch n := node.(type) {
+	case map[string]any:
+		for _, k := range sortedKeys(n) {
+			if r, ok := visit(k, n[k]); ok {
+				n[k] = r
+			}
+		}
+	case map[any]any:
+		for _, k := range sortedAnyKeys(n) {
+			if r, ok := visit(fmt.Sprintf("%v", k), n[k]); ok {
+				n[k] = r
+			}
+		}
+	}
+}
+
+// sortedAnyKeys returns the keys of a map YAML gave with keys of several kinds,
+// in the order of their text, so that problems come in the same order every time.
+func sortedAnyKeys(m map[any]any) []any {
+	out := make([]any, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, func(a, b any) int { return strings.Compare(fmt.Sprintf("%v", a), fmt.Sprintf("%v", b)) })
+	return out
+}
+
+// stringMapFromFile converts the value of the map of strings key, found at levels
+// in the file. A value that is no section is left as it is, for decoding to refuse.
+func stringMapFromFile(key string, levels []string, v any, src yamlSource, where string, p *problems) (any, bool) {
+	out := map[string]string{}
+	add := func(name string, val any) {
+		k := key + "." + name
+		switch x := val.(type) {
+		case string:
+			out[name] = x
+		case int, int64, uint64:
+			text, msg := src.numberText(append(slices.Clip(levels), name), x)
+			if msg != "" {
+				p.add(k, msg+where)
+				return
+			}
+			out[name] = text
+		default:
+			p.add(k, (&typeError{want: wantStringOrNumber, got: val}).message(false)+where)
+		}
+	}
+	switch m := v.(type) {
+	case map[string]any:
+		for _, name := range sortedKeys(m) {
+			add(name, m[name])
+		}
+	case map[any]any:
+		for _, name := range sortedAnyKeys(m) {
+			val := m[name]
+			s, ok := name.(string)
+			if !ok {
+				p.add(key+"."+fmt.Sprintf("%v", name), "is a name that YAML reads as "+describeKind(name)+
+					": write it in quotes, so that it stays as written (an unquoted 0001 is the number 1)"+where)
+				continue
+			}
+			add(s, val)
+		}
+	default:
+		return nil, false
+	}
+	return out, true
+}
+
+// describeKind names the kind of a value YAML read.
+func describeKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "nothing (null)"
+	case bool:
+		return "true or false"
+	case int, int64, uint64:
+		return "a whole number"
+	case float64:
+		return "a number"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+// yamlSource is a configuration file's document, for the numbers as written: YAML
+// reads an unquoted 0123 as the number 83 (octal), 0x1F as 31 and 1_000 as 1000.
+type yamlSource struct {
+	root *yamlv3.Node // nil when the document is not at hand
+}
+
+// text is the scalar at levels as the file wrote it; false if there is none there
+// (or it is reached through a merge key).
+func (s yamlSource) text(levels []string) (string, bool) {
+	n := s.root
+	if n == nil {
+		return "", false
+	}
+	if n.Kind == yamlv3.DocumentNode {
+		if len(n.Content) == 0 {
+			return "", false
+		}
+		n = n.Content[0]
+	}
+	for _, level := range levels {
+		for n != nil && n.Kind == yamlv3.AliasNode {
+			n = n.Alias
+		}
+		if n == nil || n.Kind != yamlv3.MappingNode {
+			return "", false
+		}
+		var next *yamlv3.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == level {
+				next = n.Content[i+1]
+			}
+		}
+		n = next
+	}
+	for n != nil && n.Kind == yamlv3.AliasNode {
+		n = n.Alias
+	}
+	if n == nil || n.Kind != yamlv3.ScalarNode {
+		return "", false
+	}
+	return n.Value, true
+}
+
+// numberText is the decimal text of the whole number v that YAML read at levels, or
+// what is wrong: a number the file wrote otherwise (0123, 0x1F, 1_000, +5) would
+// not be kept as written.
+func (s yamlSource) numberText(levels []string, v any) (string, string) {
+	dec := fmt.Sprint(v)
+	if raw, ok := s.text(levels); ok && raw != dec {
+		return "", fmt.Sprintf("is %s, which YAML reads as the number %s: write it in quotes to keep it as written", raw, dec)
+	}
+	return dec, ""
+}
+
+func isWholeNumber(v any) bool {
+	switch v.(type) {
+	case int, int64, uint64:
+		return true
+	}
+	return false
+}
+
+// checkEntries checks a list of sections as a layer gives it: each entry a section
+// of the entry's keys. An unknown key is a problem naming it
+// (stock.schedules[0].crom) and is left out; the types of the values are the
+// decoder's to check. A value that is no list is left as it is, for decoding to
+// refuse, and so is an entry that is no section, but for nothing (an empty "- ").
+func checkEntries(e *entryList, key string, v any, where string, p *problems) any {
+	list, ok := v.([]any)
+	if !ok {
+		return v
+	}
+	out := make([]any, len(list))
+	for i, item := range list {
+		ik := fmt.Sprintf("%s[%d]", key, i)
+		m, ok := item.(map[string]any)
+		if !ok {
+			if item == nil {
+				p.add(ik, "must be a section of keys ("+e.fields[0].key+": …), got nothing"+where)
+				item = map[string]any{}
+			}
+			out[i] = item
+			continue
+		}
+		clean := make(map[string]any, len(m))
+		for _, k := range sortedKeys(m) {
+			if e.byKey[k] == nil {
+				msg := "unknown key" + where
+				if s := e.suggest(k); s != "" {
+					msg += "; did you mean " + ik + "." + s + "?"
+				}
+				p.add(ik+"."+k, msg)
+				continue
+			}
+			clean[k] = m[k]
+		}
+		out[i] = clean
+	}
+	return out
 }
 
 // badNameMessage says why an entry's name is not allowed.
@@ -201,6 +468,22 @@ func envLayer(environ []string, p *problems) *layer {
 			continue
 		}
 		switch f := t.byKey[mt.pattern]; {
+		case f != nil && f.entries != nil:
+			l.addEntry(mt)
+			list, msg := entriesFromJSON(value)
+			if msg != "" {
+				p.add(key, msg+l.where(key))
+				continue
+			}
+			l.values[key] = checkEntries(f.entries, key, list, l.where(key), p)
+		case f != nil && f.isStringMap():
+			l.addEntry(mt)
+			m, msg := splitPairs(value)
+			if msg != "" {
+				p.add(key, msg+l.where(key))
+				continue
+			}
+			l.values[key] = m
 		case f != nil:
 			l.addEntry(mt)
 			v, terr := fromString(f.typ, value)
@@ -214,6 +497,14 @@ func envLayer(environ []string, p *problems) *layer {
 			l.values[key] = value
 		case t.sections[mt.pattern]:
 			p.add(key, "is a section, not a key"+l.where(key)+"; set its keys, such as "+envVar(key+".<key>"))
+		case t.within(mt.pattern) != nil:
+			f := t.within(mt.pattern)
+			whole := t.concrete(f.key, mt.entry)
+			form := "NAME=VALUE pairs separated by commas"
+			if f.entries != nil {
+				form = "a JSON list of its entries"
+			}
+			p.add(key, "unknown key"+l.where(key)+"; "+whole+" is set whole, as "+form+", by "+envVar(whole))
 		default:
 			msg := "unknown key" + l.where(key)
 			if s := t.suggest(mt.pattern); s != "" {
@@ -390,6 +681,8 @@ func decode(k *koanf.Koanf, cfg *Config, layers []*layer, p *problems) {
 		}
 		return ""
 	}
+	// The decoder's error wraps a join of the errors of every key (a join within a
+	// join for a section, a list's entries): each is reported.
 	var walk func(error)
 	walk = func(err error) {
 		if j, ok := err.(interface{ Unwrap() []error }); ok {
@@ -398,8 +691,13 @@ func decode(k *koanf.Koanf, cfg *Config, layers []*layer, p *problems) {
 			}
 			return
 		}
-		var de *mapstructure.DecodeError
-		if !errors.As(err, &de) {
+		de, ok := err.(*mapstructure.DecodeError)
+		if !ok {
+			var nested *mapstructure.DecodeError
+			if u := errors.Unwrap(err); u != nil && errors.As(u, &nested) {
+				walk(u) // "decoding failed due to the following error(s)", around the join
+				return
+			}
 			p.add("", err.Error())
 			return
 		}
@@ -415,11 +713,11 @@ func decode(k *koanf.Koanf, cfg *Config, layers []*layer, p *problems) {
 		var te *typeError
 		switch {
 		case errors.As(inner, &te):
-			p.add(key, te.message(secret)+where(listKey(key)))
+			p.add(key, te.message(secret)+where(valueKey(key)))
 		case secret:
-			p.add(key, "has a value of the wrong type"+where(listKey(key)))
+			p.add(key, "has a value of the wrong type"+where(valueKey(key)))
 		default:
-			p.add(key, inner.Error()+where(listKey(key)))
+			p.add(key, inner.Error()+where(valueKey(key)))
 		}
 	}
 	if err != nil {
@@ -439,11 +737,14 @@ type typeError struct {
 }
 
 const (
-	wantDuration = "a duration such as 30s, 1m30s or 500ms"
-	wantInt      = "a whole number"
-	wantBool     = "true or false"
-	wantString   = "a string"
-	wantList     = "a list such as [a, b]"
+	wantDuration       = "a duration such as 30s, 1m30s or 500ms"
+	wantInt            = "a whole number"
+	wantBool           = "true or false"
+	wantString         = "a string"
+	wantList           = "a list such as [a, b]"
+	wantEntries        = "a list of sections, one an entry (- name: …)"
+	wantStringMap      = "a section of names and values such as {WH1: 1020000000001, WH2: 1020000000002}"
+	wantStringOrNumber = "a string or a whole number"
 )
 
 func (e *typeError) Error() string { return e.message(true) }
@@ -481,7 +782,7 @@ func describe(v any, secret bool) string {
 		return fmt.Sprint(v)
 	case time.Duration:
 		return formatDuration(v)
-	case map[string]any:
+	case map[string]any, map[string]string:
 		return "a section of keys"
 	case []any:
 		return "a list"
@@ -522,6 +823,78 @@ func fromString(typ reflect.Type, s string) (any, *typeError) {
 	default:
 		return s, nil
 	}
+}
+
+// splitPairs reads a map of strings from an environment variable: NAME=VALUE pairs
+// separated by commas (WH1=1020000000001,WH2=1020000000002), each name and value
+// trimmed, empty items dropped. An empty value is an empty map. A name is kept as
+// written (the variable's name is upper-cased, its value is not). It returns what
+// is wrong, or "".
+func splitPairs(s string) (map[string]string, string) {
+	out := map[string]string{}
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(item, "=")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		switch _, dup := out[name]; {
+		case !ok || name == "":
+			return nil, fmt.Sprintf("must be NAME=VALUE pairs separated by commas, such as WH1=1020000000001,WH2=1020000000002, got %q", item)
+		case dup:
+			return nil, fmt.Sprintf("gives the name %q twice", name)
+		}
+		out[name] = value
+	}
+	return out, ""
+}
+
+// entriesFromJSON reads a list of sections from an environment variable: a JSON
+// list of objects, [{"name":"main","cron":"*/30 * * * *","warehouses":["WH1"]}].
+// Whole numbers are read as such, other numbers as floats. An empty value is an
+// empty list. It returns what is wrong, or "".
+func entriesFromJSON(s string) ([]any, string) {
+	const want = `must be a JSON list of sections such as [{"name":"main","cron":"*/30 * * * *","warehouses":["WH1"]}]`
+	if strings.TrimSpace(s) == "" {
+		return []any{}, ""
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, want + ": " + err.Error()
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, want + ", with nothing after it"
+	}
+	v = jsonValue(v)
+	list, ok := v.([]any)
+	if !ok {
+		return nil, want + ", got " + describe(v, false)
+	}
+	return list, ""
+}
+
+// jsonValue turns the numbers of a decoded JSON value into the kinds YAML gives:
+// int64 for a whole number, float64 otherwise.
+func jsonValue(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			return n
+		}
+		f, _ := x.Float64()
+		return f
+	case []any:
+		for i := range x {
+			x[i] = jsonValue(x[i])
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = jsonValue(x[k])
+		}
+	}
+	return v
 }
 
 // splitList reads a list from an environment variable: comma-separated, each item
@@ -576,6 +949,11 @@ func strictHook(from, to reflect.Value) (any, error) {
 		default:
 			return nil, &typeError{want: wantSize, got: data}
 		}
+	case to.Type() == stringMapType:
+		// The layers give a map of strings converted already (stringMaps, splitPairs).
+		if _, ok := data.(map[string]string); !ok {
+			return nil, &typeError{want: wantStringMap, got: data}
+		}
 	case to.Kind() == reflect.String:
 		if _, ok := data.(string); !ok {
 			return nil, &typeError{want: wantString, got: data}
@@ -600,11 +978,15 @@ func strictHook(from, to reflect.Value) (any, error) {
 			return nil, &typeError{want: "a section of keys", got: data}
 		}
 	case to.Kind() == reflect.Slice:
-		// The items are checked one by one as strings.
+		// The items are checked one by one: as strings, or as sections.
+		want := wantList
+		if to.Type().Elem().Kind() == reflect.Struct {
+			want = wantEntries
+		}
 		switch data.(type) {
 		case []any, []string:
 		default:
-			return nil, &typeError{want: wantList, got: data}
+			return nil, &typeError{want: want, got: data}
 		}
 	}
 	return data, nil

@@ -551,7 +551,7 @@ relay:
       on_dead: block
       connector: kaspi
 `
-	if !strings.HasSuffix(text, wantRelay) {
+	if !strings.Contains(text, "\n"+wantRelay+"stock:\n") {
 		t.Errorf("effective configuration ends:\n%s\nwant it to end:\n%s", text[strings.Index(text, "relay:"):], wantRelay)
 	}
 	for _, s := range []string{testSecret, testSecret2, testSecret3, "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", token} {
