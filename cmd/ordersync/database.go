@@ -14,6 +14,7 @@ import (
 	"github.com/ordersync/ordersync/internal/inbox"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/stock"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
 )
@@ -25,6 +26,7 @@ type database interface {
 	Inbox() inbox.Store
 	Cursors() connectors.CursorStore
 	Listener() outbox.Listener
+	Stock() stock.Store
 	Migrate(ctx context.Context) ([]int, error)
 	SchemaStatus(ctx context.Context) (current, latest int, err error)
 	CheckSchema(ctx context.Context) error
@@ -41,6 +43,7 @@ func (d pgDatabase) Outbox() outbox.Store            { return d.DB.Outbox() }
 func (d pgDatabase) Inbox() inbox.Store              { return d.DB.Inbox() }
 func (d pgDatabase) Cursors() connectors.CursorStore { return d.DB.Cursors() }
 func (d pgDatabase) Listener() outbox.Listener       { return d.DB.Listener() }
+func (d pgDatabase) Stock() stock.Store              { return d.DB.Stock() }
 func (d pgDatabase) embedded() *sqlite.DB            { return nil }
 
 type sqliteDatabase struct{ *sqlite.DB }
@@ -50,6 +53,7 @@ func (d sqliteDatabase) Outbox() outbox.Store            { return d.DB.Outbox() 
 func (d sqliteDatabase) Inbox() inbox.Store              { return d.DB.Inbox() }
 func (d sqliteDatabase) Cursors() connectors.CursorStore { return d.DB.Cursors() }
 func (d sqliteDatabase) Listener() outbox.Listener       { return d.DB.Listener() }
+func (d sqliteDatabase) Stock() stock.Store              { return d.DB.Stock() }
 func (d sqliteDatabase) Close()                          { d.DB.Close() }
 func (d sqliteDatabase) embedded() *sqlite.DB            { return d.DB }
 

@@ -107,7 +107,16 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 func (d *delivery) relay(db database, cfg *config.Config, log *slog.Logger) *outbox.Relay {
-	rc := outbox.RelayConfig{
+	rc := relayConfig(cfg, d.publishers, d.skipDead, log)
+	if cfg.Relay.Listen {
+		rc.Listener = db.Listener()
+	}
+	return outbox.NewRelay(db.Outbox(), rc)
+}
+
+// relayConfig is the relay.* configuration for a relay over publishers.
+func relayConfig(cfg *config.Config, publishers map[string]outbox.Publisher, skipDead []string, log *slog.Logger) outbox.RelayConfig {
+	return outbox.RelayConfig{
 		Concurrency:   cfg.Relay.Concurrency,
 		BatchSize:     cfg.Relay.BatchSize,
 		PollInterval:  cfg.Relay.PollInterval,
@@ -118,12 +127,8 @@ func (d *delivery) relay(db database, cfg *config.Config, log *slog.Logger) *out
 		Retention:     cfg.Relay.Retention,
 		PruneInterval: cfg.Relay.PruneInterval,
 		StopTimeout:   cfg.Worker.ShutdownTimeout,
-		SkipDead:      d.skipDead,
-		Publishers:    d.publishers,
+		SkipDead:      skipDead,
+		Publishers:    publishers,
 		Logger:        log.With("component", "relay"),
 	}
-	if cfg.Relay.Listen {
-		rc.Listener = db.Listener()
-	}
-	return outbox.NewRelay(db.Outbox(), rc)
 }

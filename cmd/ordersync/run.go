@@ -5,15 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ordersync/ordersync/connectors"
+	"github.com/ordersync/ordersync/connectors/kaspi"
 	"github.com/ordersync/ordersync/internal/onec"
+	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/server"
+	"github.com/ordersync/ordersync/internal/stock/scheduler"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
 )
 
@@ -101,6 +106,36 @@ func (a *app) run(ctx context.Context) error {
 	}
 	eng := newEngine(db, client, cfg, out.routes, fs, log)
 	relay := out.relay(db, cfg, log)
+	// Stock publishes are long (a marketplace's rate limit paces them): they have a
+	// relay of their own, so that order events never wait behind them.
+	stockPubs, err := stockPublishers(cfg, db, markets, skus, log)
+	if err != nil {
+		return err
+	}
+	stockRC := relayConfig(cfg, stockPubs, nil, log.With("relay", "stock"))
+	stockRC.Name = "stock"
+	if cfg.Relay.Listen {
+		stockRC.Listener = db.Listener()
+	}
+	stockRelay := outbox.NewRelay(db.Outbox(), stockRC)
+	setup, err := newStockSetup(cfg)
+	if err != nil {
+		return err
+	}
+	sched := scheduler.New(db.Journal(), scheduler.Config{Schedules: setup.schedules, CatchUp: setup.catchUp,
+		Wake: eng.Wake, Logger: log.With("component", "stock")})
+	feed, err := kaspiFeed(cfg, db, skus, log)
+	if err != nil {
+		return err
+	}
+	schedCtx, stopSched := context.WithCancel(ctx)
+	defer stopSched()
+	schedDone := make(chan struct{})
+	schedStarted := false
+	handlers := map[string]http.Handler{}
+	if feed != nil {
+		handlers["GET "+kaspi.FeedPath] = feed
+	}
 	var (
 		srv     *server.Server
 		pollers []*connectors.Poller
@@ -118,8 +153,16 @@ func (a *app) run(ctx context.Context) error {
 		for _, p := range pollers {
 			p.Stop()
 		}
+		stopSched()
+		if schedStarted {
+			select {
+			case <-schedDone:
+			case <-time.After(cfg.Worker.ShutdownTimeout):
+			}
+		}
 		eng.Stop()
 		relay.Stop()
+		stockRelay.Stop()
 	}
 	defer stop()
 	if err := eng.Start(ctx); err != nil {
@@ -128,7 +171,10 @@ func (a *app) run(ctx context.Context) error {
 	if err := relay.Start(ctx); err != nil {
 		return stoppedDuringStartUp(ctx, log, err)
 	}
-	srv, err = newServer(cfg, db, eng.Wake, log)
+	if err := stockRelay.Start(ctx); err != nil {
+		return stoppedDuringStartUp(ctx, log, err)
+	}
+	srv, err = newServer(cfg, db, eng.Wake, handlers, log)
 	if err != nil {
 		return err
 	}
@@ -147,6 +193,15 @@ func (a *app) run(ctx context.Context) error {
 	if len(markets) > 0 {
 		log.InfoContext(ctx, "connectors polling", "connectors", connectorNames(markets))
 	}
+	schedStarted = true
+	go func() {
+		defer close(schedDone)
+		sched.Run(schedCtx)
+	}()
+	if len(setup.schedules) > 0 {
+		log.InfoContext(ctx, "stock schedules running", "schedules", len(setup.schedules), "catch_up", cfg.Stock.CatchUp,
+			"publishers", strings.Join(sortedKeys(stockPubs), ","), "kaspi_feed", feed != nil)
+	}
 	// A CLI command that handed this service work (order import, resync beside it on
 	// an embedded database) says so with a signal: claim at once.
 	woken := make(chan os.Signal, 1)
@@ -160,6 +215,7 @@ func (a *app) run(ctx context.Context) error {
 			case <-woken:
 				eng.Wake()
 				relay.Wake()
+				stockRelay.Wake()
 			}
 		}
 	}()

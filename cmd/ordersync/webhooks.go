@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"text/tabwriter"
 	"time"
@@ -23,7 +24,7 @@ import (
 )
 
 // newServer builds the webhook server, or nil when http.listen is empty.
-func newServer(cfg *config.Config, db database, wake func(), log *slog.Logger) (*server.Server, error) {
+func newServer(cfg *config.Config, db database, wake func(), handlers map[string]http.Handler, log *slog.Logger) (*server.Server, error) {
 	if cfg.HTTP.Listen == "" {
 		return nil, nil
 	}
@@ -31,7 +32,7 @@ func newServer(cfg *config.Config, db database, wake func(), log *slog.Logger) (
 		Listen: cfg.HTTP.Listen, MaxBody: cfg.Webhooks.MaxBody,
 		ReadTimeout: cfg.HTTP.ReadTimeout, WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
 		Inbox: db.Inbox(), Tolerance: cfg.Webhooks.Tolerance, OnRegistered: wake,
-		Sources: map[string]server.SourceConfig{}, Logger: log.With("component", "http"),
+		Sources: map[string]server.SourceConfig{}, Logger: log.With("component", "http"), Handlers: handlers,
 	}
 	for _, name := range sortedKeys(cfg.Webhooks.Sources) {
 		var secrets []stdwebhook.Secret

@@ -175,7 +175,13 @@ func (r *Relay) loop(ctx, work context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		released := r.released.Load()
 		n, err := r.RunOnce(work)
+		// A round that started nothing (every delivery needed more of the lease than
+		// was left) has not moved any lane: it waits like an empty one.
+		if n > 0 && r.released.Load()-released == int64(n) {
+			n = 0
+		}
 		switch {
 		case err != nil:
 			r.log.Error("relay round failed", "err", err)

@@ -36,6 +36,7 @@ func setup(t *testing.T, opts sim.OneCOptions, mod ...func(*httpservice.Config))
 		opts.Username, opts.Password = simUser, simPassword
 	}
 	s := sim.NewOneC(opts)
+	s.SetStock("WH1") // a warehouse 1C knows
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	t.Cleanup(s.Close)
