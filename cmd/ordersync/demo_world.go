@@ -43,7 +43,22 @@ type demoSims struct {
 	siteSecret, sinkSecret stdwebhook.Secret
 	kaspiToken, ozonKey    string
 	ozonClient, wbToken    string
+	feedToken              string
 }
+
+// The demo's stock: what 1C holds in WH1, published to the three marketplaces.
+var demoStock = []sim.StockItem{
+	{SKU: "SKU-KETTLE", Quantity: decimal.RequireFromString("12"), Price: decimal.RequireFromString("15990")},
+	{SKU: "SKU-IRON", Quantity: decimal.RequireFromString("0"), Price: decimal.RequireFromString("12490.50")},
+	{SKU: "SKU-COFFEE", Quantity: decimal.RequireFromString("7.5"), Price: decimal.RequireFromString("1530")},
+	{SKU: "SKU-MUG", Quantity: decimal.RequireFromString("40"), Price: decimal.RequireFromString("1530.99")},
+}
+
+const (
+	demoOzonWarehouse = 1020000000001
+	demoWBWarehouse   = 507
+	demoKaspiStore    = "PP1"
+)
 
 func startDemoSims() (*demoSims, error) {
 	s := &demoSims{
@@ -52,6 +67,7 @@ func startDemoSims() (*demoSims, error) {
 		ozonClient: "123456",
 		ozonKey:    "ozon-demo-api-key",
 		wbToken:    "wb-demo-token",
+		feedToken:  "demo-feed-token-0123456789",
 	}
 	var err error
 	if s.siteSecret, err = stdwebhook.GenerateSecret(); err != nil {
@@ -66,6 +82,13 @@ func startDemoSims() (*demoSims, error) {
 	if s.sink, err = sim.NewWebhookSink(sim.WebhookSinkOptions{Secrets: []string{s.sinkSecret.Encode()}}); err != nil {
 		return nil, err
 	}
+	s.onec.SetStock("WH1", demoStock...)
+	for i, it := range demoStock {
+		s.ozon.AddOffers(it.SKU)
+		s.wb.AddCard(sim.WBCard{NmID: int64(5100001 + i), VendorCode: it.SKU, Photos: i % 2,
+			Sizes: []sim.WBSize{{ChrtID: int64(7100001 + i), Skus: []string{fmt.Sprintf("460700000%04d", i)}}}})
+	}
+	s.wb.AddStockWarehouse(demoWBWarehouse)
 	for _, srv := range []interface{ Start(string) error }{s.onec, s.kaspi, s.ozon, s.wb, s.sink} {
 		if err := srv.Start("127.0.0.1:0"); err != nil {
 			s.close()
@@ -147,6 +170,18 @@ func (s *demoSims) serviceEnv(parent []string, dir string) []string {
 		"ORDERSYNC_RELAY__BACKOFF_MAX=1s",
 		"ORDERSYNC_RELAY__LEASE=5s",
 		"ORDERSYNC_RELAY__DESTINATIONS__CRM__TIMEOUT=2s", // a delivery starts only while its timeout is left of the lease
+
+		// Stock: WH1 every 5 seconds, to the three marketplaces (a shop: every 30 minutes).
+		`ORDERSYNC_STOCK__SCHEDULES=[{"name":"main","cron":"@every 5s","warehouses":["WH1"],"publish":["kaspi","ozon","wildberries"]}]`,
+		"ORDERSYNC_CONNECTORS__KASPI__STORES=WH1="+demoKaspiStore,
+		"ORDERSYNC_CONNECTORS__KASPI__FEED_TOKEN="+s.feedToken,
+		"ORDERSYNC_CONNECTORS__KASPI__COMPANY=Демо-магазин",
+		"ORDERSYNC_CONNECTORS__KASPI__MERCHANT_ID=30000001",
+		fmt.Sprintf("ORDERSYNC_CONNECTORS__OZON__STOCK_WAREHOUSES=WH1=%d", demoOzonWarehouse),
+		"ORDERSYNC_CONNECTORS__OZON__TIMEOUT=2s",
+		fmt.Sprintf("ORDERSYNC_CONNECTORS__WILDBERRIES__STOCK_WAREHOUSES=WH1=%d", demoWBWarehouse),
+		"ORDERSYNC_CONNECTORS__WILDBERRIES__CONTENT_URL="+s.wb.URL(),
+		"ORDERSYNC_CONNECTORS__WILDBERRIES__TIMEOUT=2s",
 	)
 }
 
