@@ -20,9 +20,9 @@ import (
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/inbox"
 	"github.com/ordersync/ordersync/internal/journal"
-	"github.com/ordersync/ordersync/internal/stock"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/stock"
 )
 
 func (a *app) demoCommand() *cobra.Command {
