@@ -123,7 +123,7 @@ func (a *app) run(ctx context.Context) error {
 		return err
 	}
 	sched := scheduler.New(db.Journal(), scheduler.Config{Schedules: setup.schedules, CatchUp: setup.catchUp,
-		Wake: eng.Wake, Logger: log.With("component", "stock")})
+		Wake: eng.Wake, Stock: db.Stock(), Retention: cfg.Stock.Retention, Logger: log.With("component", "stock")})
 	feed, err := kaspiFeed(cfg, db, skus, log)
 	if err != nil {
 		return err

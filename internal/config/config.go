@@ -270,6 +270,7 @@ func defaults() Config {
 			Timezone:    "Asia/Almaty",
 			CatchUp:     CatchUpLatest,
 			FullRefresh: 24 * time.Hour,
+			Retention:   7 * 24 * time.Hour,
 		},
 	}
 }

@@ -198,6 +198,7 @@ func TestDefaults(t *testing.T) {
 			Timezone:    "Asia/Almaty",
 			CatchUp:     CatchUpLatest,
 			FullRefresh: 24 * time.Hour,
+			Retention:   7 * 24 * time.Hour,
 			Schedules:   nil,
 		},
 	}

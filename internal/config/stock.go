@@ -11,7 +11,7 @@ import (
 	"github.com/ordersync/ordersync/internal/stock"
 )
 
-// Stock is the stock snapshots (issue 12): on each schedule's slots, a snapshot of
+// Stock is the stock snapshots: on each schedule's slots, a snapshot of
 // each of its 1C warehouses, published to its marketplaces.
 type Stock struct {
 	// Timezone is the IANA zone the slots of five-field specs are computed in, and
@@ -22,6 +22,9 @@ type Stock struct {
 	CatchUp string `koanf:"catch_up"`
 	// FullRefresh: every item is published at least this often; deltas between.
 	FullRefresh time.Duration `koanf:"full_refresh"`
+	// Retention: snapshots stored longer ago are deleted, with their items (never
+	// a warehouse's newest, nor one still being published).
+	Retention time.Duration `koanf:"retention"`
 	// Schedules in the order written. Nil when none is configured: no snapshots
 	// are taken but by hand (ordersync stock snapshot).
 	Schedules []Schedule `koanf:"schedules"`
@@ -128,6 +131,9 @@ func (s Stock) validate(p *problems) {
 	case CatchUpLatest, CatchUpNone:
 	default:
 		p.add("stock.catch_up", fmt.Sprintf("must be one of %s, %s, got %q", CatchUpLatest, CatchUpNone, s.CatchUp))
+	}
+	if s.Retention < time.Hour {
+		p.add("stock.retention", fmt.Sprintf("must be at least 1h, got %s", formatDuration(s.Retention)))
 	}
 	if s.FullRefresh <= 0 {
 		p.add("stock.full_refresh", fmt.Sprintf("must be greater than 0, got %s", formatDuration(s.FullRefresh)))

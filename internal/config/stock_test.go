@@ -74,6 +74,7 @@ func stockWant() (Stock, Connectors) {
 		Timezone:    "Europe/Moscow",
 		CatchUp:     CatchUpNone,
 		FullRefresh: 6 * time.Hour,
+		Retention:   7 * 24 * time.Hour,
 		Schedules: []Schedule{
 			{Name: "main", Cron: "*/30 * * * *", Warehouses: []string{"WH1", "WH.2", "0001"}, Publish: []string{stock.Kaspi, stock.Ozon}},
 			{Name: "fast_wb", Cron: "@every 2s", Warehouses: []string{"WH1"}, Publish: []string{stock.Wildberries}},
@@ -601,6 +602,13 @@ func TestStockFeedTokenFile(t *testing.T) {
 	}
 }
 
+func TestStockRetentionIsChecked(t *testing.T) {
+	_, err := loadYAML(t, "stock:\n  retention: 30m\n")
+	if err == nil || !strings.Contains(err.Error(), "stock.retention: must be at least 1h, got 30m") {
+		t.Fatalf("err = %v, want stock.retention named", err)
+	}
+}
+
 func TestStockEffective(t *testing.T) {
 	t.Parallel()
 	cfg := mustLoadYAML(t, stockYAML)
@@ -637,6 +645,7 @@ stock:
   timezone: Europe/Moscow
   catch_up: none
   full_refresh: 6h
+  retention: 168h
   schedules:
     - name: main
       cron: '*/30 * * * *'

@@ -196,6 +196,11 @@ type Store interface {
 	// Problems lists marketplace's items that are refused, mismatched or skipped,
 	// newest first, at most limit (0: 100); marketplace "" is every marketplace.
 	Problems(ctx context.Context, marketplace string, limit int) ([]ItemState, error)
+	// Prune deletes at most limit snapshots stored before the given time, with
+	// their items and publishes, oldest first, and returns how many. It never
+	// deletes the newest snapshot of a warehouse (the Kaspi feed serves it) nor one
+	// whose publish has not finished.
+	Prune(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // Update is one item as a marketplace is sent it.

@@ -1,4 +1,4 @@
--- Stock snapshots (issue 8): what 1C held in a warehouse at a scheduled slot, and
+-- Stock snapshots: what 1C held in a warehouse at a scheduled slot, and
 -- what each marketplace was told of it.
 --
 -- A snapshot is a journal operation (kind stock.snapshot): its row and its items are

@@ -34,9 +34,13 @@ type Config struct {
 	// (stock.catch_up: latest).
 	CatchUp bool
 	// Wake tells the engine that an operation is due (nil: it polls).
-	Wake   func()
-	Logger *slog.Logger
-	Now    func() time.Time
+	Wake func()
+	// Stock and Retention: once an hour (and at start), snapshots stored longer
+	// ago than Retention are pruned from Stock (stock.retention). Nil Stock: never.
+	Stock     stock.Store
+	Retention time.Duration
+	Logger    *slog.Logger
+	Now       func() time.Time
 }
 
 // Scheduler fires the schedules.
@@ -71,10 +75,6 @@ func (s *Scheduler) Registered() int {
 // Run fires every schedule until ctx ends: first the catch-up, then each slot as
 // it comes. It returns nil when ctx ends.
 func (s *Scheduler) Run(ctx context.Context) error {
-	if len(s.cfg.Schedules) == 0 {
-		<-ctx.Done()
-		return nil
-	}
 	if s.cfg.CatchUp {
 		for _, sc := range s.cfg.Schedules {
 			slot := sc.Spec.Floor(s.cfg.Now())
@@ -87,6 +87,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		}
 	}
 	var wg sync.WaitGroup
+	if s.cfg.Stock != nil && s.cfg.Retention > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.pruneLoop(ctx)
+		}()
+	}
 	for _, sc := range s.cfg.Schedules {
 		wg.Add(1)
 		go func() {
@@ -215,4 +222,38 @@ func Supersede(ctx context.Context, js journal.Store, p stock.Payload) (int, err
 		}
 	}
 	return n, nil
+}
+
+// pruneLoop deletes old snapshots at start and every hour, in batches.
+func (s *Scheduler) pruneLoop(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := s.Prune(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Error("stock: pruning old snapshots failed", "err", err)
+		case n > 0:
+			s.log.Info("stock: old snapshots pruned", "deleted", n, "retention", s.cfg.Retention.String())
+		}
+		t.Reset(time.Hour)
+	}
+}
+
+// Prune deletes the snapshots stored more than Retention ago, a batch at a time,
+// and returns how many it deleted.
+func (s *Scheduler) Prune(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := s.cfg.Stock.Prune(ctx, s.cfg.Now().Add(-s.cfg.Retention), 100)
+		total += n
+		if err != nil || n < 100 {
+			return total, err
+		}
+	}
 }

@@ -707,3 +707,35 @@ func (s *Stock) Publishes(ctx context.Context, f stock.PublishFilter) ([]stock.P
 	}
 	return ps, nil
 }
+
+// pruneSQL deletes old snapshots in one statement: the items and publishes of the
+// chosen ones, then the snapshots (the publishes' foreign key is checked at the
+// statement's end).
+const pruneSQL = `
+WITH doomed AS (
+	SELECT s.key FROM stock_snapshots s
+	WHERE s.created_at < $1
+	  AND EXISTS (SELECT 1 FROM stock_snapshots n WHERE n.warehouse = s.warehouse
+	              AND (n.slot, n.created_at, n.key) > (s.slot, s.created_at, s.key))
+	  AND NOT EXISTS (SELECT 1 FROM stock_publishes p WHERE p.snapshot_key = s.key AND p.finished_at IS NULL)
+	ORDER BY s.created_at
+	LIMIT $2
+), items AS (
+	DELETE FROM stock_snapshot_items i USING doomed d WHERE i.snapshot_key = d.key
+), pubs AS (
+	DELETE FROM stock_publishes p USING doomed d WHERE p.snapshot_key = d.key
+)
+DELETE FROM stock_snapshots s USING doomed d WHERE s.key = d.key`
+
+// Prune deletes at most limit snapshots stored before before (never a warehouse's
+// newest, nor one whose publish has not finished), with their items and publishes.
+func (s *Stock) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	tag, err := s.db.pool.Exec(ctx, pruneSQL, before.UTC(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: stock prune: %w", interpretError(err))
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -687,3 +687,58 @@ func (s *Stock) Publishes(ctx context.Context, f stock.PublishFilter) ([]stock.P
 	}
 	return ps, nil
 }
+
+// pruneSelectSQL chooses old snapshots: never a warehouse's newest, nor one whose
+// publish has not finished.
+const pruneSelectSQL = `
+SELECT s.key FROM stock_snapshots s
+WHERE s.created_at < ?1
+  AND EXISTS (SELECT 1 FROM stock_snapshots n WHERE n.warehouse = s.warehouse
+              AND (n.slot > s.slot OR (n.slot = s.slot AND (n.created_at > s.created_at OR (n.created_at = s.created_at AND n.key > s.key)))))
+  AND NOT EXISTS (SELECT 1 FROM stock_publishes p WHERE p.snapshot_key = s.key AND p.finished_at IS NULL)
+ORDER BY s.created_at
+LIMIT ?2`
+
+// Prune deletes at most limit snapshots stored before before (never a warehouse's
+// newest, nor one whose publish has not finished), with their items and publishes,
+// in one transaction.
+func (s *Stock) Prune(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	n := 0
+	err := s.db.write(ctx, func(tx *sql.Tx) error {
+		n = 0
+		rows, err := tx.QueryContext(ctx, pruneSelectSQL, ts(before), limit)
+		if err != nil {
+			return err
+		}
+		var keys []string
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				rows.Close()
+				return err
+			}
+			keys = append(keys, k)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, k := range keys {
+			for _, q := range []string{`DELETE FROM stock_snapshot_items WHERE snapshot_key = ?`,
+				`DELETE FROM stock_publishes WHERE snapshot_key = ?`, `DELETE FROM stock_snapshots WHERE key = ?`} {
+				if _, err := tx.ExecContext(ctx, q, k); err != nil {
+					return err
+				}
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: stock prune: %w", err)
+	}
+	return n, nil
+}

@@ -48,6 +48,7 @@ func Stock(t *testing.T, newStores func(t *testing.T) (journal.Store, stock.Stor
 		{"LastFull", testStockLastFull},
 		{"Publishes", testStockPublishes},
 		{"Problems", testStockProblems},
+		{"Prune", testStockPrune},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -973,4 +974,60 @@ func testStockPublishes(t *testing.T, e *stockEnv) {
 	ps := e.publishes(stock.PublishFilter{Marketplace: stock.Ozon, Warehouse: "WH1"})
 	wantPublish(t, "listed", ps[1], stock.Publish{SnapshotKey: s1.Key, Marketplace: stock.Ozon, Warehouse: "WH1", Full: true,
 		StartedAt: *at3(10, 0, 1), FinishedAt: at3(10, 1, 0), Sent: 3, Published: 3})
+}
+
+func testStockPrune(t *testing.T, e *stockEnv) {
+	ctx := t.Context()
+	s1 := e.take(newSnapshot("main", "WH1", slotAt(10, 0), item("A", "1", "1"), item("B", "2", "1")))
+	s2 := e.take(newSnapshot("main", "WH1", slotAt(10, 30), item("A", "1", "1")))
+	s3 := e.take(newSnapshot("main", "WH1", slotAt(11, 0), item("A", "1", "1")))
+	t1 := e.take(newSnapshot("main", "WH2", slotAt(9, 0), item("A", "1", "1")))
+	pub := e.start(stock.Publish{SnapshotKey: s2.Key, Marketplace: stock.Ozon, Warehouse: "WH1"})
+	done := e.start(stock.Publish{SnapshotKey: s1.Key, Marketplace: stock.Ozon, Warehouse: "WH1"})
+	if err := e.s.FinishPublish(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.s.Prune(ctx, time.Now().Add(-time.Hour), 100); err != nil || n != 0 {
+		t.Fatalf("prune of snapshots stored over an hour ago: %d, %v; want 0", n, err)
+	}
+	n, err := e.s.Prune(ctx, time.Now().Add(time.Hour), 100)
+	if err != nil || n != 1 {
+		t.Fatalf("prune: %d, %v; want 1 (s2's publish is unfinished, s3 and t1 are their warehouses' newest)", n, err)
+	}
+	e.wantNoSnapshot(s1.Key)
+	if items, err := e.s.Items(ctx, s1.Key); err == nil && len(items) > 0 {
+		t.Fatalf("the pruned snapshot's items are left: %v", items)
+	}
+	ps, err := e.s.Publishes(ctx, stock.PublishFilter{Marketplace: stock.Ozon, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if p.SnapshotKey == s1.Key {
+			t.Fatalf("the pruned snapshot's publish is left: %+v", p)
+		}
+	}
+	for _, k := range []string{s2.Key, s3.Key, t1.Key} {
+		e.snapshot(k)
+	}
+	if err := e.s.FinishPublish(ctx, pub); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.s.Prune(ctx, time.Now().Add(time.Hour), 100); err != nil || n != 1 {
+		t.Fatalf("prune after the publish finished: %d, %v; want 1", n, err)
+	}
+	e.wantNoSnapshot(s2.Key)
+	e.snapshot(s3.Key)
+	e.snapshot(t1.Key)
+
+	// The limit holds.
+	for m := 1; m <= 3; m++ {
+		e.take(newSnapshot("main", "WH3", slotAt(12, m), item("A", "1", "1")))
+	}
+	if n, err := e.s.Prune(ctx, time.Now().Add(time.Hour), 1); err != nil || n != 1 {
+		t.Fatalf("prune with limit 1: %d, %v", n, err)
+	}
+	if n, err := e.s.Prune(ctx, time.Now().Add(time.Hour), 100); err != nil || n != 1 {
+		t.Fatalf("prune of the rest of WH3: %d, %v; want 1 (the newest stays)", n, err)
+	}
 }
