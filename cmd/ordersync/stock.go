@@ -66,6 +66,10 @@ type snapshotOutput struct {
 	// command stopped waiting (the service's relay goes on with it).
 	Pending []string `json:"pending,omitempty"`
 	Feed    string   `json:"feed,omitempty"` // Kaspi: served from the feed
+	// Note says why a done snapshot was published nowhere.
+	Note string `json:"note,omitempty"`
+	// pendingNote says, in the table, who goes on with the pending publishes.
+	pendingNote string
 }
 
 func (a *app) stockSnapshotCommand() *cobra.Command {
@@ -111,17 +115,25 @@ configuration. Exit status 0 when every snapshot is done, 1 otherwise.`,
 			if len(whs) == 0 {
 				return usageError(errors.New("stock snapshot: no warehouse: give --warehouse, or configure stock.schedules"))
 			}
-			now := time.Now()
-			label := stock.ManualLabel(now, env.setup.loc)
-			var keys []string
 			for _, wh := range whs {
 				if strings.ContainsAny(wh, ":") || wh == "" {
 					return usageError(fmt.Errorf("--warehouse: %q is not a warehouse code (it must not be empty or contain ':')", wh))
 				}
+			}
+			now, err := manualTime(ctx, env.db.Journal(), whs, env.setup.loc)
+			if err != nil {
+				return err
+			}
+			label := stock.ManualLabel(now, env.setup.loc)
+			var keys []string
+			for _, wh := range whs {
 				p := stock.Payload{Schedule: stock.Manual, Warehouse: wh, Slot: now.UTC(), Label: label, Publish: publishFor(wh)}
 				reg, err := scheduler.Register(ctx, env.db.Journal(), p)
 				if err != nil {
 					return err
+				}
+				if reg.Outcome == journal.Conflicted {
+					return fmt.Errorf("stock snapshot: %s was taken meanwhile by another command, for other marketplaces: run this one again", reg.Operation.Key)
 				}
 				keys = append(keys, reg.Operation.Key)
 			}
@@ -141,6 +153,13 @@ configuration. Exit status 0 when every snapshot is done, 1 otherwise.`,
 					return err
 				}
 				outs[i].Items, outs[i].Warnings = snap.ItemCount, snap.Warnings
+				if len(publishFor(whs[i])) == 0 {
+					outs[i].Note = "stored, published nowhere: no marketplace maps warehouse " + whs[i] +
+						" (connectors.ozon.stock_warehouses, connectors.wildberries.stock_warehouses, connectors.kaspi.stores)"
+					if schedule != "" {
+						outs[i].Note = fmt.Sprintf("stored, published nowhere: schedule %s publishes to no marketplace", schedule)
+					}
+				}
 				for _, mp := range publishFor(whs[i]) {
 					if !stock.Pushed(mp) {
 						outs[i].Feed = "served in the Kaspi feed from now on"
@@ -170,6 +189,37 @@ configuration. Exit status 0 when every snapshot is done, 1 otherwise.`,
 	c.Flags().DurationVar(&wait, "wait", 10*time.Minute, "wait at most this long for the publishes to finish")
 	c.Flags().StringVar(&format, "format", "table", "output: table or json")
 	return c
+}
+
+// manualTime is the time of a manual snapshot: now, to the second, as its key
+// (stock:manual:<warehouse>:<time>) and slot say it, so that --at with the printed
+// time finds it. When a snapshot of one of the warehouses was already taken in this
+// second, its key is taken: a new snapshot in the same second would be answered by
+// the stored one (1C not asked again) and recorded as a conflict. It waits for the
+// next second instead.
+func manualTime(ctx context.Context, js journal.Store, whs []string, loc *time.Location) (time.Time, error) {
+	for {
+		now := time.Now().Truncate(time.Second)
+		taken := false
+		for _, wh := range whs {
+			_, err := js.Get(ctx, stock.Key(stock.Manual, wh, stock.ManualLabel(now, loc)))
+			if err == nil {
+				taken = true
+				break
+			}
+			if !errors.Is(err, journal.ErrNotFound) {
+				return time.Time{}, err
+			}
+		}
+		if !taken {
+			return now, nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-time.After(time.Until(now.Add(time.Second))):
+		}
+	}
 }
 
 // publishNow delivers the snapshots' publishing events in the foreground (unless a
@@ -226,6 +276,13 @@ func (a *app) publishNow(ctx context.Context, env *stockEnv, outs []snapshotOutp
 			}
 		}
 		if left == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			for i := range outs {
+				outs[i].pendingNote = "not finished yet (the service's relay goes on with it; see `ordersync stock status`)"
+				if relay != nil { // no service known to run: nothing goes on with it now
+					outs[i].pendingNote = "not finished within --wait: its event stays in the outbox, for `ordersync run` " +
+						"(or the next `ordersync stock snapshot`) to deliver; see `ordersync stock status`"
+				}
+			}
 			return nil
 		}
 		if relay != nil {
@@ -251,24 +308,45 @@ func printSnapshots(w io.Writer, outs []snapshotOutput) {
 			fmt.Fprintf(w, "%s: %s: %s\n", o.Key, o.Status, o.LastError)
 			continue
 		}
-		fmt.Fprintf(w, "%s: %d items", o.Key, o.Items)
+		fmt.Fprintf(w, "%s: %s", o.Key, plural(o.Items, "item"))
 		if len(o.Warnings) > 0 {
-			fmt.Fprintf(w, ", %d warnings", len(o.Warnings))
+			fmt.Fprintf(w, ", %s", plural(len(o.Warnings), "warning"))
 		}
 		fmt.Fprintln(w)
 		for _, ws := range o.Warnings {
 			fmt.Fprintln(w, "  warning: "+ws)
 		}
+		problems := false
 		for _, p := range o.Published {
 			fmt.Fprintf(w, "  %s: %s\n", p.Marketplace, publishLine(p))
+			for _, ws := range p.Warnings {
+				// A negative quantity is said once, with the snapshot's warnings.
+				if !strings.Contains(ws, ": negative quantity ") {
+					fmt.Fprintf(w, "  %s: warning: %s\n", p.Marketplace, ws)
+				}
+			}
+			problems = problems || p.Refused+p.Mismatched+p.Skipped > 0
+		}
+		if problems {
+			fmt.Fprintln(w, "  the items refused, mismatched or skipped, with their reasons: `ordersync stock status`")
+		}
+		if o.Note != "" {
+			fmt.Fprintln(w, "  "+o.Note)
 		}
 		for _, mp := range o.Pending {
-			fmt.Fprintf(w, "  %s: not finished yet (the relay goes on with it; see `ordersync stock status`)\n", mp)
+			fmt.Fprintf(w, "  %s: %s\n", mp, o.pendingNote)
 		}
 		if o.Feed != "" {
 			fmt.Fprintln(w, "  kaspi: "+o.Feed)
 		}
 	}
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 func publishLine(p stock.Publish) string {
@@ -360,7 +438,7 @@ func (a *app) stockShowCommand() *cobra.Command {
 				return w.Error()
 			}
 			for _, s := range out {
-				fmt.Fprintf(a.stdout, "%s: warehouse %s, slot %s, taken by 1C at %s, %d items\n", s.Key, s.Warehouse, s.Label, s.TakenAt, s.ItemCount)
+				fmt.Fprintf(a.stdout, "%s: warehouse %s, slot %s, taken by 1C at %s, %s\n", s.Key, s.Warehouse, s.Label, s.TakenAt, plural(s.ItemCount, "item"))
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 				fmt.Fprintln(tw, "SKU\tQUANTITY\tPRICE\t")
 				for _, it := range s.Items {
@@ -612,7 +690,7 @@ func (a *app) stockStatusCommand() *cobra.Command {
 			if format == "json" {
 				return writeJSON(a.stdout, out)
 			}
-			a.printStockStatus(out)
+			a.printStockStatus(out, env.setup.loc)
 			return nil
 		},
 	}
@@ -621,8 +699,9 @@ func (a *app) stockStatusCommand() *cobra.Command {
 	return c
 }
 
-func (a *app) printStockStatus(out statusOutput) {
+func (a *app) printStockStatus(out statusOutput, loc *time.Location) {
 	w := a.stdout
+	fmt.Fprintf(w, "Times are in %s (stock.timezone).\n\n", loc)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCHEDULE\tCRON\tWAREHOUSE\tLAST SLOT\tNEXT SLOT\tPENDING\tLAST FAILURE")
 	for _, s := range out.Schedules {
@@ -630,7 +709,7 @@ func (a *app) printStockStatus(out statusOutput) {
 		if s.Last != "" {
 			last = s.Last
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.Name, s.Cron, s.Warehouse, last, s.Next.Format("2006-01-02T15:04:05"), s.Pending, truncate(s.Failed, 80))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.Name, s.Cron, s.Warehouse, last, s.Next.In(loc).Format("2006-01-02T15:04:05"), s.Pending, truncate(s.Failed, 80))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -639,9 +718,9 @@ func (a *app) printStockStatus(out statusOutput) {
 	for _, p := range out.Publishes {
 		fin := "(in progress)"
 		if p.FinishedAt != nil {
-			fin = p.FinishedAt.Local().Format("2006-01-02 15:04:05")
+			fin = p.FinishedAt.In(loc).Format("2006-01-02T15:04:05")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Marketplace, p.Warehouse, p.SnapshotKey, p.StartedAt.Local().Format("2006-01-02 15:04:05"), fin, publishLine(p))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Marketplace, p.Warehouse, p.SnapshotKey, p.StartedAt.In(loc).Format("2006-01-02T15:04:05"), fin, publishLine(p))
 	}
 	for _, k := range out.Kaspi {
 		fmt.Fprintf(tw, "kaspi\t%s\t%s\t\t\tfeed serves store %s\n", k.Warehouse, k.Snapshot, k.Store)
