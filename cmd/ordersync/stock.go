@@ -406,6 +406,9 @@ func (a *app) stockShowCommand() *cobra.Command {
 					}
 					snaps = append(snaps, s)
 				}
+				if len(whs) == 0 {
+					return usageError(errors.New("stock show: no warehouse is configured (stock.schedules, the marketplaces' warehouse maps): give --warehouse or a KEY"))
+				}
 				if len(snaps) == 0 {
 					return fmt.Errorf("stock show: no snapshot of %s %s (take one with `ordersync stock snapshot`)",
 						strings.Join(whs, ", "), atPhrase(at))
@@ -439,10 +442,13 @@ func (a *app) stockShowCommand() *cobra.Command {
 			}
 			for _, s := range out {
 				fmt.Fprintf(a.stdout, "%s: warehouse %s, slot %s, taken by 1C at %s, %s\n", s.Key, s.Warehouse, s.Label, s.TakenAt, plural(s.ItemCount, "item"))
-				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-				fmt.Fprintln(tw, "SKU\tQUANTITY\tPRICE\t")
+				for _, w := range s.Warnings {
+					fmt.Fprintln(a.stdout, "  warning: "+w)
+				}
+				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "SKU\tQUANTITY\tPRICE")
 				for _, it := range s.Items {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t\n", it.SKU, it.Quantity.String(), it.Price.String())
+					fmt.Fprintf(tw, "%s\t%s\t%s\n", it.SKU, it.Quantity.String(), it.Price.String())
 				}
 				if err := tw.Flush(); err != nil {
 					return err

@@ -43,6 +43,9 @@ func ParseSpec(spec string, loc *time.Location) (Spec, error) {
 	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
 		return Spec{}, fmt.Errorf("%q: set the zone with stock.timezone, not in the spec", spec)
 	}
+	if err := checkSteps(spec); err != nil {
+		return Spec{}, err
+	}
 	s, err := parser.Parse(spec)
 	if err != nil {
 		return Spec{}, err
@@ -107,4 +110,32 @@ func Key(schedule, warehouse, label string) string {
 // to the second.
 func ManualLabel(t time.Time, loc *time.Location) string {
 	return t.In(loc).Format("2006-01-02T15:04:05")
+}
+
+// fieldSpans are the number of values of each of the five fields.
+var fieldSpans = [5]struct {
+	name string
+	span int
+}{{"minute", 60}, {"hour", 24}, {"day-of-month", 31}, {"month", 12}, {"day-of-week", 7}}
+
+// checkSteps refuses a step larger than its field (*/61 in the minute field): the
+// cron parser takes it and fires once an hour, which is never what was meant.
+func checkSteps(spec string) error {
+	fields := strings.Fields(spec)
+	if len(fields) != 5 {
+		return nil // a descriptor, or the parser's own error
+	}
+	for i, f := range fields {
+		for _, part := range strings.Split(f, ",") {
+			_, step, ok := strings.Cut(part, "/")
+			if !ok {
+				continue
+			}
+			n := 0
+			if _, err := fmt.Sscanf(step, "%d", &n); err == nil && n > fieldSpans[i].span {
+				return fmt.Errorf("%q: the step %d is larger than the %s field's %d values", spec, n, fieldSpans[i].name, fieldSpans[i].span)
+			}
+		}
+	}
+	return nil
 }

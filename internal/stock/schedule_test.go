@@ -78,7 +78,7 @@ func TestCronSlotsInTheScheduleZone(t *testing.T) {
 }
 
 func TestParseSpecRefuses(t *testing.T) {
-	for _, spec := range []string{"", "* * * *", "61 * * * *", "@every 0s", "@every 1500ms", "@every soon", "TZ=UTC * * * * *", "@fortnightly", "* * * * * *"} {
+	for _, spec := range []string{"", "* * * *", "61 * * * *", "@every 0s", "@every 1500ms", "@every soon", "TZ=UTC * * * * *", "@fortnightly", "* * * * * *", "*/61 * * * *", "0 */25 * * *", "0 0 1 */13 *"} {
 		if _, err := ParseSpec(spec, time.UTC); err == nil {
 			t.Errorf("ParseSpec(%q) accepted", spec)
 		}
