@@ -6,11 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/shopspring/decimal"
 
 	"github.com/ordersync/ordersync/internal/stock"
 )
@@ -76,7 +73,7 @@ func prepareSnapshot(key string, s *stock.Snapshot) (*snapshotWrite, error) {
 		if it.SKU == "" {
 			return nil, fmt.Errorf("item %d: the SKU is empty", i)
 		}
-		triples[i] = [3]string{it.SKU, decimalText(it.Quantity), decimalText(it.Price)}
+		triples[i] = [3]string{it.SKU, stock.DecimalText(it.Quantity), stock.DecimalText(it.Price)}
 	}
 	b, err := json.Marshal(triples)
 	if err != nil {
@@ -120,52 +117,6 @@ func duplicateSKU(items []stock.Item) (string, bool) {
 		seen[it.SKU] = true
 	}
 	return "", false
-}
-
-// decimalText is d as stored: every digit, and the scale it was given with (2.500
-// stays 2.500; a positive exponent is written out, 1E3 as 1000). A coefficient of up
-// to 18 digits — every quantity and price of a shop — is written without big.Int
-// arithmetic: a snapshot has 100,000 of them.
-func decimalText(d decimal.Decimal) string {
-	e := d.Exponent()
-	if e > 0 || e < -18 || d.NumDigits() > 18 {
-		if e < 0 {
-			return d.StringFixed(-e)
-		}
-		return d.String()
-	}
-	var buf [48]byte
-	out := buf[:0]
-	c := d.CoefficientInt64()
-	if c < 0 {
-		out, c = append(out, '-'), -c
-	}
-	var digits [20]byte
-	ds := strconv.AppendUint(digits[:0], uint64(c), 10)
-	places := int(-e)
-	switch {
-	case places == 0:
-		out = append(out, ds...)
-	case len(ds) <= places:
-		out = append(out, '0', '.')
-		for range places - len(ds) {
-			out = append(out, '0')
-		}
-		out = append(out, ds...)
-	default:
-		out = append(out, ds[:len(ds)-places]...)
-		out = append(out, '.')
-		out = append(out, ds[len(ds)-places:]...)
-	}
-	return string(out)
-}
-
-func parseDecimal(s string) (decimal.Decimal, error) {
-	d, err := decimal.NewFromString(s)
-	if err != nil {
-		return decimal.Decimal{}, fmt.Errorf("decimal %q: %w", s, err)
-	}
-	return d, nil
 }
 
 // encodeStrings is the stored form of ss: nil (NULL) when there are none.
@@ -331,10 +282,10 @@ func (s *Stock) Items(ctx context.Context, key string) ([]stock.Item, error) {
 				return nil, err
 			}
 			it := stock.Item{SKU: sku}
-			if it.Quantity, err = parseDecimal(q); err != nil {
+			if it.Quantity, err = stock.ParseDecimal(q); err != nil {
 				return nil, fmt.Errorf("item %s: quantity: %w", sku, err)
 			}
-			if it.Price, err = parseDecimal(p); err != nil {
+			if it.Price, err = stock.ParseDecimal(p); err != nil {
 				return nil, fmt.Errorf("item %s: price: %w", sku, err)
 			}
 			items = append(items, it)
