@@ -300,7 +300,9 @@ func (s *StockSender) Send(ctx context.Context, warehouse string, batch []stock.
 			if code == codeTooManyRequests || strings.Contains(strings.ToLower(code+" "+msg), "too frequently") {
 				deferred = true
 			}
-			reasons = append(reasons, shorten(strings.TrimSuffix(code+": "+msg, ": ")))
+			if r := shorten(strings.TrimSuffix(code+": "+msg, ": ")); r != "" {
+				reasons = append(reasons, r)
+			}
 		}
 		switch {
 		case len(reasons) == 0:

@@ -243,6 +243,9 @@ func (cc *cardCache) list(ctx context.Context) (*cardIndex, error) {
 				sizes = []int64{}
 			}
 			for _, sz := range c.Sizes {
+				if sz.ChrtID <= 0 {
+					continue // not a size stock can be set for
+				}
 				sizes = append(sizes, sz.ChrtID)
 				ix.barcodes[sz.ChrtID] = append(ix.barcodes[sz.ChrtID], sz.Skus...)
 				for _, bc := range sz.Skus {

@@ -522,11 +522,16 @@ func (s *StockSender) conflict(ctx context.Context, what string, resp *resty.Res
 			}
 		}
 	}
-	all := make([]string, len(conflicts))
-	for k, c := range conflicts {
-		all[k] = c.String()
+	var all []string
+	for _, c := range conflicts {
+		if t := strings.TrimSpace(strings.Trim(c.String(), ": ")); t != "" {
+			all = append(all, c.String())
+		}
 	}
 	msg := strings.Join(all, "; ")
+	if msg == "" {
+		msg = "the answer gave no code or message"
+	}
 	if len(reasons) == 0 {
 		if slices.ContainsFunc(conflicts, func(c stockConflict) bool { return c.Code == "StoreIsProcessing" }) {
 			return nil, &outbox.DeliveryError{RetryAfter: storeBusyRetry,

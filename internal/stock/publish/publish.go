@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/ordersync/ordersync/internal/outbox"
@@ -24,17 +25,22 @@ import (
 type Config struct {
 	Sender stock.Sender
 	Store  stock.Store
-	// MarketSKU maps a 1C SKU to the marketplace's (the SKU map in reverse); false
+	// MarketSKUs maps a 1C SKU to the marketplace's (the SKU map in reverse): none
 	// when the map has no line for it. Nil passes SKUs unchanged.
-	MarketSKU func(sku string) (string, bool)
+	MarketSKUs func(sku string) []string
 	// SKUMapPath names the SKU map in reasons; "" with no map.
 	SKUMapPath string
+	// MapName is the marketplace's name in the SKU map's first column (wb for
+	// Wildberries); default the marketplace's name.
+	MapName string
 	// FullRefresh is stock.full_refresh: every item is sent at least this often;
 	// default 24h.
 	FullRefresh time.Duration
 	Logger      *slog.Logger
 	Now         func() time.Time
 }
+
+func (c Config) mapName() string { return cmp.Or(c.MapName, c.Sender.Marketplace()) }
 
 // Publisher publishes stock.snapshot events to one marketplace.
 type Publisher struct {
@@ -58,6 +64,9 @@ func New(cfg Config) *Publisher {
 
 // Timeout is how much of a relay lease one step of a publish needs: one request.
 func (p *Publisher) Timeout() time.Duration { return p.cfg.Sender.Timeout() }
+
+// noAnswer is the reason of an item recorded as sent before its answer.
+const noAnswer = "sent, no answer recorded"
 
 // pending is an item still to be sent in this publish.
 type pending struct {
@@ -128,12 +137,19 @@ func (p *Publisher) Publish(ctx context.Context, rec outbox.Record) error {
 	for _, it := range items {
 		amount, warning := stock.Amount(it.Quantity, p.cfg.Sender.MaxAmount())
 		old, had := states[it.SKU]
-		mkt, ok := it.SKU, true
-		if p.cfg.MarketSKU != nil {
-			mkt, ok = p.cfg.MarketSKU(it.SKU)
+		mkt, reason := it.SKU, ""
+		if p.cfg.MarketSKUs != nil {
+			switch skus := p.cfg.MarketSKUs(it.SKU); len(skus) {
+			case 0:
+				reason = fmt.Sprintf("no line for %s in connectors.sku_map (%s): add %s,<%s SKU>,%s", p.mp, p.cfg.SKUMapPath, p.cfg.mapName(), p.mp, it.SKU)
+			case 1:
+				mkt = skus[0]
+			default:
+				reason = fmt.Sprintf("connectors.sku_map (%s) maps %d %s listings (%s) to this one 1C SKU: one stock cannot be published to several listings; keep one line",
+					p.cfg.SKUMapPath, len(skus), p.mp, strings.Join(skus, ", "))
+			}
 		}
-		if !ok {
-			reason := fmt.Sprintf("no line for %s in connectors.sku_map (%s): add %s,<%s SKU>,%s", p.mp, p.cfg.SKUMapPath, p.mp, p.mp, it.SKU)
+		if reason != "" {
 			if !had || old.Outcome != stock.Skipped || old.Reason != reason || old.SnapshotKey != snap.Key {
 				skipped = append(skipped, stock.ItemState{Marketplace: p.mp, Warehouse: snap.Warehouse, SKU: it.SKU, Value: amount,
 					Outcome: stock.Skipped, Reason: reason, Warning: warning, SnapshotKey: snap.Key, SentAt: old.SentAt,
@@ -149,7 +165,14 @@ func (p *Publisher) Publish(ctx context.Context, rec outbox.Record) error {
 		}
 		pd := &pending{update: stock.Update{SKU: it.SKU, MarketSKU: mkt, Amount: amount}, warning: warning}
 		if had && old.SentAt != nil {
-			pd.earliest = old.SentAt.Add(p.cfg.Sender.MinResend())
+			// SentAt is when the answer came (the request reached the marketplace
+			// before); a send whose answer was never recorded may have reached it
+			// as late as one Send's Timeout after it was recorded.
+			last := *old.SentAt
+			if old.Outcome == stock.Deferred && old.Reason == noAnswer {
+				last = last.Add(p.cfg.Sender.Timeout())
+			}
+			pd.earliest = last.Add(p.cfg.Sender.MinResend())
 		}
 		todo = append(todo, pd)
 	}
@@ -204,14 +227,18 @@ func (p *Publisher) send(ctx context.Context, log *slog.Logger, snap stock.Snaps
 				Err: fmt.Errorf("stock: %d items of %s still to send to %s; the publish goes on at the next delivery", len(todo), snap.Key, p.mp)}
 		}
 		// The items are recorded as sent before they are: a replica that takes
-		// over after a crash still keeps the marketplace's resend rule.
+		// over after a crash still keeps the marketplace's resend rule (counted
+		// from a Timeout later, see Publish). Once answered, SentAt is when the
+		// answer came: the request reached the marketplace no later, whatever the
+		// sender's rate limiter made it wait, so the resend rule counted from it
+		// holds at the marketplace.
 		updates := make([]stock.Update, len(batch))
 		before := make([]stock.ItemState, len(batch))
 		for i, pd := range batch {
 			updates[i] = pd.update
 			old := states[pd.update.SKU]
 			before[i] = stock.ItemState{Marketplace: p.mp, Warehouse: snap.Warehouse, SKU: pd.update.SKU, MarketSKU: pd.update.MarketSKU,
-				Value: pd.update.Amount, Outcome: stock.Deferred, Reason: "sent, no answer recorded", Warning: pd.warning,
+				Value: pd.update.Amount, Outcome: stock.Deferred, Reason: noAnswer, Warning: pd.warning,
 				SnapshotKey: snap.Key, SentAt: &now, PublishedAt: old.PublishedAt, UpdatedAt: now}
 		}
 		if err := p.cfg.Store.RecordStates(ctx, before); err != nil {
@@ -224,7 +251,7 @@ func (p *Publisher) send(ctx context.Context, log *slog.Logger, snap stock.Snaps
 			if errors.As(err, &de) && de.RetryAfter > 0 && !de.Dead && !de.Disable {
 				// The marketplace asked to wait: the batch goes back, no sooner.
 				for _, pd := range batch {
-					pd.earliest = laterOf(done.Add(de.RetryAfter), now.Add(sender.MinResend()))
+					pd.earliest = laterOf(done.Add(de.RetryAfter), done.Add(sender.MinResend()))
 				}
 				todo = append(rest, batch...)
 				continue
@@ -242,12 +269,12 @@ func (p *Publisher) send(ctx context.Context, log *slog.Logger, snap stock.Snaps
 				r = stock.Result{SKU: pd.update.SKU, Outcome: stock.Deferred, Reason: "the marketplace's answer did not mention the item"}
 			}
 			s := before[i]
-			s.Outcome, s.Reason, s.UpdatedAt = r.Outcome, r.Reason, done
+			s.Outcome, s.Reason, s.SentAt, s.UpdatedAt = r.Outcome, r.Reason, &done, done
 			switch r.Outcome {
 			case stock.Published:
 				s.PublishedAt, s.Reason = &done, ""
 			case stock.Deferred:
-				pd.earliest = laterOf(done.Add(r.RetryAfter), now.Add(sender.MinResend()))
+				pd.earliest = laterOf(done.Add(r.RetryAfter), done.Add(sender.MinResend()))
 				rest = append(rest, pd)
 			}
 			states[pd.update.SKU] = s
