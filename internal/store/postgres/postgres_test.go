@@ -249,7 +249,9 @@ func TestClaimSetsIdleInTransactionTimeout(t *testing.T) {
 func TestClaimIdleTimeoutEndsTheClaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := newDB(t, Config{ClaimIdleTimeout: 300 * time.Millisecond})
+	// The idle timeout also bounds the next claim's attempt write: long enough for a
+	// loaded machine's INSERT, short enough to wait out.
+	db := newDB(t, Config{ClaimIdleTimeout: time.Second})
 	j := db.Journal()
 	if _, err := j.Register(ctx, testOp("site:order:slow:create")); err != nil {
 		t.Fatal(err)
@@ -259,7 +261,7 @@ func TestClaimIdleTimeoutEndsTheClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c1.Release(ctx)
-	time.Sleep(time.Second) // a 1C call longer than the idle timeout
+	time.Sleep(2500 * time.Millisecond) // a 1C call longer than the idle timeout
 
 	c2, err := j.ClaimDue(ctx, "next")
 	if err != nil {
