@@ -30,9 +30,10 @@ const (
 	StockMaxAmount = 100000
 	// StockPerMinute is the limit of the stock methods per seller account: 300
 	// requests a minute (one per 200 ms), with bursts of 20 that the sender does
-	// not use: it starts without burst credit and keeps at most stockBurst.
+	// not use: it starts without burst credit and keeps none (stockBurst 1), so no
+	// window of a minute ever holds more than 300 of its requests.
 	StockPerMinute = 300
-	stockBurst     = 5
+	stockBurst     = 1
 	// conflictCost is how many requests an answer 409 counts as against the limit.
 	conflictCost = 10
 	// DefaultStockTimeout is how long one Send may take by default: a PUT and a
