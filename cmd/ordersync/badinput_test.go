@@ -15,7 +15,7 @@ import (
 	"github.com/ordersync/ordersync/internal/sim"
 )
 
-// Issue item 5, "Outside input that poisons the flow", through the real program on
+// Outside input that poisons the flow, through the real program on
 // both stores: bad outside input is refused with the field named, never fatal,
 // never blocking the good input around it.
 
@@ -24,7 +24,7 @@ type badLine struct {
 	name, line, field string
 }
 
-// badOrderLines are the bad inputs of the issue, as canonical orders.
+// badOrderLines are the bad inputs ordersync must refuse, as canonical orders.
 func badOrderLines() []badLine {
 	r := func(id, from, to string) string {
 		good := orderJSON(id, "SKU-1", "1", "10")

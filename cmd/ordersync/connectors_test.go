@@ -67,7 +67,7 @@ func (e *env) withMarketplaces() *marketplaces {
 
 func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 
-// TestRunBringsEveryMarketplaceOrderInto1COnceAndAcknowledgesIt is issue 3's "done
+// TestRunBringsEveryMarketplaceOrderInto1COnceAndAcknowledgesIt is the connectors' "done
 // when": with the three marketplace simulators and the 1C simulator running,
 // `ordersync run` brings every order into 1C exactly once and acknowledges it; a
 // cancelled order is cancelled in 1C; a restart changes nothing.

@@ -199,7 +199,7 @@ func (a *app) journalShowCommand() *cobra.Command {
 	return c
 }
 
-// showJSON is the §4.4 shape of `journal show --format json`; attempts_history and
+// showJSON is the documented shape of `journal show --format json`; attempts_history and
 // conflicts are arrays, never null.
 func showJSON(d journal.Detail) journal.Detail {
 	if d.Warnings == nil {

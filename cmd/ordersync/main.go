@@ -148,7 +148,7 @@ func codeOf(err error) int {
 }
 
 // oneLine folds a multi-line error (a configuration with several problems) into the
-// single stderr line §4.4 promises.
+// single stderr line the README promises.
 func oneLine(err error) string {
 	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
 	for i := range lines {

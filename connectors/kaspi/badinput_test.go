@@ -26,7 +26,7 @@ func rawOrder(code, id string, created time.Time, attrs string) string {
 		`"creationDate":%[2]d%[3]s}}`, code, created.UnixMilli(), attrs, id)
 }
 
-// badKaspiOrders are the bad orders of issue item 5, each with the field its
+// badKaspiOrders are the bad orders ordersync must refuse, each with the field its
 // failure must name. Each is served between good ones.
 func badKaspiOrders(now time.Time, id string) []struct{ code, body, field string } {
 	created := now.Add(-2 * time.Hour)

@@ -14,7 +14,7 @@ import (
 	"github.com/ordersync/ordersync/internal/sim"
 )
 
-// badPostings are the bad inputs of issue item 5 as Ozon could send them, each with
+// badPostings are the bad inputs ordersync must refuse as Ozon could send them, each with
 // the field its refusal must name.
 var badPostings = []struct {
 	name  string

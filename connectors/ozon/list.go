@@ -25,7 +25,7 @@ const maxPages = 10000
 // overlap on purpose (each posting reaches fn once per call):
 //
 //  1. the unfulfilled postings (/v4 or /v3 posting/fbs/unfulfilled/list), the live
-//     set the issue asks for. It filters on the cutoff only — the time by which Ozon
+//     set to import. It filters on the cutoff only — the time by which Ozon
 //     wants a posting assembled — so the connector asks for cutoffs from `from` to
 //     `to` plus CutoffHorizon: every posting created in the window has its cutoff in
 //     there;

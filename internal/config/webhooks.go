@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// HTTP is the server that receives webhooks (issue 5): POST /webhooks/<source>,
+// HTTP is the server that receives webhooks: POST /webhooks/<source>,
 // /webhooks/ozon and /webhooks/bitrix24.
 type HTTP struct {
 	// Listen is host:port (an empty host: every interface; port 0: any free port,

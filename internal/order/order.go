@@ -191,7 +191,7 @@ func (e *ValidationError) Error() string {
 	return "invalid order: " + strings.Join(parts, "; ")
 }
 
-// Validate checks the canonical order's rules (README) and those of text.go (text,
+// Validate checks the canonical order's rules (docs/order.md) and those of text.go (text,
 // times and numbers from outside) and returns a *ValidationError naming every
 // offending field, or nil. An order it accepts always has a Canonical form.
 func (o Order) Validate() error {

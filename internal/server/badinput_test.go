@@ -15,7 +15,7 @@ import (
 	"github.com/ordersync/ordersync/internal/stdwebhook"
 )
 
-// badOrderBodies are the bad inputs of issue item 5 in a generic delivery, each with
+// badOrderBodies are the bad inputs ordersync must refuse in a generic delivery, each with
 // the field the 400 must name.
 func badOrderBodies() []struct{ name, body, field string } {
 	good := string(orderJSON("site", "A-1001"))

@@ -1,5 +1,5 @@
 -- Marketplace connectors: one cursor per connector (kaspi, ozon, wildberries), so that
--- a restart resumes where the last complete listing ended (issue 4), and the health
+-- a restart resumes where the last complete listing ended, and the health
 -- that `ordersync connectors status` shows.
 --
 -- position is the end of the last window listed completely: every order up to it was

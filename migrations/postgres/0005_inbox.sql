@@ -1,4 +1,4 @@
--- The webhook inbox (issue 5): every event a sender pushes, unique under (source,
+-- The webhook inbox: every event a sender pushes, unique under (source,
 -- event_id), stored in the same transaction as the journal operations it registers.
 -- A redelivery is answered from this row (the saved answer, the saved operations)
 -- without a write; the same id with another body is a row in inbox_conflicts.

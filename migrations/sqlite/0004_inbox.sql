@@ -1,4 +1,4 @@
--- The webhook inbox in SQLite (issue 5): the same tables as PostgreSQL's
+-- The webhook inbox in SQLite: the same tables as PostgreSQL's
 -- (migrations/postgres/0005_inbox.sql), in SQLite's types. Every event a sender
 -- pushes, unique under (source, event_id), stored in the same transaction as the
 -- journal operations it registers. A redelivery is answered from this row (the saved

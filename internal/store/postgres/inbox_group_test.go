@@ -185,7 +185,7 @@ func TestInboxGroupCommit(t *testing.T) {
 	}
 }
 
-// The burst of the issue: one operation claimed (its 1C call under way), four deal
+// The burst under test: one operation claimed (its 1C call under way), four deal
 // updates that wake it and 36 new orders in one burst. No delivery waits for the
 // claim: every one is processed and every new order registered; the wakes take
 // effect when the claim ends.
