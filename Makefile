@@ -41,3 +41,13 @@ demo:
 
 clean:
 	rm -rf bin
+
+# Debian package: $(DIST)/ordersync_<version>_amd64.deb, the version made Debian-valid
+# from VERSION (0.0.0~git<hash> before the first tag). The binary is make build's;
+# packaging/cmd/mkdeb stages it with the unit, the example config and the docs, and runs
+# nfpm (a pinned version, through go run from the Go module proxy). See packaging/.
+DIST ?= dist
+.PHONY: deb
+deb:
+	$(MAKE) --no-print-directory build BIN=$(DIST)/build/ordersync VERSION='$(VERSION)'
+	$(GO) run ./packaging/cmd/mkdeb -version '$(VERSION)' -bin $(DIST)/build/ordersync -out $(DIST) -go '$(GO)'
