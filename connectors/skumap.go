@@ -17,8 +17,10 @@ import (
 
 // SKUMap maps a marketplace SKU to the 1C SKU. With no file it is the identity. A
 // file is CSV, marketplace,marketplace_sku,onec_sku (a header line of those names and
-// lines starting with # are skipped); it is read again when it changes, and a file
-// that no longer parses leaves the last good map in force.
+// lines starting with # are skipped), marketplace one of kaspi, ozon, wb (or
+// wildberries) and bitrix24, in any case; another name is refused with its line. It
+// is read again when it changes, and a file that no longer parses leaves the last
+// good map in force.
 type SKUMap struct {
 	path string
 
@@ -65,9 +67,9 @@ func (s *SKUMap) Reload() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("connectors.sku_map: %w", err)
 	}
-	m, err := parseSKUMap(data)
-	if err != nil {
-		return false, fmt.Errorf("connectors.sku_map: %s: %w", s.path, err)
+	m, problems := parseSKUMap(data)
+	if len(problems) > 0 {
+		return false, fmt.Errorf("connectors.sku_map: %s: %s", s.path, strings.Join(problems, "; "))
 	}
 	rev := reverseSKUMap(m)
 	s.mu.Lock()
@@ -94,19 +96,54 @@ func reverseSKUMap(m map[string]map[string]string) map[string]map[string][]strin
 	return rev
 }
 
-func parseSKUMap(data []byte) (map[string]map[string]string, error) {
+// skuMapNames are the marketplaces a SKU map line may name, and the name each is
+// looked up by: the source of its orders (Wildberries' is wb; wildberries, its
+// configuration name, is taken too).
+var skuMapNames = map[string]string{
+	"kaspi": "kaspi", "ozon": "ozon", "wb": "wb", "wildberries": "wb", "bitrix24": "bitrix24",
+}
+
+// maxSKUMapProblems is how many bad lines of a SKU map are named at most.
+const maxSKUMapProblems = 20
+
+// SKUMapProblems says what is wrong with the content of a SKU map file, one line
+// each ("line 3: unknown marketplace …"), or nothing when it is good: `config check`
+// names every bad line at once.
+func SKUMapProblems(data []byte) []string {
+	_, problems := parseSKUMap(data)
+	return problems
+}
+
+func parseSKUMap(data []byte) (map[string]map[string]string, []string) {
 	r := csv.NewReader(bytes.NewReader(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))))
 	r.Comment = '#'
 	r.FieldsPerRecord = 3
 	r.TrimLeadingSpace = true
 	m := map[string]map[string]string{}
+	var problems []string
+	bad := func(msg string) bool {
+		if len(problems) == maxSKUMapProblems {
+			problems = append(problems, "and more")
+			return false
+		}
+		problems = append(problems, msg)
+		return len(problems) <= maxSKUMapProblems
+	}
 	for first := true; ; first = false {
 		rec, err := r.Read()
 		if errors.Is(err, io.EOF) {
-			return m, nil
+			break
+		}
+		var pe *csv.ParseError
+		if errors.As(err, &pe) && errors.Is(pe.Err, csv.ErrFieldCount) {
+			if !bad(fmt.Sprintf("line %d: has %d fields, want 3: marketplace,marketplace_sku,onec_sku", pe.StartLine, len(rec))) {
+				break
+			}
+			continue
 		}
 		if err != nil {
-			return nil, err
+			bad(err.Error()) // the CSV itself is broken: what follows cannot be told
+			break
 		}
 		line, _ := r.FieldPos(0)
 		for i := range rec {
@@ -115,18 +152,35 @@ func parseSKUMap(data []byte) (map[string]map[string]string, error) {
 		if first && strings.EqualFold(rec[0], "marketplace") && strings.EqualFold(rec[1], "marketplace_sku") {
 			continue
 		}
-		mp, from, to := strings.ToLower(rec[0]), rec[1], rec[2]
-		if mp == "" || from == "" || to == "" {
-			return nil, fmt.Errorf("line %d: marketplace, marketplace_sku and onec_sku are all required", line)
+		name, from, to := strings.ToLower(rec[0]), rec[1], rec[2]
+		if name == "" || from == "" || to == "" {
+			if !bad(fmt.Sprintf("line %d: marketplace, marketplace_sku and onec_sku are all required", line)) {
+				break
+			}
+			continue
+		}
+		mp, ok := skuMapNames[name]
+		if !ok {
+			if !bad(fmt.Sprintf("line %d: unknown marketplace %q: kaspi, ozon, wb (or wildberries) or bitrix24", line, rec[0])) {
+				break
+			}
+			continue
 		}
 		if m[mp] == nil {
 			m[mp] = map[string]string{}
 		}
 		if prev, dup := m[mp][from]; dup && prev != to {
-			return nil, fmt.Errorf("line %d: %s SKU %q is mapped twice (to %q and %q)", line, mp, from, prev, to)
+			if !bad(fmt.Sprintf("line %d: %s SKU %q is mapped twice (to %q and %q)", line, rec[0], from, prev, to)) {
+				break
+			}
+			continue
 		}
 		m[mp][from] = to
 	}
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	return m, nil
 }
 
 // Lookup maps one SKU. The identity map always finds it.

@@ -2,6 +2,7 @@ package connectors
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -132,5 +133,51 @@ func TestSKUMapMarketSKUs(t *testing.T) {
 	}
 	if m.Version() != v2 || !slices.Equal(m.MarketSKUs("kaspi", "SKU-2"), []string{"300"}) {
 		t.Fatalf("a bad file changed the map")
+	}
+}
+
+func TestSKUMapMarketplaceNames(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "sku-map.csv")
+	os.WriteFile(path, []byte("marketplace,marketplace_sku,onec_sku\nwb,111,SKU-1\nWildberries,222,SKU-2\nKASPI,333,SKU-3\nbitrix24,444,SKU-4\n"), 0o600)
+	m, err := NewSKUMap(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wildberries orders and stock go by the source name wb, whichever name the line used.
+	for _, c := range []struct{ mp, from, to string }{{"wb", "111", "SKU-1"}, {"wb", "222", "SKU-2"}, {"kaspi", "333", "SKU-3"}, {"bitrix24", "444", "SKU-4"}} {
+		if to, ok := m.Lookup(c.mp, c.from); !ok || to != c.to {
+			t.Errorf("Lookup(%s, %s) = %q %v, want %s", c.mp, c.from, to, ok, c.to)
+		}
+	}
+	if got := m.MarketSKUs("wb", "SKU-2"); !slices.Equal(got, []string{"222"}) {
+		t.Errorf("MarketSKUs(wb, SKU-2) = %v, want [222]", got)
+	}
+
+	// Any other name is refused with its line; every bad line is named at once.
+	bad := "marketplace,marketplace_sku,onec_sku\nwb,1,SKU-1\nwilberries,2,SKU-2\nozon,3,SKU-3\namazon,4,SKU-4\nkaspi,5\n"
+	problems := SKUMapProblems([]byte(bad))
+	want := []string{`line 3: unknown marketplace "wilberries"`, `line 5: unknown marketplace "amazon"`, "line 6: has 2 fields"}
+	if len(problems) != len(want) {
+		t.Fatalf("problems %q, want %d", problems, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(problems[i], w) {
+			t.Errorf("problem %d is %q, want %q…", i, problems[i], w)
+		}
+	}
+	os.WriteFile(path, []byte(bad), 0o600)
+	if _, err := NewSKUMap(path); err == nil || !strings.Contains(err.Error(), "line 3") || !strings.Contains(err.Error(), "line 5") {
+		t.Fatalf("NewSKUMap of a file naming unknown marketplaces: %v", err)
+	}
+	if p := SKUMapProblems([]byte("kaspi,1,A\n")); p != nil {
+		t.Fatalf("a good file: %q", p)
+	}
+	var many strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&many, "x%d,1,A\n", i)
+	}
+	if p := SKUMapProblems([]byte(many.String())); len(p) != maxSKUMapProblems+1 || p[maxSKUMapProblems] != "and more" {
+		t.Fatalf("50 bad lines: %d problems, last %q", len(p), p[len(p)-1])
 	}
 }

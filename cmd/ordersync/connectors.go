@@ -103,7 +103,7 @@ func (a *app) connectorsCommand() *cobra.Command {
 	var format string
 	st := &cobra.Command{
 		Use:   "status",
-		Short: "Each connector's cursor, last successful poll, last error and orders seen",
+		Short: "Each connector, enabled as configured: its cursor, last successful poll, last error and orders seen",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(format, "table", "json"); err != nil {
@@ -127,27 +127,41 @@ func (a *app) connectorsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			enabled := map[string]bool{"kaspi": cfg.Connectors.Kaspi.Enabled, "ozon": cfg.Connectors.Ozon.Enabled,
-				"wb": cfg.Connectors.Wildberries.Enabled}
+			// Every connector, as configured (connectors.<name>.enabled), polled or
+			// not: its cursor is kept under its source name (wb for wildberries).
+			configured := []struct {
+				source, key string
+				enabled     bool
+			}{
+				{kaspi.Name, "connectors.kaspi", cfg.Connectors.Kaspi.Enabled},
+				{ozon.Name, "connectors.ozon", cfg.Connectors.Ozon.Enabled},
+				{wildberries.Name, "connectors.wildberries", cfg.Connectors.Wildberries.Enabled},
+			}
 			type row struct {
 				connectors.Cursor
 				Enabled bool `json:"enabled"`
+				// Config is the connector's section of the configuration.
+				Config string `json:"config"`
+			}
+			byName := map[string]connectors.Cursor{}
+			for _, c := range cursors {
+				byName[c.Connector] = c
 			}
 			var rows []row
-			seen := map[string]bool{}
-			for _, c := range cursors {
-				rows = append(rows, row{c, enabled[c.Connector]})
-				seen[c.Connector] = true
+			for _, c := range configured {
+				cur, ok := byName[c.source]
+				if !ok {
+					cur = connectors.Cursor{Connector: c.source}
+				}
+				delete(byName, c.source)
+				rows = append(rows, row{cur, c.enabled, c.key})
 			}
-			for _, name := range []string{"kaspi", "ozon", "wb"} {
-				if enabled[name] && !seen[name] {
-					rows = append(rows, row{connectors.Cursor{Connector: name}, true})
+			for _, c := range cursors { // a connector this ordersync no longer knows
+				if _, left := byName[c.Connector]; left {
+					rows = append(rows, row{c, false, ""})
 				}
 			}
 			if format == "json" {
-				if rows == nil {
-					rows = []row{}
-				}
 				return writeJSON(a.stdout, rows)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)

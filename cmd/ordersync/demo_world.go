@@ -123,6 +123,7 @@ func (s *demoSims) serviceEnv(parent []string, dir string) []string {
 		"ORDERSYNC_LOG__FORMAT=json",
 		"ORDERSYNC_LOG__LEVEL=info",
 		"ORDERSYNC_HTTP__LISTEN=127.0.0.1:0",
+		"ORDERSYNC_ADMIN__LISTEN=127.0.0.1:0",
 
 		"ORDERSYNC_ONEC__BASE_URL="+s.onec.URL(),
 		"ORDERSYNC_ONEC__USERNAME="+demoOneCUser,

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -40,7 +42,7 @@ func (a *app) journalListCommand() *cobra.Command {
 				return usageError(fmt.Errorf("--status: must be pending, done or failed, got %q", status))
 			}
 			if limit < 0 {
-				return usageError(fmt.Errorf("--limit: must not be negative, got %d", limit))
+				return usageError(fmt.Errorf("--limit: must not be negative (0 lists every operation), got %d", limit))
 			}
 			if since != "" {
 				t, err := parseSince(since, time.Now())
@@ -63,45 +65,131 @@ func (a *app) journalListCommand() *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			ops, err := db.Journal().List(ctx, f)
-			if err != nil {
-				return err
+			// Page by page: --limit 0 lists the whole journal in bounded memory, and the
+			// output streams.
+			pages := func(emit func([]journal.Operation) error) error {
+				return eachPage(limit, func(after *journal.Operation, n int) ([]journal.Operation, error) {
+					page := f
+					page.Limit, page.After = n, after
+					return db.Journal().List(ctx, page)
+				}, emit)
 			}
 			switch format {
 			case "json":
-				rows := make([]listRow, len(ops))
-				for i, op := range ops {
-					rows[i] = toListRow(op)
+				arr := &jsonArray{w: a.stdout}
+				if err := pages(func(ops []journal.Operation) error {
+					for _, op := range ops {
+						if err := arr.add(toListRow(op)); err != nil {
+							return err
+						}
+					}
+					return nil
+				}); err != nil {
+					return err
 				}
-				return writeJSON(a.stdout, rows)
+				return arr.close()
 			case "csv":
 				w := csv.NewWriter(a.stdout)
 				w.Write([]string{"key", "status", "attempts", "updated_at", "ref", "number", "last_error", "warnings"})
-				for _, op := range ops {
-					r := toListRow(op)
-					w.Write([]string{r.Key, r.Status, fmt.Sprint(r.Attempts), r.UpdatedAt.Format(time.RFC3339), r.Ref, r.Number, r.LastError,
-						warningCodes(r.Warnings)})
-				}
-				w.Flush()
-				return w.Error()
+				return pages(func(ops []journal.Operation) error {
+					for _, op := range ops {
+						r := toListRow(op)
+						w.Write([]string{r.Key, r.Status, fmt.Sprint(r.Attempts), r.UpdatedAt.Format(time.RFC3339), r.Ref, r.Number, r.LastError,
+							warningCodes(r.Warnings)})
+					}
+					w.Flush()
+					return w.Error()
+				})
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "KEY\tSTATUS\tATTEMPTS\tUPDATED\t1C NUMBER\tWARNINGS\tLAST ERROR")
-			for _, op := range ops {
-				r := toListRow(op)
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Key, r.Status, r.Attempts,
-					r.UpdatedAt.Local().Format("2006-01-02 15:04:05"), r.Number, warningCodes(r.Warnings), truncate(r.LastError, 80))
-			}
-			return tw.Flush()
+			return pages(func(ops []journal.Operation) error {
+				for _, op := range ops {
+					r := toListRow(op)
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Key, r.Status, r.Attempts,
+						r.UpdatedAt.Local().Format("2006-01-02 15:04:05"), r.Number, warningCodes(r.Warnings), truncate(r.LastError, 80))
+				}
+				return tw.Flush() // each page is aligned on its own
+			})
 		},
 	}
 	c.Flags().StringVar(&status, "status", "", "only pending, done or failed operations")
 	c.Flags().StringVar(&source, "source", "", "only operations of this source (kaspi, ozon, site, …)")
 	c.Flags().StringVar(&since, "since", "", "only operations updated since: a duration (24h), a date (2026-09-16) or an RFC 3339 time")
-	c.Flags().IntVar(&limit, "limit", 100, "at most this many operations")
+	c.Flags().IntVar(&limit, "limit", 100, "at most this many operations; 0 lists them all")
 	c.Flags().StringVar(&format, "format", "table", "output: table, json or csv")
 	c.Flags().BoolVar(&warnings, "warnings", false, "only operations with warnings (a duplicate in 1C, an order gone from 1C)")
 	return c
+}
+
+// listPage is how many rows a listing reads at a time: `--limit 0` lists every row,
+// a page at a time, so that memory stays bounded and the output streams.
+const listPage = 500
+
+// eachPage reads a listing page by page, each after the last row of the one before
+// (fetch's after, nil for the first), at most n rows a page, and hands each page to
+// emit, until limit rows (0: no limit) or the listing's end.
+func eachPage[T any](limit int, fetch func(after *T, n int) ([]T, error), emit func([]T) error) error {
+	return pagesOf(listPage, limit, fetch, emit)
+}
+
+// pagesOf is eachPage with pages of size rows.
+func pagesOf[T any](size, limit int, fetch func(after *T, n int) ([]T, error), emit func([]T) error) error {
+	var after *T
+	for done := 0; limit == 0 || done < limit; {
+		n := size
+		if limit > 0 {
+			n = min(n, limit-done)
+		}
+		page, err := fetch(after, n)
+		if err != nil {
+			return err
+		}
+		page = page[:min(len(page), n)]
+		if err := emit(page); err != nil {
+			return err
+		}
+		done += len(page)
+		if len(page) < n {
+			return nil
+		}
+		last := page[len(page)-1]
+		after = &last
+	}
+	return nil
+}
+
+// jsonArray writes a JSON array one element at a time, as writeJSON writes a whole
+// one: indented by two spaces, "[]" when empty.
+type jsonArray struct {
+	w io.Writer
+	n int
+}
+
+func (j *jsonArray) add(v any) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("  ", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	sep := ",\n  "
+	if j.n == 0 {
+		sep = "[\n  "
+	}
+	j.n++
+	_, err := io.WriteString(j.w, sep+strings.TrimSuffix(b.String(), "\n"))
+	return err
+}
+
+func (j *jsonArray) close() error {
+	end := "\n]\n"
+	if j.n == 0 {
+		end = "[]\n"
+	}
+	_, err := io.WriteString(j.w, end)
+	return err
 }
 
 // warningCodes lists the codes of ws for a table or CSV cell: "duplicate_in_1c".

@@ -47,6 +47,10 @@ type app struct {
 	// command is the subcommand being run ("run", "order import", "resync"): the
 	// role a CLI command records in an embedded database's run lock.
 	command string
+	// opened names the embedded journal the command found by looking, with no
+	// database.url ("journal /var/lib/ordersync/ordersync.db (the service's state
+	// directory)"): Main says it once the command is done.
+	opened string
 }
 
 // role is the name this command holds an embedded database's run lock under.
@@ -70,14 +74,26 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	// Which journal a command found by looking is said on stderr, in its one line
+	// when it failed; `run` logs it.
+	opened := ""
+	if a.opened != "" && a.command != "run" {
+		opened = a.opened
+	}
 	if err == nil {
+		if opened != "" {
+			fmt.Fprintln(stderr, "ordersync: "+opened)
+		}
 		return exitOK
 	}
 	var ex *exitError
 	if errors.As(err, &ex) && ex.silent {
 		return ex.code
 	}
-	fmt.Fprintln(stderr, "ordersync: "+oneLine(err))
+	if opened != "" {
+		opened = " [" + opened + "]"
+	}
+	fmt.Fprintln(stderr, "ordersync: "+oneLine(err)+opened)
 	return codeOf(err)
 }
 
@@ -110,7 +126,42 @@ journal row.`,
 		a.demoCommand(),
 		a.versionCommand(),
 	)
+	requireSubcommands(root)
 	return root
+}
+
+// requireSubcommands makes each command below c that only groups others (journal,
+// outbox, stock, …) refuse an unknown subcommand, or none, with exit 2 and one line
+// naming the subcommands, as the root refuses an unknown command. (Cobra would print
+// the group's help and exit 0: a typo in a script would pass unseen.)
+func requireSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		if sub.HasSubCommands() && sub.Run == nil && sub.RunE == nil {
+			sub.Args = cobra.ArbitraryArgs
+			sub.RunE = func(cmd *cobra.Command, args []string) error {
+				var names []string
+				for _, s := range cmd.Commands() {
+					if s.IsAvailableCommand() {
+						names = append(names, s.Name())
+					}
+				}
+				known := strings.Join(names, ", ")
+				if len(args) == 0 {
+					return usageError(fmt.Errorf("%s needs a subcommand: %s (%s --help)",
+						strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "), known, cmd.CommandPath()))
+				}
+				msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+				if cmd.SuggestionsMinimumDistance <= 0 {
+					cmd.SuggestionsMinimumDistance = 2
+				}
+				if sug := cmd.SuggestionsFor(args[0]); len(sug) > 0 {
+					msg += fmt.Sprintf(": did you mean %q?", sug[0])
+				}
+				return usageError(fmt.Errorf("%s (subcommands: %s)", msg, known))
+			}
+		}
+		requireSubcommands(sub)
+	}
 }
 
 // exitError carries an exit code with an error.

@@ -88,6 +88,7 @@ func newEnvOn(t *testing.T, backend string, opts sim.OneCOptions, migrate bool) 
 		"ORDERSYNC_WORKER__POLL_INTERVAL=20ms",
 		"ORDERSYNC_LOG__FORMAT=json",
 		"ORDERSYNC_HTTP__LISTEN=127.0.0.1:0",
+		"ORDERSYNC_ADMIN__LISTEN=127.0.0.1:0",
 	)
 	if migrate {
 		if _, stderr, code := e.cli("", "migrate"); code != 0 {

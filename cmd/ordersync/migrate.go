@@ -11,7 +11,12 @@ func (a *app) migrateCommand() *cobra.Command {
 		Use:   "migrate",
 		Short: "Bring the database schema up to date",
 		Long: `migrate applies the pending numbered migrations, each in its own transaction,
-under an advisory lock: several replicas may run it at once.`,
+under an advisory lock: several replicas may run it at once.
+
+Run by systemd (the unit's ExecStartPre=, with NotifyAccess=exec) it extends the
+unit's start timeout while it connects and migrates (EXTEND_TIMEOUT_USEC), so that
+a long migration is not cut off by TimeoutStartSec=, and says what it does in
+STATUS=.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -23,12 +28,21 @@ under an advisory lock: several replicas may run it at once.`,
 			if err != nil {
 				return err
 			}
-			db, err := a.openDB(ctx, cfg, log)
+			sm := a.serviceManager(log)
+			var db database
+			err = sm.extendWhile("migrate: opening the database", func() (err error) {
+				db, err = a.openDB(ctx, cfg, log)
+				return err
+			})
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			applied, err := db.Migrate(ctx)
+			var applied []int
+			err = sm.extendWhile("migrate: bringing the schema of "+db.String()+" up to date", func() (err error) {
+				applied, err = db.Migrate(ctx)
+				return err
+			})
 			if err != nil {
 				return err
 			}

@@ -98,25 +98,42 @@ func (a *app) outboxListCommand() *cobra.Command {
 			if err := checkFormat(format, "table", "json"); err != nil {
 				return err
 			}
+			if limit < 0 {
+				return usageError(fmt.Errorf("--limit: must not be negative (0 lists every event), got %d", limit))
+			}
 			return a.withOutbox(cmd.Context(), func(s outbox.Store) error {
-				recs, err := s.List(cmd.Context(), outbox.ListFilter{Dead: dead, Unsent: unsent,
-					AggregateID: aggregate, Destination: destination, Limit: limit})
-				if err != nil {
-					return err
+				pages := func(emit func([]outbox.Record) error) error {
+					return eachPage(limit, func(after *outbox.Record, n int) ([]outbox.Record, error) {
+						f := outbox.ListFilter{Dead: dead, Unsent: unsent, AggregateID: aggregate, Destination: destination, Limit: n}
+						if after != nil {
+							f.BeforeID = after.ID
+						}
+						return s.List(cmd.Context(), f)
+					}, emit)
 				}
 				if format == "json" {
-					if recs == nil {
-						recs = []outbox.Record{}
+					arr := &jsonArray{w: a.stdout}
+					if err := pages(func(recs []outbox.Record) error {
+						for _, r := range recs {
+							if err := arr.add(r); err != nil {
+								return err
+							}
+						}
+						return nil
+					}); err != nil {
+						return err
 					}
-					return writeJSON(a.stdout, recs)
+					return arr.close()
 				}
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tDESTINATION\tTYPE\tAGGREGATE\tSEQ\tSTATE\tATTEMPTS\tEVENT ID\tLAST ERROR")
-				for _, r := range recs {
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", r.ID, r.Destination, r.Type, r.AggregateID,
-						r.Sequence, state(r), r.Attempts, r.EventID, truncate(r.LastError, 60))
-				}
-				return tw.Flush()
+				return pages(func(recs []outbox.Record) error {
+					for _, r := range recs {
+						fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", r.ID, r.Destination, r.Type, r.AggregateID,
+							r.Sequence, state(r), r.Attempts, r.EventID, truncate(r.LastError, 60))
+					}
+					return tw.Flush()
+				})
 			})
 		},
 	}
@@ -124,7 +141,7 @@ func (a *app) outboxListCommand() *cobra.Command {
 	c.Flags().BoolVar(&unsent, "unsent", false, "only events not delivered yet")
 	c.Flags().StringVar(&aggregate, "aggregate", "", "only this aggregate (an order: site:order:A-1001)")
 	c.Flags().StringVar(&destination, "destination", "", "only this destination")
-	c.Flags().IntVar(&limit, "limit", 100, "at most this many events")
+	c.Flags().IntVar(&limit, "limit", 100, "at most this many events; 0 lists them all")
 	c.Flags().StringVar(&format, "format", "table", "output: table or json")
 	return c
 }

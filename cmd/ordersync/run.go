@@ -33,7 +33,16 @@ during start-up.
 
 On an embedded (SQLite) database one process works the file: a second run exits 1
 naming the first one's pid, and a run started while a CLI command (order import,
-resync) carries out its own operations waits for that command, then starts.`,
+resync) carries out its own operations waits for that command, then starts.
+
+Webhooks and feeds are served as soon as the database is ready: 1C's start-up
+ping goes on in the background, and operations wait and retry while 1C does not
+answer.
+
+Under systemd (Type=notify, NOTIFY_SOCKET set) run reports READY=1 once the
+schema is checked and the listeners are up, keeps STATUS= current, sends
+WATCHDOG=1 every half of WatchdogSec= only while its engine and relay loops go
+round and the database answers a ping, and STOPPING=1 on SIGTERM.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.run(cmd.Context())
@@ -66,7 +75,23 @@ func (a *app) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := a.openReadyDB(ctx, cfg, log)
+	sm := a.serviceManager(log)
+	// STOPPING=1 as soon as a stop is requested, during start-up too, and sent
+	// before run returns.
+	stopping := func() { sm.markStopping("stopping: finishing calls and deliveries in flight") }
+	stopAfter := context.AfterFunc(ctx, stopping)
+	defer func() {
+		if !stopAfter() && ctx.Err() != nil {
+			stopping() // the AfterFunc's goroutine may not have sent it yet
+		}
+	}()
+	var db database
+	// Connecting, migrating an embedded file, checking the schema: the start
+	// timeout is extended while it runs.
+	err = sm.extendWhile("starting: opening the database", func() (err error) {
+		db, err = a.openReadyDB(ctx, cfg, log)
+		return err
+	})
 	if err != nil {
 		return stoppedDuringStartUp(ctx, log, err)
 	}
@@ -88,23 +113,42 @@ func (a *app) run(ctx context.Context) error {
 	log.InfoContext(ctx, "ordersync starting", "version", version, "config", cfg.Source(),
 		"database", db.String(), "onec_base_url", cfg.OneC.BaseURL, "max_concurrency", cfg.OneC.MaxConcurrency)
 
-	pingCtx, cancel := context.WithTimeout(ctx, cfg.OneC.Timeout)
-	if info, err := client.Ping(pingCtx); err != nil {
-		// 1C may be down for a while; the engine retries. Say it loudly, carry on
-		// (unless the ping ended because a stop was requested).
-		if ctx.Err() == nil {
-			log.ErrorContext(ctx, "1C does not answer the ping; operations wait and retry", "class", onec.ClassOf(err).String(), "err", err)
-		}
-	} else {
-		log.InfoContext(ctx, "1C answers", "service", info.Service, "contract", info.Version)
+	adm, err := startAdmin(ctx, cfg, db, client, log)
+	if err != nil {
+		return stoppedDuringStartUp(ctx, log, err)
 	}
-	cancel()
+	defer func() { // after stop(): /metrics and /readyz answer while the work in flight drains
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.HTTP.ShutdownTimeout)
+		defer cancel()
+		adm.Stop(stopCtx)
+	}()
+	db = adm.DB() // the engine, the pollers and the scheduler count through it
 
+	sm.status("starting: engine, relays and listeners")
 	fs, err := fetchers(cfg, skus, log)
 	if err != nil {
 		return err
 	}
-	eng := newEngine(db, client, cfg, out.routes, fs, log)
+	eng := newEngine(db, adm.Client(), cfg, out.routes, fs, log)
+	// 1C's start-up ping goes on in the background: webhooks and feeds are served
+	// while 1C does not answer (operations wait and retry). It goes through the
+	// engine, so that a 1C that does not answer has the engine ping it until it does.
+	pingCtx, cancelPing := context.WithCancel(ctx)
+	defer cancelPing()
+	pinged := make(chan struct{})
+	go func() {
+		defer close(pinged)
+		if info, err := eng.PingOneC(pingCtx); err != nil {
+			// 1C may be down for a while; the engine retries. Say it loudly (unless
+			// the ping ended because a stop was requested).
+			if pingCtx.Err() == nil {
+				log.ErrorContext(ctx, "1C does not answer the start-up ping; operations wait and retry",
+					"class", onec.ClassOf(err).String(), "err", err)
+			}
+		} else {
+			log.InfoContext(ctx, "1C answers", "service", info.Service, "contract", info.Version)
+		}
+	}()
 	relay := out.relay(db, cfg, log)
 	// Stock publishes are long (a marketplace's rate limit paces them): they have a
 	// relay of their own, so that order events never wait behind them.
@@ -144,7 +188,11 @@ func (a *app) run(ctx context.Context) error {
 	// the calls and deliveries in flight. Each Stop is safe before Start and twice,
 	// so a failed start-up stops what it started, and the deferred call after a
 	// normal stop does nothing.
+	stopSupervising := func() {}
 	stop := func() {
+		stopSupervising()
+		cancelPing()
+		<-pinged
 		if srv != nil {
 			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.HTTP.ShutdownTimeout)
 			srv.Stop(stopCtx) // its error is the timeout: the connections left were closed
@@ -219,6 +267,26 @@ func (a *app) run(ctx context.Context) error {
 			}
 		}
 	}()
+	counts := func() string {
+		oneC := "1C " + eng.OneCState()
+		select {
+		case <-pinged:
+		default:
+			if eng.OneCState() == "up" {
+				oneC = "1C: start-up ping in flight"
+			}
+		}
+		st := eng.Stats()
+		if t, _, ok := adm.Totals(); ok {
+			// The journal's numbers as the metrics last read them, then this process's.
+			return fmt.Sprintf("%d pending, %d failed; since start: %d done, %d retries; %s",
+				t.Pending, t.Failed, st.Done, st.Retried, oneC)
+		}
+		return fmt.Sprintf("since start: %d done, %d failed, %d retries; %s", st.Done, st.Failed, st.Retried, oneC)
+	}
+	adm.Attach(eng, srv, relay, stockRelay)
+	sm.markReady("ready; " + counts())
+	stopSupervising = sm.supervise(ctx, supervised{db: db, alive: []liveness{eng.Alive, relay.Alive, stockRelay.Alive}, counts: counts})
 	<-ctx.Done()
 	log.Info("stop requested: finishing calls and deliveries in flight", "shutdown_timeout", cfg.Worker.ShutdownTimeout.String())
 	start := time.Now()

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,6 +27,14 @@ endpoints: GET /_sim/orders, GET /_sim/stats, POST /_sim/faults, POST /_sim/late
 POST /_sim/known_skus. It runs until interrupted.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if latency < 0 {
+				return usageError(fmt.Errorf("--latency: must not be negative, got %s", latency))
+			}
+			if _, port, err := net.SplitHostPort(listen); err != nil {
+				return usageError(fmt.Errorf("--listen: %q is not host:port, such as 127.0.0.1:8081: %v", listen, err))
+			} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+				return usageError(fmt.Errorf("--listen: %q: the port must be a number from 0 to 65535", listen))
+			}
 			s := sim.NewOneC(sim.OneCOptions{
 				Prefix: prefix, Username: username, Password: password,
 				Dedupe: dedupe, Latency: latency, BOM: bom, KnownSKUs: skus,

@@ -90,6 +90,9 @@ configuration. Exit status 0 when every snapshot is done, 1 otherwise.`,
 			if err := checkFormat(format, "table", "json"); err != nil {
 				return err
 			}
+			if wait < 0 {
+				return usageError(fmt.Errorf("--wait: must not be negative (0 does not wait), got %s", wait))
+			}
 			ctx := cmd.Context()
 			env, err := a.openStock(ctx)
 			if err != nil {
@@ -635,6 +638,9 @@ func (a *app) stockStatusCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(format, "table", "json"); err != nil {
 				return err
+			}
+			if limit < 0 {
+				return usageError(fmt.Errorf("--limit: must not be negative, got %d", limit))
 			}
 			ctx := cmd.Context()
 			env, err := a.openStock(ctx)

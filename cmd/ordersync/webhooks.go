@@ -113,30 +113,47 @@ func (a *app) inboxCommand() *cobra.Command {
 			if err := checkFormat(format, "table", "json"); err != nil {
 				return err
 			}
+			if status != "" && status != string(inbox.Processed) {
+				return usageError(fmt.Errorf("--status: must be %s (the status of every stored event), got %q", inbox.Processed, status))
+			}
+			if limit < 0 {
+				return usageError(fmt.Errorf("--limit: must not be negative (0 lists every event), got %d", limit))
+			}
 			return a.withInbox(cmd.Context(), func(s inbox.Store) error {
-				recs, err := s.List(cmd.Context(), inbox.Filter{Source: source, Status: status, Limit: limit})
-				if err != nil {
-					return err
+				pages := func(emit func([]inbox.Record) error) error {
+					return eachPage(limit, func(after *inbox.Record, n int) ([]inbox.Record, error) {
+						return s.List(cmd.Context(), inbox.Filter{Source: source, Status: status, Limit: n, After: after})
+					}, emit)
 				}
 				if format == "json" {
-					if recs == nil {
-						recs = []inbox.Record{}
+					arr := &jsonArray{w: a.stdout}
+					if err := pages(func(recs []inbox.Record) error {
+						for _, r := range recs {
+							if err := arr.add(r); err != nil {
+								return err
+							}
+						}
+						return nil
+					}); err != nil {
+						return err
 					}
-					return writeJSON(a.stdout, recs)
+					return arr.close()
 				}
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "SOURCE\tEVENT ID\tRECEIVED\tSTATUS\tANSWER\tCONFLICTS\tOPERATIONS")
-				for _, r := range recs {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%v\n", r.Source, truncate(r.EventID, 60),
-						r.ReceivedAt.Local().Format("2006-01-02 15:04:05"), r.Status, r.Answer.Status, r.Conflicts, r.Operations)
-				}
-				return tw.Flush()
+				return pages(func(recs []inbox.Record) error {
+					for _, r := range recs {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%v\n", r.Source, truncate(r.EventID, 60),
+							r.ReceivedAt.Local().Format("2006-01-02 15:04:05"), r.Status, r.Answer.Status, r.Conflicts, r.Operations)
+					}
+					return tw.Flush()
+				})
 			})
 		},
 	}
 	list.Flags().StringVar(&source, "source", "", "only this sender (site, ozon, bitrix24, …)")
 	list.Flags().StringVar(&status, "status", "", "only this status (processed)")
-	list.Flags().IntVar(&limit, "limit", 100, "at most this many events")
+	list.Flags().IntVar(&limit, "limit", 100, "at most this many events; 0 lists them all")
 	list.Flags().StringVar(&format, "format", "table", "output: table or json")
 	var showFormat string
 	show := &cobra.Command{

@@ -9,6 +9,7 @@ import (
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/engine"
 	"github.com/ordersync/ordersync/internal/logging"
+	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/outbox"
 )
@@ -24,7 +25,8 @@ func (a *app) loadConfig() (*config.Config, error) {
 	if environ == nil {
 		environ = []string{}
 	}
-	cfg, err := config.Load(config.LoadOptions{Path: path, PathExplicit: explicit, Environ: environ})
+	cfg, err := config.Load(config.LoadOptions{Path: path, PathExplicit: explicit, Environ: environ,
+		ReadSecret: a.readSecret}) // a command that talks neither to 1C nor to a sender reads database.url alone
 	if err != nil {
 		return nil, usageError(fmt.Errorf("config: %w", err))
 	}
@@ -80,7 +82,7 @@ func getRetries(n int) int {
 	return n
 }
 
-func newEngine(db database, client *httpservice.Client, cfg *config.Config, routes outbox.Routes,
+func newEngine(db database, client onec.Client, cfg *config.Config, routes outbox.Routes,
 	fetchers map[string]engine.Fetcher, log *slog.Logger) *engine.Engine {
 	return engine.New(db.Journal(), client, engine.Config{
 		Workers:         cfg.OneC.MaxConcurrency,
@@ -92,6 +94,7 @@ func newEngine(db database, client *httpservice.Client, cfg *config.Config, rout
 		OneCTimeout:     cfg.OneC.Timeout,
 		SettleTime:      cfg.OneC.SettleTime,
 		GiveUpAfter:     cfg.Worker.GiveUpAfter,
+		PingInterval:    cfg.OneC.PingInterval,
 		Location:        cfg.OneC.Location(),
 		Routes:          routes,
 		Fetchers:        fetchers,

@@ -65,6 +65,7 @@ type Config struct {
 	OneC       OneC       `koanf:"onec"`
 	Worker     Worker     `koanf:"worker"`
 	HTTP       HTTP       `koanf:"http"`
+	Admin      Admin      `koanf:"admin"`
 	Log        Log        `koanf:"log"`
 	Connectors Connectors `koanf:"connectors"`
 	Webhooks   Webhooks   `koanf:"webhooks"`
@@ -72,6 +73,9 @@ type Config struct {
 	Stock      Stock      `koanf:"stock"`
 
 	source string // the file loaded, "" when none
+	// unread are the secrets given as files that LoadOptions.ReadSecret left
+	// unread: key → file.
+	unread map[string]string
 }
 
 // Database is the journal's database.
@@ -83,6 +87,10 @@ type Database struct {
 	// which Load fills in: every in-flight 1C call holds a row lock on one connection
 	// and writes its attempt row on another.
 	MaxConns int `koanf:"max_conns"`
+	// ConnectTimeout is how long `run` and `migrate` keep trying to reach a database
+	// server that does not answer yet (a PostgreSQL on another host still booting)
+	// before they give up; 0 tries once. Other commands try once.
+	ConnectTimeout time.Duration `koanf:"connect_timeout"`
 }
 
 // OneC is the 1C:Enterprise HTTP service (contract v1).
@@ -102,6 +110,9 @@ type OneC struct {
 	// MaxResponse bounds the body of one answer from 1C, in bytes: a larger one is
 	// not read (the call fails naming this key).
 	MaxResponse int64 `koanf:"max_response"`
+	// PingInterval is how often `run` pings 1C for its readiness (/readyz) and
+	// ordersync_onec_up.
+	PingInterval time.Duration `koanf:"ping_interval"`
 }
 
 // Worker is the engine's claim, retry and shutdown policy.
@@ -175,7 +186,8 @@ var publishingConnectors = []string{"kaspi", "ozon", "wildberries"}
 func defaults() Config {
 	return Config{
 		Database: Database{
-			MaxConns: 0, // derived from onec.max_concurrency in derive
+			MaxConns:       0, // derived from onec.max_concurrency in derive
+			ConnectTimeout: 5 * time.Minute,
 		},
 		OneC: OneC{
 			Timeout:        30 * time.Second,
@@ -185,6 +197,7 @@ func defaults() Config {
 			GetRetries:     3,
 			SettleTime:     2 * time.Minute,
 			MaxResponse:    64 << 20,
+			PingInterval:   15 * time.Second,
 		},
 		Worker: Worker{
 			MaxAttempts:     10,
@@ -200,6 +213,9 @@ func defaults() Config {
 			WriteTimeout:    10 * time.Second,
 			IdleTimeout:     60 * time.Second,
 			ShutdownTimeout: 10 * time.Second,
+		},
+		Admin: Admin{
+			Listen: "127.0.0.1:9090",
 		},
 		Log: Log{
 			Level:  "info",
@@ -309,6 +325,15 @@ func (c *Config) derive() {
 	}
 }
 
+// Unread reports whether the secret key (onec.password,
+// relay.destinations.crm.secrets) was given as a file that was not read
+// (LoadOptions.ReadSecret), and names the file: the secret is empty here, and the
+// command must not use it.
+func (c *Config) Unread(key string) (file string, ok bool) {
+	file, ok = c.unread[key]
+	return file, ok
+}
+
 // Source names the configuration file that was loaded, or says that none was.
 func (c *Config) Source() string {
 	if c.source == "" {
@@ -334,6 +359,7 @@ func (c *Config) validate(p *problems) {
 	c.OneC.validate(p)
 	c.Worker.validate(p)
 	c.HTTP.validate(p)
+	c.Admin.validate(c.HTTP, p)
 	c.Log.validate(p)
 	c.Connectors.validate(p)
 	c.Webhooks.validate(p)
@@ -375,6 +401,9 @@ func (d Database) validate(p *problems) {
 	}
 	if d.MaxConns < 1 {
 		p.add("database.max_conns", fmt.Sprintf("must be at least 1 (0 or absent means 2*onec.max_concurrency+4), got %d", d.MaxConns))
+	}
+	if d.ConnectTimeout < 0 {
+		p.add("database.connect_timeout", fmt.Sprintf("must be at least 0 (0 tries once), got %s", formatDuration(d.ConnectTimeout)))
 	}
 }
 
@@ -420,6 +449,9 @@ func (o OneC) validate(p *problems) {
 		p.add("onec.get_retries", fmt.Sprintf("must be at least 0, got %d", o.GetRetries))
 	}
 	checkMaxResponse("onec.max_response", o.MaxResponse, defaults().OneC.MaxResponse, "", p)
+	if o.PingInterval <= 0 {
+		p.add("onec.ping_interval", fmt.Sprintf("must be greater than 0, got %s", formatDuration(o.PingInterval)))
+	}
 	if o.Timeout > 0 && o.SettleTime <= o.Timeout {
 		p.add("onec.settle_time", fmt.Sprintf("must be greater than onec.timeout (%s), and than any proxy timeout in front of 1C, got %s",
 			formatDuration(o.Timeout), formatDuration(o.SettleTime)))

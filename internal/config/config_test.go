@@ -97,7 +97,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("files read = %q, want %q", got, want)
 	}
 	want := Config{
-		Database: Database{URL: "", MaxConns: 12},
+		Database: Database{URL: "", MaxConns: 12, ConnectTimeout: 5 * time.Minute},
 		OneC: OneC{
 			Timeout:        30 * time.Second,
 			MaxConcurrency: 4,
@@ -106,6 +106,7 @@ func TestDefaults(t *testing.T) {
 			GetRetries:     3,
 			SettleTime:     2 * time.Minute,
 			MaxResponse:    64 << 20,
+			PingInterval:   15 * time.Second,
 		},
 		Worker: Worker{
 			MaxAttempts:     10,
@@ -122,7 +123,8 @@ func TestDefaults(t *testing.T) {
 			IdleTimeout:     time.Minute,
 			ShutdownTimeout: 10 * time.Second,
 		},
-		Log: Log{Level: "info", Format: "auto"},
+		Admin: Admin{Listen: "127.0.0.1:9090", PProf: false},
+		Log:   Log{Level: "info", Format: "auto"},
 		Connectors: Connectors{
 			SKUMap: "",
 			Kaspi: Kaspi{
@@ -300,7 +302,7 @@ log:
   format: text
 `)
 	want := Config{
-		Database: Database{URL: "postgres://ordersync@db.example:5432/ordersync?sslmode=disable", MaxConns: 7},
+		Database: Database{URL: "postgres://ordersync@db.example:5432/ordersync?sslmode=disable", MaxConns: 7, ConnectTimeout: 5 * time.Minute},
 		OneC: OneC{
 			BaseURL:        "https://1c.example/trade/hs/ordersync/v1",
 			Username:       "ordersync",
@@ -312,6 +314,7 @@ log:
 			GetRetries:     0,
 			SettleTime:     2 * time.Minute,
 			MaxResponse:    8 << 20,
+			PingInterval:   15 * time.Second,
 		},
 		Worker: Worker{
 			MaxAttempts:     3,
@@ -322,6 +325,7 @@ log:
 			GiveUpAfter:     72 * time.Hour,
 		},
 		HTTP:       defaults().HTTP,
+		Admin:      defaults().Admin,
 		Log:        Log{Level: "debug", Format: "text"},
 		Connectors: defaults().Connectors,
 		Webhooks:   defaults().Webhooks,
@@ -402,7 +406,7 @@ func TestEnvNesting(t *testing.T) {
 		"ORDERSYNC_LOG__FORMAT=json",
 	)
 	want := Config{
-		Database: Database{URL: "postgres://u@h/db", MaxConns: 9},
+		Database: Database{URL: "postgres://u@h/db", MaxConns: 9, ConnectTimeout: 5 * time.Minute},
 		OneC: OneC{
 			BaseURL:        "http://1c.local/trade/hs/ordersync/v1",
 			Username:       "svc",
@@ -414,6 +418,7 @@ func TestEnvNesting(t *testing.T) {
 			GetRetries:     1,
 			SettleTime:     2 * time.Minute,
 			MaxResponse:    1 << 20,
+			PingInterval:   15 * time.Second,
 		},
 		Worker: Worker{
 			MaxAttempts:     20,
@@ -424,6 +429,7 @@ func TestEnvNesting(t *testing.T) {
 			GiveUpAfter:     72 * time.Hour,
 		},
 		HTTP:       defaults().HTTP,
+		Admin:      defaults().Admin,
 		Log:        Log{Level: "warn", Format: "json"},
 		Connectors: defaults().Connectors,
 		Webhooks:   defaults().Webhooks,

@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/ordersync/ordersync/connectors"
 )
 
 // Connectors are the marketplace connectors (connectors/kaspi, connectors/ozon,
@@ -153,13 +155,19 @@ func (c Connectors) validate(p *problems) {
 	c.Wildberries.validate("connectors.wildberries", p)
 }
 
-// checkFiles checks that the files named by keys can be read.
+// checkFiles checks that the files named by keys can be read, and what they hold:
+// each bad line of the SKU map is a problem naming it.
 func (c Connectors) checkFiles(readFile func(string) ([]byte, error), p *problems) {
 	if c.SKUMap == "" {
 		return
 	}
-	if _, err := readFile(c.SKUMap); err != nil {
+	b, err := readFile(c.SKUMap)
+	if err != nil {
 		p.add("connectors.sku_map", fmt.Sprintf("cannot read %s: %s", c.SKUMap, reason(err)))
+		return
+	}
+	for _, msg := range connectors.SKUMapProblems(b) {
+		p.add("connectors.sku_map", c.SKUMap+": "+msg)
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/maps"
-	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/v2"
 	yamlv3 "go.yaml.in/yaml/v3"
@@ -39,6 +38,13 @@ type LoadOptions struct {
 	// keys name (connectors.sku_map, to check that it can be read). Nil means
 	// os.ReadFile.
 	ReadFile func(name string) ([]byte, error)
+	// ReadSecret, when set, chooses by key (database.url,
+	// relay.destinations.crm.secrets) the secrets given as x_file that are read: a
+	// command that talks neither to 1C nor to a sender reads database.url_file alone,
+	// so that a file only the service can read (/run/credentials/…) is never opened.
+	// A secret not read stays empty, is not checked, and Config.Unread names its
+	// file. Nil reads every one.
+	ReadSecret func(key string) bool
 }
 
 // layer is one source of values, as flat keys ("onec.timeout"), before merging.
@@ -95,7 +101,8 @@ func Load(opts LoadOptions) (*Config, error) {
 		p.add("", fmt.Sprintf("config file %s: %s", path, reason(err)))
 	}
 	layers = append(layers, envLayer(environ, &p))
-	resolveSecrets(layers, readFile, &p)
+	unreadFiles := map[string]string{}
+	resolveSecrets(layers, readFile, opts.ReadSecret, unreadFiles, &p)
 
 	k := koanf.New(".")
 	if d := entryDefaultValues(layers); len(d) > 0 {
@@ -111,6 +118,9 @@ func Load(opts LoadOptions) (*Config, error) {
 	decode(k, &cfg, layers, &p)
 
 	cfg.derive()
+	if len(unreadFiles) > 0 {
+		cfg.unread = unreadFiles
+	}
 	bad := make(map[string]bool, len(p))
 	for _, pr := range p {
 		bad[pr.Key] = true
@@ -118,8 +128,14 @@ func Load(opts LoadOptions) (*Config, error) {
 	var vp problems
 	cfg.validate(&vp)
 	cfg.Connectors.checkFiles(readFile, &vp)
+	unread := make(map[string]bool, len(cfg.unread))
+	for key := range cfg.unread {
+		unread[key] = true
+	}
 	for _, pr := range vp {
-		if !failed(bad, pr.Key) { // a key that failed to decode kept its default; say it once
+		// A key that failed to decode kept its default: say it once. A secret left
+		// unread is empty here, not in the service.
+		if !failed(bad, pr.Key) && !failed(unread, pr.Key) {
 			p = append(p, pr)
 		}
 	}
@@ -215,22 +231,75 @@ func fileLayer(path string, b []byte, p *problems) *layer {
 // of strings (connectors.ozon.stock_warehouses) is one key whose value is a
 // map[string]string: its names are the user's (warehouse codes, which may hold
 // dots), not keys of the configuration.
+//
+// A document whose values YAML could not all take (a key given twice) is a problem
+// for each, and the rest of it is read and checked too: every problem at once.
 func parseFile(b []byte, where string, p *problems) (map[string]any, map[string][]string, yamlSource, error) {
-	m, err := yaml.Parser().Unmarshal(b)
-	if err != nil {
-		return nil, nil, yamlSource{}, err
-	}
-	var src yamlSource
 	var doc yamlv3.Node
-	if yamlv3.Unmarshal(b, &doc) == nil {
-		src.root = &doc
+	if err := yamlv3.Unmarshal(b, &doc); err != nil {
+		return nil, nil, yamlSource{}, fmt.Errorf("yaml: %w", stripYAMLPrefix(err))
 	}
+	// A key given twice in a section is a problem; the section is read with its
+	// first, so that the rest of it is checked too (YAML would drop it whole).
+	dropDuplicateKeys(&doc, where, p)
+	var m map[string]any
+	if len(doc.Content) > 0 {
+		err := doc.Decode(&m)
+		var te *yamlv3.TypeError
+		switch {
+		case errors.As(err, &te) && m != nil:
+			for _, e := range te.Errors {
+				p.add("", e+where)
+			}
+		case errors.As(err, &te):
+			return nil, nil, yamlSource{}, errors.New("must be a section of keys (database:, onec:, …): " + strings.Join(te.Errors, "; "))
+		case err != nil:
+			return nil, nil, yamlSource{}, fmt.Errorf("yaml: %w", stripYAMLPrefix(err))
+		}
+	}
+	src := yamlSource{root: &doc}
 	// Before the names of nested sections are made strings, which would hide a
 	// name that YAML read as a number.
 	keys().stringMaps(m, nil, src, where, p)
 	maps.IntfaceKeysToStrings(m) // a name such as 2024 is a key like any other
 	flat, levels := maps.Flatten(m, nil, ".")
 	return flat, levels, src, nil
+}
+
+// dropDuplicateKeys removes, in every section of the document, each key that the
+// section already has (as YAML compares them: same kind, same text) with its value,
+// and says so, with both lines.
+func dropDuplicateKeys(n *yamlv3.Node, where string, p *problems) {
+	if n.Kind == yamlv3.MappingNode {
+		kept := n.Content[:0]
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			dup := false
+			for j := 0; j+1 < len(kept); j += 2 {
+				if first := kept[j]; first.Kind == k.Kind && first.Value == k.Value && k.Value != "<<" {
+					p.add("", fmt.Sprintf("line %d: mapping key %q already defined at line %d%s", k.Line, k.Value, first.Line, where))
+					dup = true
+					break
+				}
+			}
+			if !dup {
+				kept = append(kept, k, n.Content[i+1])
+			}
+		}
+		n.Content = kept
+	}
+	for _, c := range n.Content {
+		dropDuplicateKeys(c, where, p)
+	}
+}
+
+// stripYAMLPrefix drops the "yaml: " that the YAML library starts its errors with,
+// so that it is said once.
+func stripYAMLPrefix(err error) error {
+	if msg, ok := strings.CutPrefix(err.Error(), "yaml: "); ok {
+		return errors.New(msg)
+	}
+	return err
 }
 
 // stringMaps replaces, in a parsed file, the value of each map of strings by a
@@ -520,7 +589,10 @@ func envLayer(environ []string, p *problems) *layer {
 // secret the highest layer that sets x or x_file decides, so an environment
 // variable overrides the file in either form; setting both in one layer is an error.
 // A secret in a map section is resolved in every entry that some layer names.
-func resolveSecrets(layers []*layer, readFile func(string) ([]byte, error), p *problems) {
+// Secrets that readSecret (when set) refuses are not read: their files are recorded
+// in unread, by key.
+func resolveSecrets(layers []*layer, readFile func(string) ([]byte, error), readSecret func(string) bool,
+	unread map[string]string, p *problems) {
 	t := keys()
 	for i := range t.fields {
 		f := &t.fields[i]
@@ -528,10 +600,20 @@ func resolveSecrets(layers []*layer, readFile func(string) ([]byte, error), p *p
 			continue
 		}
 		for _, key := range secretKeys(layers, f) {
+			if readSecret != nil && !readSecret(key) {
+				resolveSecret(layers, f, key, func(name string) ([]byte, error) {
+					unread[key] = name
+					return nil, errUnread
+				}, p)
+				continue
+			}
 			resolveSecret(layers, f, key, readFile, p)
 		}
 	}
 }
+
+// errUnread stands for the content of a secret file that is not read.
+var errUnread = errors.New("not read")
 
 // secretKeys returns the concrete keys of a secret field: its own key, or its key in
 // each entry of its map section that some layer names.
@@ -585,6 +667,9 @@ func resolveSecret(layers []*layer, f *field, key string, readFile func(string) 
 		return
 	}
 	b, err := readFile(name)
+	if errors.Is(err, errUnread) {
+		return // the secret stays empty
+	}
 	if err != nil {
 		p.add(fk, fmt.Sprintf("cannot read %s: %s", name, reason(err)))
 		return

@@ -375,7 +375,7 @@ func (c *Config) checkWebhookNeeds(p *problems) {
 	}
 	const key = "connectors.ozon"
 	o := c.Connectors.Ozon
-	if o.ClientID == "" || o.APIKey == "" {
+	if _, unread := c.Unread(key + ".api_key"); o.ClientID == "" || (o.APIKey == "" && !unread) {
 		p.add("webhooks.ozon.enabled", "needs "+key+".client_id and "+key+".api_key to fetch the postings Ozon announces")
 	}
 	if hasControl(o.ClientID) {

@@ -636,6 +636,9 @@ func TestWebhooksEffective(t *testing.T) {
   write_timeout: 7s
   idle_timeout: 2m
   shutdown_timeout: 3s
+admin:
+  listen: 127.0.0.1:9090
+  pprof: false
 log:
 `
 	const wantWebhooks = `webhooks:

@@ -118,6 +118,11 @@ type Engine struct {
 
 	claimed, done, found, retried, failed, finishErrors atomic.Int64
 	verified, duplicates, woken                         atomic.Int64
+
+	// steps holds, per claim loop, when the step it is in began (time since epoch,
+	// plus 1), 0 while it waits for work: Alive reads them.
+	steps []atomic.Int64
+	epoch time.Time // monotonic: a wall clock that jumps does not make a loop look hung
 }
 
 // New returns an engine over a journal store and a 1C client.
@@ -155,7 +160,8 @@ func New(store journal.Store, client onec.Client, cfg Config) *Engine {
 		panic("engine: BackoffMax below BackoffMin") // validated by config before this
 	}
 	e := &Engine{store: store, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, cfg.Workers),
-		backoff: backoff.Policy{Min: cfg.BackoffMin, Max: cfg.BackoffMax, Jitter: cfg.Jitter}}
+		backoff: backoff.Policy{Min: cfg.BackoffMin, Max: cfg.BackoffMax, Jitter: cfg.Jitter},
+		steps:   make([]atomic.Int64, cfg.Workers), epoch: time.Now()}
 	e.health = newHealth(cfg.Logger)
 	e.client, e.raw = watchedClient{Client: client, h: e.health}, client
 	return e
@@ -184,9 +190,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	for i := range e.cfg.Workers {
 		e.wg.Add(1)
 		worker := fmt.Sprintf("%s/w%d", e.cfg.WorkerID, i+1)
+		step := &e.steps[i]
 		go func() {
 			defer e.wg.Done()
-			e.loop(claimCtx, callCtx, worker)
+			e.loop(claimCtx, callCtx, worker, step)
 		}()
 	}
 	e.wg.Add(1)
@@ -246,11 +253,59 @@ func (e *Engine) wakeAll() {
 	}
 }
 
-func (e *Engine) loop(claimCtx, callCtx context.Context, worker string) {
+// Alive reports whether every claim loop goes round: each is waiting for work (or
+// for 1C to answer again), or inside a step — a claim, one operation carried out
+// and recorded, a verification — that has lasted less than any step may. The error
+// names the first loop that is not, blocked in a call that does not return, and how
+// long it has been in its step: the service withholds its systemd watchdog ping
+// while there is one, so that systemd restarts it. Nil before Start and after Stop.
+func (e *Engine) Alive() error {
+	limit := e.stepLimit()
+	now := time.Since(e.epoch)
+	for i := range e.steps {
+		began := e.steps[i].Load()
+		if began == 0 {
+			continue
+		}
+		if d := now - time.Duration(began-1); d > limit {
+			return fmt.Errorf("engine worker w%d has been in one step for %s, longer than any may take (%s): it is hung",
+				i+1, d.Round(100*time.Millisecond), limit)
+		}
+	}
+	return nil
+}
+
+// stepLimit is the longest one step of a claim loop may take: a claim, which may
+// wait for a row lock (the stores' claim lock timeout, CallBudget + 10s), the call
+// budget of its operation (or of a verification), and the writes of its verdict and
+// of its release, each bounded by the verdict timeout.
+func (e *Engine) stepLimit() time.Duration {
+	return 2*CallBudget(e.cfg.OneCTimeout) + 10*time.Second + 2*e.verdictTimeout()
+}
+
+// OneCState says what the engine knows of 1C from its last call or ping: "up",
+// "not answering" or "paused (configuration)" (a missing publication or refused
+// credentials: nothing is claimed until a ping succeeds).
+func (e *Engine) OneCState() string {
+	e.health.mu.Lock()
+	defer e.health.mu.Unlock()
+	return stateName(e.health.state)
+}
+
+// PingOneC pings 1C through the engine's client, so that what it learns counts as
+// any other call does: 1C not answering has the engine ping it until it does, and
+// a configuration problem pauses claiming (OneCState).
+func (e *Engine) PingOneC(ctx context.Context) (onec.Info, error) { return e.client.Ping(ctx) }
+
+// loop is one claim loop. step holds when the step it is in began, 0 while it waits.
+func (e *Engine) loop(claimCtx, callCtx context.Context, worker string, step *atomic.Int64) {
 	idle := time.NewTimer(0)
 	defer idle.Stop()
+	defer step.Store(0)
+	busy := func() { step.Store(int64(time.Since(e.epoch)) + 1) }
 	errDelay := e.cfg.PollInterval
 	for {
+		busy()
 		select {
 		case <-claimCtx.Done():
 			return
@@ -258,6 +313,7 @@ func (e *Engine) loop(claimCtx, callCtx context.Context, worker string) {
 		}
 		if paused := e.health.pausedCh(); paused != nil {
 			// A configuration problem: nothing is claimed until a ping succeeds.
+			step.Store(0)
 			select {
 			case <-claimCtx.Done():
 				return
@@ -281,6 +337,7 @@ func (e *Engine) loop(claimCtx, callCtx context.Context, worker string) {
 			e.log.Error("claim failed", "worker", worker, "err", err)
 			errDelay = min(errDelay*2, 30*time.Second)
 			idle.Reset(errDelay)
+			step.Store(0)
 			select {
 			case <-claimCtx.Done():
 				return
@@ -289,6 +346,7 @@ func (e *Engine) loop(claimCtx, callCtx context.Context, worker string) {
 			continue
 		}
 		idle.Reset(e.cfg.PollInterval)
+		step.Store(0)
 		select {
 		case <-claimCtx.Done():
 			return

@@ -35,6 +35,17 @@ type health struct {
 	// after it is the same problem, logged once.
 	byPing bool
 	signal chan struct{} // cap 1: the state changed
+	// reason is the error that paused the engine, "" when it is not paused.
+	reason string
+}
+
+// Paused reports whether a configuration or authentication problem keeps the
+// workers from claiming (until a ping of 1C succeeds), and the 1C error that
+// paused them. The admin listener's /readyz reports it.
+func (e *Engine) Paused() (paused bool, reason string) {
+	e.health.mu.Lock()
+	defer e.health.mu.Unlock()
+	return e.health.state == healthPaused, e.health.reason
 }
 
 func newHealth(log *slog.Logger) *health {
@@ -116,6 +127,7 @@ func (h *health) answered(byPing bool) {
 	}
 	was := h.state
 	h.state = healthUp
+	h.reason = ""
 	h.recover = true
 	h.byPing = byPing
 	if h.paused != nil {
@@ -145,6 +157,7 @@ func (h *health) pause(e *onec.Error) {
 	}
 	h.state = healthPaused
 	h.paused = make(chan struct{})
+	h.reason = e.Error()
 	msg := "1C's publication is not there: the engine stops calling 1C until a ping succeeds; no operation fails for it"
 	if e.Class == onec.Auth {
 		msg = "1C refuses the credentials: the engine stops calling 1C until a ping succeeds; no operation fails for it"

@@ -97,6 +97,10 @@ type Filter struct {
 	Source string
 	Status string
 	Limit  int // 0: 100
+	// After, when set, keeps the records that come after it in the listing's order
+	// (received_at descending, then source, then event id): the last record of a
+	// page, to read the next page.
+	After *Record
 }
 
 // ErrNotFound answers Show for an unknown event.

@@ -292,6 +292,11 @@ type Filter struct {
 	ErrorContains string
 	// WarningsOnly keeps the operations that carry at least one warning.
 	WarningsOnly bool
+	// After, when set, keeps the operations that come after it in the listing's
+	// order (updated_at descending, then key): the last operation of a page, to read
+	// the next page. An operation updated meanwhile moves to the front and is not
+	// listed again.
+	After *Operation
 }
 
 // Finish is how an attempt ended, written together with the operation's new state.

@@ -175,6 +175,9 @@ type ListFilter struct {
 	AggregateID string
 	Destination string
 	Limit       int // 0: 100
+	// BeforeID, when above 0, keeps the events whose id is below it (the listing is
+	// newest first, by id): the last id of a page, to read the next page.
+	BeforeID int64
 }
 
 // DestinationStatus is `outbox status` for one destination, straight from the table.

@@ -75,6 +75,11 @@ type Relay struct {
 
 	rounds, claimed, sent, retried, dead, fenced, pruned, released atomic.Int64
 	continued                                                      atomic.Int64
+
+	// round holds when the delivery loop's round in flight began (time since
+	// epoch, plus 1), 0 between rounds: Alive reads it.
+	round atomic.Int64
+	epoch time.Time // monotonic
 }
 
 // NewRelay returns a relay over store.
@@ -102,7 +107,7 @@ func NewRelay(store Store, cfg RelayConfig) *Relay {
 		only = append(only, name)
 	}
 	slices.Sort(only)
-	return &Relay{store: store, cfg: cfg, only: only, wake: make(chan struct{}, 1),
+	return &Relay{store: store, cfg: cfg, only: only, wake: make(chan struct{}, 1), epoch: time.Now(),
 		backoff: backoff.Policy{Min: cfg.BackoffMin, Max: cfg.BackoffMax, Jitter: cfg.Jitter},
 		log:     cfg.Logger.With("relay", cfg.Name)}
 }
@@ -176,7 +181,9 @@ func (r *Relay) loop(ctx, work context.Context) {
 			return
 		}
 		released := r.released.Load()
+		r.round.Store(int64(time.Since(r.epoch)) + 1)
 		n, err := r.RunOnce(work)
+		r.round.Store(0)
 		// A round that started nothing (every delivery needed more of the lease than
 		// was left) has not moved any lane: it waits like an empty one.
 		if n > 0 && r.released.Load()-released == int64(n) {
@@ -201,6 +208,24 @@ func (r *Relay) loop(ctx, work context.Context) {
 		case <-timer.C:
 		}
 	}
+}
+
+// Alive reports whether the delivery loop goes round: it is waiting for events, or
+// in a round that has lasted less than any round may (the lease, within which every
+// delivery ends, and the writes of the results after it, each bounded by
+// StopTimeout). The error names the relay and how long its round has lasted: the
+// service withholds its systemd watchdog ping while there is one.
+func (r *Relay) Alive() error {
+	began := r.round.Load()
+	if began == 0 {
+		return nil
+	}
+	limit := r.cfg.Lease + 4*r.cfg.StopTimeout
+	if d := time.Since(r.epoch) - time.Duration(began-1); d > limit {
+		return fmt.Errorf("outbox relay %q has been in one round for %s, longer than any may take (%s): it is hung",
+			r.cfg.Name, d.Round(100*time.Millisecond), limit)
+	}
+	return nil
 }
 
 func (r *Relay) listen(ctx context.Context) {

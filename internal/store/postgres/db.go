@@ -150,16 +150,16 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	wc := writersConfig(pc)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: cannot connect to %s: %s", target, connectErrorCause(err))
+		return nil, &ConnectError{Target: target, Err: err}
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres: cannot connect to %s: %s", target, connectErrorCause(err))
+		return nil, &ConnectError{Target: target, Err: err}
 	}
 	writers, err := pgxpool.NewWithConfig(ctx, wc) // connects on first use
 	if err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres: cannot connect to %s: %s", target, connectErrorCause(err))
+		return nil, &ConnectError{Target: target, Err: err}
 	}
 	db := &DB{
 		pool:       pool,
@@ -264,6 +264,22 @@ func parseErrorCause(err error) string {
 	}
 	return err.Error()
 }
+
+// ConnectError is Open's error when the server cannot be reached or refuses the
+// session: "postgres: cannot connect to host:port/db as user: why", never the
+// password. Err is pgx's, for errors.As: a *pgconn.PgError carries the server's
+// SQLSTATE (57P03 while it starts up, 28P01 for a wrong password), anything else is
+// the network's (refused, unreachable, timed out, a name that does not resolve).
+type ConnectError struct {
+	Target string // host:port/db as user
+	Err    error
+}
+
+func (e *ConnectError) Error() string {
+	return "postgres: cannot connect to " + e.Target + ": " + connectErrorCause(e.Err)
+}
+
+func (e *ConnectError) Unwrap() error { return e.Err }
 
 // connectErrorCause strips pgconn's "failed to connect to `user=… database=…`:"
 // prefix: the caller names the target itself.

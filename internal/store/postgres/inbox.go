@@ -450,6 +450,11 @@ func (ib *Inbox) List(ctx context.Context, f inbox.Filter) ([]inbox.Record, erro
 		}
 		q += ` AND e.status = ` + arg(f.Status)
 	}
+	if a := f.After; a != nil {
+		at, src := arg(a.ReceivedAt), arg(a.Source)
+		q += ` AND (e.received_at < ` + at + ` OR (e.received_at = ` + at + ` AND (e.source > ` + src +
+			` OR (e.source = ` + src + ` AND e.event_id > ` + arg(a.EventID) + `))))`
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = DefaultListLimit

@@ -275,6 +275,10 @@ func (j *Journal) List(ctx context.Context, f journal.Filter) ([]journal.Operati
 	if f.WarningsOnly {
 		q += ` AND warnings IS NOT NULL`
 	}
+	if f.After != nil {
+		at := arg(f.After.UpdatedAt)
+		q += ` AND (updated_at < ` + at + ` OR (updated_at = ` + at + ` AND key > ` + arg(f.After.Key) + `))`
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = DefaultListLimit

@@ -393,6 +393,9 @@ func (o *Outbox) List(ctx context.Context, f outbox.ListFilter) ([]outbox.Record
 	if f.Destination != "" {
 		q += ` AND destination = ` + arg(f.Destination)
 	}
+	if f.BeforeID > 0 {
+		q += ` AND id < ` + arg(f.BeforeID)
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = DefaultOutboxListLimit

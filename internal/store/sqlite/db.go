@@ -22,6 +22,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -36,8 +37,17 @@ import (
 
 // Config configures Open.
 type Config struct {
-	// Path is the database file; its directory must exist (Open creates the file).
+	// Path is the database file; its directory must exist (Open creates the file,
+	// unless MustExist or ReadOnly).
 	Path string
+	// MustExist refuses to create the file: a command that was not asked to make a
+	// journal (all but run, migrate and demo) opens an existing one or fails naming it
+	// (an error that errors.Is fs.ErrNotExist).
+	MustExist bool
+	// ReadOnly opens an existing file read-only, for a command that only reads:
+	// writes and Migrate fail. SQLite may still create the -wal and -shm files it
+	// reads through.
+	ReadOnly bool
 	// BusyTimeout is how long a write waits for another process's write (a CLI
 	// command beside the service) before it fails; default 10s.
 	BusyTimeout time.Duration
@@ -98,9 +108,27 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if fi, err := os.Stat(filepath.Dir(abs)); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("sqlite: cannot open %s: the directory %s does not exist", abs, filepath.Dir(abs))
 	}
+	if cfg.MustExist || cfg.ReadOnly {
+		switch fi, err := os.Stat(abs); {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("sqlite: the database file %s does not exist: %w", abs, fs.ErrNotExist)
+		case err != nil:
+			return nil, fmt.Errorf("sqlite: cannot open %s: %w", abs, err)
+		case fi.IsDir():
+			return nil, fmt.Errorf("sqlite: cannot open %s: it is a directory", abs)
+		}
+	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds()))
-	q.Add("_pragma", "journal_mode(WAL)")
+	switch {
+	case cfg.ReadOnly:
+		q.Set("mode", "ro") // and the journal mode stays the file's
+	case cfg.MustExist:
+		q.Set("mode", "rw")
+		q.Add("_pragma", "journal_mode(WAL)")
+	default:
+		q.Add("_pragma", "journal_mode(WAL)")
+	}
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Set("_txlock", "immediate")
@@ -116,10 +144,11 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
 	var mode string
-	if err := sdb.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+	if err := sdb.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil || (mode != "wal" && !cfg.ReadOnly) {
 		sdb.Close()
 		return nil, fmt.Errorf("sqlite: %s: cannot switch to WAL (journal_mode %q): %v", abs, mode, err)
 	}
+	adoptOwner(abs) // run as root beside the service: what was created stays the service's
 	return &DB{sql: sdb, path: abs, cfg: cfg, now: cfg.Now, log: cfg.Logger,
 		keys: NewKeyLocks(), notify: newNotifier()}, nil
 }

@@ -428,6 +428,11 @@ func (ib *Inbox) List(ctx context.Context, f inbox.Filter) ([]inbox.Record, erro
 		q += ` AND e.status = ?`
 		args = append(args, f.Status)
 	}
+	if a := f.After; a != nil {
+		at := ts(a.ReceivedAt)
+		q += ` AND (e.received_at < ? OR (e.received_at = ? AND (e.source > ? OR (e.source = ? AND e.event_id > ?))))`
+		args = append(args, at, at, a.Source, a.Source, a.EventID)
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = inboxListLimit

@@ -308,6 +308,11 @@ func (j *Journal) List(ctx context.Context, f journal.Filter) ([]journal.Operati
 	if f.WarningsOnly {
 		q += ` AND warnings IS NOT NULL`
 	}
+	if f.After != nil {
+		at := ts(f.After.UpdatedAt)
+		q += ` AND (updated_at < ? OR (updated_at = ? AND key > ?))`
+		args = append(args, at, at, f.After.Key)
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = DefaultListLimit

@@ -222,6 +222,7 @@ func AcquireRunLockAs(dbPath, role string) (*RunLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: run lock %s: %w", path, err)
 	}
+	adoptOwner(dbPath) // created by a command run as root: the service must still open it
 	for attempt := 1; ; attempt++ {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
@@ -370,8 +371,9 @@ func LockHolder(dbPath string) (int, bool) {
 	return h.PID, true
 }
 
-// DefaultPath is where the embedded database lives when none is configured:
-// $STATE_DIRECTORY (systemd's StateDirectory=) or the working directory.
+// DefaultPath is where `ordersync run` (or migrate) creates the embedded database
+// when none is configured and Find finds none: $STATE_DIRECTORY (systemd's
+// StateDirectory=) or the working directory.
 func DefaultPath(getenv func(string) string) string {
 	if dir := getenv("STATE_DIRECTORY"); dir != "" {
 		// StateDirectory= may list several, separated by colons: the first is ours.

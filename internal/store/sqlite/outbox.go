@@ -431,6 +431,10 @@ func (o *Outbox) List(ctx context.Context, f outbox.ListFilter) ([]outbox.Record
 		args = append(args, f.Destination)
 		q += ` AND destination = ?`
 	}
+	if f.BeforeID > 0 {
+		args = append(args, f.BeforeID)
+		q += ` AND id < ?`
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = DefaultOutboxListLimit

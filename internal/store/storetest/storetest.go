@@ -74,6 +74,7 @@ func Journal(t *testing.T, newStore func(t *testing.T) journal.Store) {
 		{"LockFail", testLockFail},
 		{"LockReleaseTwice", testLockReleaseTwice},
 		{"LockWhileHoldingAClaim", testLockWhileHoldingAClaim},
+		{"Counts", testCounts},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ordersync/ordersync/connectors"
+	"github.com/ordersync/ordersync/connectors/kaspi"
+	"github.com/ordersync/ordersync/connectors/ozon"
+	"github.com/ordersync/ordersync/connectors/wildberries"
+	"github.com/ordersync/ordersync/internal/admin"
+	"github.com/ordersync/ordersync/internal/config"
+	"github.com/ordersync/ordersync/internal/engine"
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/metrics"
+	"github.com/ordersync/ordersync/internal/onec"
+	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/server"
+)
+
+// metricsRefreshInterval is how often the gauges kept in the database
+// (ordersync_operations, ordersync_outbox_*, ordersync_connector_last_*) are read.
+const metricsRefreshInterval = 15 * time.Second
+
+// adminSide is the admin listener of `ordersync run` (admin.listen) with what it
+// reports on: the metrics, the 1C pinger, the refresher of the database gauges, and
+// the readiness and liveness checks.
+type adminSide struct {
+	cfg *config.Config
+	log *slog.Logger
+	ctx context.Context // the service's: done once a stop is requested
+
+	metrics   *metrics.Metrics   // nil when admin.listen is empty
+	srv       *admin.Server      // nil when admin.listen is empty
+	refresher *metrics.Refresher // nil when admin.listen is empty
+	db        database           // instrumented when the listener runs
+	client    onec.Client        // instrumented when the listener runs
+
+	eng     atomic.Pointer[engine.Engine]
+	pingNow chan struct{} // a ping of the pinger's goes through the engine once attached
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// startAdmin starts the admin listener, unless admin.listen is empty: /metrics,
+// /healthz, /readyz and, with admin.pprof, /debug/pprof/. Call it once the
+// database is open and the 1C client built, before the engine, the relays, the
+// webhook server and the pollers are built, and build those from DB() and Client():
+// they count attempts, failed polls and each 1C call. Attach the engine and the
+// rest once built. /readyz answers 503 until the engine is attached and while it
+// is paused, while 1C's last ping or call failed, and once ctx is done. Stop ends
+// it all.
+func startAdmin(ctx context.Context, cfg *config.Config, db database, client onec.Client, log *slog.Logger) (*adminSide, error) {
+	a := &adminSide{cfg: cfg, log: log, ctx: ctx, db: db, client: client, pingNow: make(chan struct{}, 1)}
+	if cfg.Admin.Listen == "" {
+		log.InfoContext(ctx, "admin listener disabled (admin.listen is empty): no /metrics, /healthz or /readyz")
+		return a, nil
+	}
+	m := metrics.New(version)
+	stopping := func() bool { return ctx.Err() != nil }
+	a.metrics = m
+	a.db = instrumentedDB{database: db, journal: m.Journal(db.Journal()), cursors: m.Cursors(db.Cursors(), stopping)}
+	a.client = m.Client(client)
+
+	src := metrics.Sources{Outbox: db.Outbox(), Cursors: db.Cursors(), Connectors: enabledConnectorNames(cfg)}
+	if c, ok := db.Journal().(journal.Counter); ok {
+		src.Journal = c
+	}
+	a.refresher = metrics.NewRefresher(m, src, log.With("component", "metrics"))
+
+	a.srv = admin.New(admin.Config{
+		Listen: cfg.Admin.Listen, PProf: cfg.Admin.PProf,
+		Metrics: promhttp.InstrumentMetricHandler(m.Registry(),
+			promhttp.HandlerFor(m.Registry(), promhttp.HandlerOpts{Registry: m.Registry()})),
+		Logger: log.With("component", "admin"),
+	})
+	a.srv.Live("process", func(context.Context) (string, error) { return "answers", nil })
+	a.srv.Ready("service", a.checkService)
+	a.srv.Ready("database", a.checkDatabase)
+	a.srv.Ready("onec", a.checkOneC)
+	a.srv.Ready("engine", a.checkEngine)
+	if err := a.srv.Start(ctx); err != nil {
+		return nil, fmt.Errorf("admin.listen: %w", err)
+	}
+
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.cancel = cancel
+	a.wg.Add(2)
+	go func() {
+		defer a.wg.Done()
+		a.refresher.Run(bg, metricsRefreshInterval)
+	}()
+	go func() {
+		defer a.wg.Done()
+		a.ping(bg)
+	}()
+	log.InfoContext(ctx, "admin listening", "address", listenURL(a.srv.Addr().String()), "pprof", cfg.Admin.PProf,
+		"endpoints", "/metrics /healthz /readyz")
+	return a, nil
+}
+
+// DB is the database to build the engine, the webhook server and the pollers from:
+// its journal counts each attempt's outcome, its cursors each failed poll.
+func (a *adminSide) DB() database { return a.db }
+
+// Client is the 1C client to give the engine: each call is timed and tells /readyz
+// whether 1C answers.
+func (a *adminSide) Client() onec.Client { return a.client }
+
+// Attach hands over what was built from DB and Client: the engine (its pause is a
+// readiness check, its loops a liveness one when it tells), the webhook server (its
+// counters are ordersync_inbox_deliveries_total; nil when http.listen is empty) and
+// the relays (their deliveries, and their loops in /healthz).
+func (a *adminSide) Attach(eng *engine.Engine, srv *server.Server, relays ...*outbox.Relay) {
+	if a.srv == nil {
+		return
+	}
+	if eng != nil {
+		a.eng.Store(eng)
+		if l, ok := any(eng).(aliveChecker); ok {
+			a.srv.Live("engine", aliveCheck(l, "every claim loop goes round"))
+		}
+	}
+	if srv != nil {
+		a.metrics.SetInbox(srv.Stats)
+	}
+	for i, r := range relays {
+		if r == nil {
+			continue
+		}
+		a.metrics.AddRelay(r.Stats)
+		if l, ok := any(r).(aliveChecker); ok {
+			a.srv.Live(fmt.Sprintf("relay%d", i+1), aliveCheck(l, "the delivery loop goes round"))
+		}
+	}
+	select {
+	case a.pingNow <- struct{}{}:
+	default:
+	}
+}
+
+// Live adds a liveness check to /healthz (the systemd watchdog's, say).
+func (a *adminSide) Live(name string, check func(ctx context.Context) error) {
+	if a.srv == nil {
+		return
+	}
+	a.srv.Live(name, func(ctx context.Context) (string, error) { return "alive", check(ctx) })
+}
+
+// Addr is the admin listener's address, "" when it is disabled.
+func (a *adminSide) Addr() string {
+	if a.srv == nil {
+		return ""
+	}
+	return a.srv.Addr().String()
+}
+
+// Stop closes the listener (requests in flight may finish until ctx ends) and
+// stops the pinger and the refresher. Safe twice.
+func (a *adminSide) Stop(ctx context.Context) error {
+	if a.srv == nil {
+		return nil
+	}
+	err := a.srv.Stop(ctx)
+	a.cancel()
+	a.wg.Wait()
+	return err
+}
+
+// Totals are the journal's and the outbox's numbers as last read for the metrics
+// (for a status line: "12 pending, 0 failed, 1C up, outbox lag 0.4s"), and whether
+// 1C answered its last ping or call. ok is false while the listener is disabled
+// or before the first refresh.
+func (a *adminSide) Totals() (t metrics.Totals, onecUp bool, ok bool) {
+	if a.refresher == nil {
+		return metrics.Totals{}, false, false
+	}
+	t = a.refresher.Totals()
+	return t, a.metrics.OneC().Up, !t.At.IsZero()
+}
+
+// refresh reads the database gauges now (tests; the timer does it otherwise).
+func (a *adminSide) refresh(ctx context.Context) error { return a.refresher.Refresh(ctx) }
+
+// ping pings 1C every onec.ping_interval, at once first and again when the engine
+// is attached, each ping bounded by onec.timeout. Once attached, the pings go
+// through the engine when it offers (PingOneC): it then learns from them as from
+// any call of its own.
+func (a *adminSide) ping(ctx context.Context) {
+	t := time.NewTicker(a.cfg.OneC.PingInterval)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, a.cfg.OneC.Timeout)
+		if p, ok := a.enginePinger(); ok {
+			p.PingOneC(pctx)
+		} else {
+			a.client.Ping(pctx)
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-a.pingNow:
+		}
+	}
+}
+
+type enginePinger interface {
+	PingOneC(ctx context.Context) (onec.Info, error)
+}
+
+func (a *adminSide) enginePinger() (enginePinger, bool) {
+	eng := a.eng.Load()
+	if eng == nil {
+		return nil, false
+	}
+	p, ok := any(eng).(enginePinger)
+	return p, ok
+}
+
+type aliveChecker interface{ Alive() error }
+
+func aliveCheck(l aliveChecker, ok string) admin.CheckFunc {
+	return func(context.Context) (string, error) {
+		if err := l.Alive(); err != nil {
+			return "", err
+		}
+		return ok, nil
+	}
+}
+
+func (a *adminSide) checkService(context.Context) (string, error) {
+	if a.ctx.Err() != nil {
+		return "", errors.New("stopping: finishing the calls and deliveries in flight")
+	}
+	return "running", nil
+}
+
+func (a *adminSide) checkDatabase(ctx context.Context) (string, error) {
+	if err := a.db.CheckSchema(ctx); err != nil {
+		return "", err
+	}
+	return "answers; the schema is current", nil
+}
+
+func (a *adminSide) checkOneC(context.Context) (string, error) {
+	st := a.metrics.OneC()
+	ago := func(t time.Time) string { return time.Since(t).Round(time.Millisecond).String() + " ago" }
+	switch {
+	case !st.Known:
+		return "", errors.New("no answer yet: the first ping is under way")
+	case !st.Up:
+		since := "never answered since the start"
+		if !st.LastUp.IsZero() {
+			since = "last answered " + ago(st.LastUp)
+		}
+		return "", fmt.Errorf("1C does not answer (%s %s; %s): %s", st.Endpoint, ago(st.At), since, st.Reason)
+	}
+	// A ping or a call ends at least every ping interval plus its timeout; past
+	// that, the pinger itself is stuck.
+	if stale := 2*a.cfg.OneC.PingInterval + a.cfg.OneC.Timeout; time.Since(st.At) > stale {
+		return "", fmt.Errorf("no call to 1C has ended for %s (the last answered %s)", ago(st.At), st.Endpoint)
+	}
+	return fmt.Sprintf("answered %s %s", st.Endpoint, ago(st.At)), nil
+}
+
+func (a *adminSide) checkEngine(context.Context) (string, error) {
+	eng := a.eng.Load()
+	if eng == nil {
+		return "", errors.New("not started yet")
+	}
+	if paused, reason := eng.Paused(); paused {
+		return "", fmt.Errorf("paused by a configuration problem, claiming nothing until a ping of 1C succeeds: %s", reason)
+	}
+	return "claiming", nil
+}
+
+// instrumentedDB is a database whose journal and cursors feed the metrics.
+type instrumentedDB struct {
+	database
+	journal journal.Store
+	cursors connectors.CursorStore
+}
+
+func (d instrumentedDB) Journal() journal.Store          { return d.journal }
+func (d instrumentedDB) Cursors() connectors.CursorStore { return d.cursors }
+
+// enabledConnectorNames are the enabled connectors by the names their cursors carry.
+func enabledConnectorNames(cfg *config.Config) []string {
+	var names []string
+	if cfg.Connectors.Kaspi.Enabled {
+		names = append(names, kaspi.Name)
+	}
+	if cfg.Connectors.Ozon.Enabled {
+		names = append(names, ozon.Name)
+	}
+	if cfg.Connectors.Wildberries.Enabled {
+		names = append(names, wildberries.Name)
+	}
+	return names
+}
