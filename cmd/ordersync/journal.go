@@ -76,18 +76,7 @@ func (a *app) journalListCommand() *cobra.Command {
 			}
 			switch format {
 			case "json":
-				arr := &jsonArray{w: a.stdout}
-				if err := pages(func(ops []journal.Operation) error {
-					for _, op := range ops {
-						if err := arr.add(toListRow(op)); err != nil {
-							return err
-						}
-					}
-					return nil
-				}); err != nil {
-					return err
-				}
-				return arr.close()
+				return writeJSONPages(a.stdout, pages, func(op journal.Operation) any { return toListRow(op) })
 			case "csv":
 				w := csv.NewWriter(a.stdout)
 				w.Write([]string{"key", "status", "attempts", "updated_at", "ref", "number", "last_error", "warnings"})
@@ -181,6 +170,23 @@ func (j *jsonArray) add(v any) error {
 	j.n++
 	_, err := io.WriteString(j.w, sep+strings.TrimSuffix(b.String(), "\n"))
 	return err
+}
+
+// writeJSONPages writes every page pages yields as one JSON array, each element
+// turned by row, as the pages come.
+func writeJSONPages[T any](w io.Writer, pages func(emit func([]T) error) error, row func(T) any) error {
+	arr := &jsonArray{w: w}
+	if err := pages(func(items []T) error {
+		for _, it := range items {
+			if err := arr.add(row(it)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return arr.close()
 }
 
 func (j *jsonArray) close() error {

@@ -112,18 +112,7 @@ func (a *app) outboxListCommand() *cobra.Command {
 					}, emit)
 				}
 				if format == "json" {
-					arr := &jsonArray{w: a.stdout}
-					if err := pages(func(recs []outbox.Record) error {
-						for _, r := range recs {
-							if err := arr.add(r); err != nil {
-								return err
-							}
-						}
-						return nil
-					}); err != nil {
-						return err
-					}
-					return arr.close()
+					return writeJSONPages(a.stdout, pages, func(r outbox.Record) any { return r })
 				}
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tDESTINATION\tTYPE\tAGGREGATE\tSEQ\tSTATE\tATTEMPTS\tEVENT ID\tLAST ERROR")

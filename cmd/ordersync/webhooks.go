@@ -126,18 +126,7 @@ func (a *app) inboxCommand() *cobra.Command {
 					}, emit)
 				}
 				if format == "json" {
-					arr := &jsonArray{w: a.stdout}
-					if err := pages(func(recs []inbox.Record) error {
-						for _, r := range recs {
-							if err := arr.add(r); err != nil {
-								return err
-							}
-						}
-						return nil
-					}); err != nil {
-						return err
-					}
-					return arr.close()
+					return writeJSONPages(a.stdout, pages, func(r inbox.Record) any { return r })
 				}
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "SOURCE\tEVENT ID\tRECEIVED\tSTATUS\tANSWER\tCONFLICTS\tOPERATIONS")
