@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -696,7 +697,11 @@ func (a *app) stockStatusCommand() *cobra.Command {
 				}
 				out.Kaspi = append(out.Kaspi, k)
 			}
-			if out.Problems, err = st.Problems(ctx, "", limit); err != nil {
+			problems := limit
+			if problems == 0 { // 0 lists every one, as --limit 0 does everywhere
+				problems = math.MaxInt32
+			}
+			if out.Problems, err = st.Problems(ctx, "", problems); err != nil {
 				return err
 			}
 			if format == "json" {
@@ -706,7 +711,7 @@ func (a *app) stockStatusCommand() *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().IntVar(&limit, "limit", 100, "list at most this many items that were not published")
+	c.Flags().IntVar(&limit, "limit", 100, "list at most this many items that were not published (0: every one)")
 	c.Flags().StringVar(&format, "format", "table", "output: table or json")
 	return c
 }
