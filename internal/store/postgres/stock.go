@@ -55,7 +55,7 @@ type snapshotWrite struct {
 // turns its items into the text arrays of insertItemsSQL. Nothing is written when it
 // fails. Duplicate SKUs are left to the primary key: the write then fails whole.
 func prepareSnapshot(key string, s *stock.Snapshot) (*snapshotWrite, error) {
-	if err := validateSnapshot(key, s); err != nil {
+	if err := s.Check(key); err != nil {
 		return nil, err
 	}
 	w := &snapshotWrite{s: s}
@@ -74,21 +74,6 @@ func prepareSnapshot(key string, s *stock.Snapshot) (*snapshotWrite, error) {
 		w.skus[i], w.quantities[i], w.ps[i] = it.SKU, stock.DecimalText(it.Quantity), stock.DecimalText(it.Price)
 	}
 	return w, nil
-}
-
-// validateSnapshot is what a stored snapshot must carry.
-func validateSnapshot(key string, s *stock.Snapshot) error {
-	switch {
-	case s.Key != key:
-		return fmt.Errorf("the snapshot's key %q is not the operation's", s.Key)
-	case s.Schedule == "":
-		return errors.New("the schedule is required")
-	case s.Warehouse == "":
-		return errors.New("the warehouse is required")
-	case s.Slot.IsZero():
-		return errors.New("the slot is required")
-	}
-	return nil
 }
 
 // queue adds the snapshot's statements to the claim's batch: its row, and its items
@@ -397,14 +382,11 @@ func (s *Stock) RecordStates(ctx context.Context, states []stock.ItemState) erro
 // and SKU, in the order given.
 func uniqueStates(states []stock.ItemState) ([]stock.ItemState, error) {
 	type id struct{ mp, wh, sku string }
+	if err := stock.CheckStates(states); err != nil {
+		return nil, err
+	}
 	last := make(map[id]int, len(states))
 	for i, st := range states {
-		switch {
-		case st.Marketplace == "" || st.Warehouse == "" || st.SKU == "":
-			return nil, fmt.Errorf("state %d (%s %s %s): marketplace, warehouse and SKU are required", i, st.Marketplace, st.Warehouse, st.SKU)
-		case !knownOutcome(st.Outcome):
-			return nil, fmt.Errorf("state %d (%s %s %s): unknown outcome %q", i, st.Marketplace, st.Warehouse, st.SKU, st.Outcome)
-		}
 		last[id{st.Marketplace, st.Warehouse, st.SKU}] = i
 	}
 	if len(last) == len(states) {
@@ -417,14 +399,6 @@ func uniqueStates(states []stock.ItemState) ([]stock.ItemState, error) {
 		}
 	}
 	return out, nil
-}
-
-func knownOutcome(o stock.Outcome) bool {
-	switch o {
-	case stock.Published, stock.Refused, stock.Mismatch, stock.Skipped, stock.Deferred:
-		return true
-	}
-	return false
 }
 
 // microPtr is *t in UTC at the database's precision, nil for nil or the zero time.

@@ -53,15 +53,8 @@ type snapshotWrite struct {
 // encodes its items. Nothing is written when it fails. Duplicate SKUs are left to the
 // primary key: the write transaction then fails whole.
 func prepareSnapshot(key string, s *stock.Snapshot) (*snapshotWrite, error) {
-	switch {
-	case s.Key != key:
-		return nil, fmt.Errorf("the snapshot's key %q is not the operation's", s.Key)
-	case s.Schedule == "":
-		return nil, errors.New("the schedule is required")
-	case s.Warehouse == "":
-		return nil, errors.New("the warehouse is required")
-	case s.Slot.IsZero():
-		return nil, errors.New("the slot is required")
+	if err := s.Check(key); err != nil {
+		return nil, err
 	}
 	w := &snapshotWrite{s: s}
 	var err error
@@ -354,7 +347,7 @@ ON CONFLICT (marketplace, warehouse, sku) DO UPDATE SET
 // Every state's UpdatedAt is the store's clock; SentAt and PublishedAt are written as
 // given.
 func (s *Stock) RecordStates(ctx context.Context, states []stock.ItemState) error {
-	if err := validateStates(states); err != nil {
+	if err := stock.CheckStates(states); err != nil {
 		return fmt.Errorf("sqlite: stock record states: %w", err)
 	}
 	if len(states) == 0 {
@@ -379,28 +372,6 @@ func (s *Stock) RecordStates(ctx context.Context, states []stock.ItemState) erro
 		return fmt.Errorf("sqlite: stock record states: %w", err)
 	}
 	return nil
-}
-
-// validateStates checks what a state must carry. (States given twice need no
-// dedupe here: they are written one after the other, so the later one stays.)
-func validateStates(states []stock.ItemState) error {
-	for i, st := range states {
-		switch {
-		case st.Marketplace == "" || st.Warehouse == "" || st.SKU == "":
-			return fmt.Errorf("state %d (%s %s %s): marketplace, warehouse and SKU are required", i, st.Marketplace, st.Warehouse, st.SKU)
-		case !knownOutcome(st.Outcome):
-			return fmt.Errorf("state %d (%s %s %s): unknown outcome %q", i, st.Marketplace, st.Warehouse, st.SKU, st.Outcome)
-		}
-	}
-	return nil
-}
-
-func knownOutcome(o stock.Outcome) bool {
-	switch o {
-	case stock.Published, stock.Refused, stock.Mismatch, stock.Skipped, stock.Deferred:
-		return true
-	}
-	return false
 }
 
 // nonZero is t, or nil for the zero time.
