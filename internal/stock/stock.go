@@ -96,11 +96,6 @@ const (
 	Deferred Outcome = "deferred"
 )
 
-// Unpublished reports whether an item with this outcome still waits to be published
-// when its value has not changed: only a deferred one does within a publish; the
-// others wait for a change or a full refresh.
-func (o Outcome) Unpublished() bool { return o != Published }
-
 // ItemState is what a marketplace was last told of one item of one warehouse.
 type ItemState struct {
 	Marketplace string `json:"marketplace"`
