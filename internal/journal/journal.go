@@ -236,6 +236,10 @@ type Attempt struct {
 	// Class is the failure's class when the attempt failed (ClassTransient, …).
 	Class string `json:"class,omitempty"`
 	Ref   string `json:"ref,omitempty"`
+	// TriggeredBy is who or what started the attempt (an Actor: "poller:kaspi",
+	// "webhook:ozon", "cli:anna", "ui:anna", "bulk:cli:anna", "retry"); "" for
+	// attempts made before triggers were recorded.
+	TriggeredBy string `json:"triggered_by,omitempty"`
 	// Exchanges digests what was sent to and received from 1C during the attempt.
 	Exchanges json.RawMessage `json:"exchanges,omitempty"`
 }
@@ -250,11 +254,61 @@ type Conflict struct {
 	Payload       json.RawMessage `json:"payload"`
 }
 
-// Detail is an operation with its attempts and conflicts, for `journal show`.
+// Event actions: what happened to an operation besides its attempts, for its timeline.
+const (
+	EventRegistered = "registered" // the operation was written (Register, RegisterFailed, the inbox)
+	EventRequeued   = "requeued"   // Requeue made it due now (a resync, bulk resync, a page's button)
+	EventRevised    = "revised"    // Revise replaced the payload of an order that now maps
+)
+
+// Event is one entry of an operation's timeline other than an attempt: who
+// registered it, who requeued it.
+type Event struct {
+	At     time.Time `json:"at"`
+	Action string    `json:"action"`
+	// Actor is ActorOf the context that did it; "" when none was given.
+	Actor  string `json:"actor"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Detail is an operation with its attempts, conflicts and events, for `journal show`
+// and the operation's page.
 type Detail struct {
 	Operation
 	History   []Attempt  `json:"attempts_history"`
 	Conflicts []Conflict `json:"conflicts"`
+	// Events, oldest first; never null in JSON.
+	Events []Event `json:"events"`
+}
+
+// Actors: who or what triggers a registration, a requeue or an attempt. The stores
+// record ActorOf(ctx) on the operation's events (registered, requeued) and as the
+// pending trigger of its next attempt; a claimed attempt records that trigger as its
+// TriggeredBy, and the operation's trigger becomes ActorRetry for the attempts after.
+const (
+	ActorRetry = "retry" // the engine's retry after an earlier attempt
+)
+
+// ActorPoller, ActorWebhook, ActorCLI, ActorUI and ActorBulk build the actors the
+// callers put on their contexts.
+func ActorPoller(source string) string  { return "poller:" + source }
+func ActorWebhook(source string) string { return "webhook:" + source }
+func ActorCLI(user string) string       { return "cli:" + user }
+func ActorUI(user string) string        { return "ui:" + user }
+func ActorBulk(actor string) string     { return "bulk:" + actor }
+
+type actorKey struct{}
+
+// WithActor returns ctx carrying actor: the stores record it on what they write
+// under ctx (registrations, requeues).
+func WithActor(ctx context.Context, actor string) context.Context {
+	return context.WithValue(ctx, actorKey{}, actor)
+}
+
+// ActorOf is the actor ctx carries, "" when none.
+func ActorOf(ctx context.Context) string {
+	a, _ := ctx.Value(actorKey{}).(string)
+	return a
 }
 
 // NewOperation is what a connector, the CLI or the inbox registers.
@@ -292,6 +346,18 @@ type Filter struct {
 	ErrorContains string
 	// WarningsOnly keeps the operations that carry at least one warning.
 	WarningsOnly bool
+	// Kind keeps the operations of this kind (order.create, …).
+	Kind string
+	// CreatedFrom and CreatedBefore, when set, keep the operations created in
+	// [CreatedFrom, CreatedBefore).
+	CreatedFrom, CreatedBefore time.Time
+	// Query keeps the operations a person's search term names, in any form they
+	// have at hand (see Matches): the key; the external id (512344101) or 1C's
+	// external id (kaspi:512344101); the marketplace's order number; the id a fetch
+	// payload names (an Ozon posting number, a deal id); the 1C number (ОС-000123)
+	// or ref of the result; a customer phone (digits compared, the last ten when
+	// both have ten or more, so +7 701 234-56-78 finds 87012345678).
+	Query string
 	// After, when set, keeps the operations that come after it in the listing's
 	// order (updated_at descending, then key): the last operation of a page, to read
 	// the next page. An operation updated meanwhile moves to the front and is not

@@ -23,6 +23,21 @@ type Order struct {
 	ExternalID string `json:"external_id"`
 	Posted     bool   `json:"posted"`
 	Deleted    bool   `json:"deleted"`
+	// Total, Currency and Cancelled are what GET /orders?source=… lists (contract
+	// v1, an addition); a find by external id may leave them out. Total is nil when
+	// 1C did not say.
+	Total     *decimal.Decimal `json:"total,omitempty"`
+	Currency  string           `json:"currency,omitempty"`
+	Cancelled bool             `json:"cancelled,omitempty"`
+}
+
+// ListQuery is GET /orders?source=S&date_from=…&date_to=…: 1C's orders whose
+// external id belongs to Source, dated within [DateFrom, DateTo] (1C's zone-less
+// local times, YYYY-MM-DDTHH:MM:SS in onec.timezone, both inclusive).
+type ListQuery struct {
+	Source   string
+	DateFrom string
+	DateTo   string
 }
 
 // Customer of CreateOrder.
