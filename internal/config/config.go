@@ -71,6 +71,7 @@ type Config struct {
 	Webhooks   Webhooks   `koanf:"webhooks"`
 	Relay      Relay      `koanf:"relay"`
 	Stock      Stock      `koanf:"stock"`
+	UI         UI         `koanf:"ui"`
 
 	source string // the file loaded, "" when none
 	// unread are the secrets given as files that LoadOptions.ReadSecret left
@@ -217,6 +218,11 @@ func defaults() Config {
 		Admin: Admin{
 			Listen: "127.0.0.1:9090",
 		},
+		UI: UI{
+			Lang:         "ru",
+			SessionTTL:   12 * time.Hour,
+			SecureCookie: "auto",
+		},
 		Log: Log{
 			Level:  "info",
 			Format: "auto",
@@ -313,6 +319,9 @@ func (c *Config) derive() {
 	c.Connectors.derive()
 	c.Webhooks.derive()
 	c.Stock.derive()
+	if len(c.UI.Users) == 0 {
+		c.UI.Users = nil // an empty list is no list, however it was written
+	}
 	// An empty list is no list, however it was written ([], or an empty variable).
 	for name, d := range c.Relay.Destinations {
 		if len(d.Secrets) == 0 {
@@ -360,6 +369,7 @@ func (c *Config) validate(p *problems) {
 	c.Worker.validate(p)
 	c.HTTP.validate(p)
 	c.Admin.validate(c.HTTP, p)
+	c.UI.validate(c.HTTP, c.Admin, p)
 	c.Log.validate(p)
 	c.Connectors.validate(p)
 	c.Webhooks.validate(p)

@@ -203,6 +203,7 @@ func TestDefaults(t *testing.T) {
 			Retention:   7 * 24 * time.Hour,
 			Schedules:   nil,
 		},
+		UI: UI{Lang: "ru", SessionTTL: 12 * time.Hour, SecureCookie: "auto"},
 	}
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", *cfg, want)
@@ -331,6 +332,7 @@ log:
 		Webhooks:   defaults().Webhooks,
 		Relay:      defaults().Relay,
 		Stock:      defaults().Stock,
+		UI:         defaults().UI,
 		source:     testPath,
 	}
 	if !reflect.DeepEqual(*cfg, want) {
@@ -435,6 +437,7 @@ func TestEnvNesting(t *testing.T) {
 		Webhooks:   defaults().Webhooks,
 		Relay:      defaults().Relay,
 		Stock:      defaults().Stock,
+		UI:         defaults().UI,
 		source:     testPath,
 	}
 	if !reflect.DeepEqual(*cfg, want) {

@@ -664,8 +664,8 @@ stock:
 			t.Errorf("effective configuration:\n%s\nwant it to contain:%s", text, want)
 		}
 	}
-	if !strings.HasSuffix(text, "      publish: []\n") {
-		t.Errorf("stock is not the last section:\n%s", text)
+	if !strings.Contains(text, "      publish: []\nui:\n") {
+		t.Errorf("stock is not the section before ui:\n%s", text)
 	}
 	noStockSecrets(t, text)
 
