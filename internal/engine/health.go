@@ -218,6 +218,12 @@ func (w watchedClient) Stock(ctx context.Context, warehouse string) (onec.Stock,
 	return v, err
 }
 
+func (w watchedClient) ListOrders(ctx context.Context, q onec.ListQuery) ([]onec.Order, error) {
+	v, err := w.Client.ListOrders(ctx, q)
+	w.h.observe(ctx, err)
+	return v, err
+}
+
 // watch applies left-over wakes each poll, pings 1C while it fails or while the engine is paused (BackoffMin after the
 // trouble began, doubling up to PingInterval), and when 1C answers again makes every
 // operation waiting on it due at once and wakes the workers: they claim them one at

@@ -85,6 +85,13 @@ func (c *timedClient) Stock(ctx context.Context, warehouse string) (onec.Stock, 
 	return v, err
 }
 
+func (c *timedClient) ListOrders(ctx context.Context, q onec.ListQuery) ([]onec.Order, error) {
+	start := time.Now()
+	v, err := c.Client.ListOrders(ctx, q)
+	c.m.observe(ctx, "list", start, err)
+	return v, err
+}
+
 // observe records one call.
 func (m *Metrics) observe(ctx context.Context, endpoint string, start time.Time, err error) {
 	end := time.Now()

@@ -116,6 +116,10 @@ type Client interface {
 	CreateOrder(ctx context.Context, req CreateOrder) (Created, error)
 	CancelOrder(ctx context.Context, externalID, reason string) (Cancelled, error)
 	Stock(ctx context.Context, warehouse string) (Stock, error)
+	// ListOrders returns 1C's orders of q.Source dated within the period, earliest
+	// first, with Total, Currency and Cancelled (reconciliation); an empty slice
+	// when there is none.
+	ListOrders(ctx context.Context, q ListQuery) ([]Order, error)
 }
 
 // Class is how a failure must be treated.
@@ -157,7 +161,7 @@ func (c Class) String() string {
 // Error is a classified failure of one 1C call.
 type Error struct {
 	Class  Class
-	Op     string // "ping", "find", "create", "cancel", "stock"
+	Op     string // "ping", "find", "create", "cancel", "stock", "list"
 	Path   string // the request's path below onec.base_url ("/orders"), when known
 	Status int    // HTTP status, 0 when no answer came
 	// API is true when the body was the contract's {"error":…} object: the

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -114,8 +116,13 @@ type OneCOrder struct {
 	Cancelled    bool      `json:"cancelled"`
 	CancelReason string    `json:"cancel_reason,omitempty"`
 	CreatedAt    time.Time `json:"created_at"`
+	// Total and Currency are the document's amount and currency, as the listing of
+	// GET /orders?source=… reports them: a create's total, until SetTotal changes it.
+	Total    decimal.Decimal `json:"total"`
+	Currency string          `json:"currency"`
 	// Request is the CreateOrder as understood; Body is its JSON as received (less a
-	// leading BOM), which is what the control endpoint sends.
+	// leading BOM), which is what the control endpoint sends. A planted order
+	// (PlantOrder: made by hand in 1C) has neither.
 	Request OrderRequest    `json:"-"`
 	Body    json.RawMessage `json:"request"`
 }
@@ -301,6 +308,90 @@ func (s *OneC) CountExternal(externalID string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.findLocked(externalID))
+}
+
+// PlantedOrder is an order put straight into the base (PlantOrder), as an operator
+// makes one by hand in 1C: no request to the service ever created it.
+type PlantedOrder struct {
+	ExternalID string // the external-ID attribute, e.g. kaspi:512344101; may be empty
+	Number     string // default: the base's next number
+	Date       string // 1C's zone-less local time; default: now in the base's zone
+	Total      decimal.Decimal
+	Currency   string
+	Posted     bool
+	Deleted    bool
+	Cancelled  bool
+}
+
+// PlantOrder puts p into the base and returns it as held (its Ref is new).
+func (s *OneC) PlantOrder(p PlantedOrder) OneCOrder {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	now := s.now()
+	o := &OneCOrder{
+		Ref:        uuid.NewString(),
+		Number:     p.Number,
+		Date:       p.Date,
+		ExternalID: p.ExternalID,
+		Posted:     p.Posted,
+		Deleted:    p.Deleted,
+		Cancelled:  p.Cancelled,
+		CreatedAt:  now,
+		Total:      p.Total,
+		Currency:   p.Currency,
+	}
+	if o.Number == "" {
+		o.Number = fmt.Sprintf("ЗК-%06d", s.seq)
+	}
+	if o.Date == "" {
+		o.Date = now.In(s.loc).Format(dateLayout)
+	}
+	s.orders = append(s.orders, o)
+	return *o
+}
+
+// SetTotal changes the total of the order ref, as an operator editing the document
+// in 1C does; false when the base holds no such order.
+func (s *OneC) SetTotal(ref string, total decimal.Decimal) bool {
+	return s.edit(ref, func(o *OneCOrder) { o.Total = total })
+}
+
+// SetDate changes the document date of the order ref; false when there is none.
+func (s *OneC) SetDate(ref, date string) bool {
+	return s.edit(ref, func(o *OneCOrder) { o.Date = date })
+}
+
+// MarkDeleted sets the order's deletion mark (ПометкаУдаления); false when the base
+// holds no such order. A marked order is still found and listed, with deleted true.
+func (s *OneC) MarkDeleted(ref string, deleted bool) bool {
+	return s.edit(ref, func(o *OneCOrder) { o.Deleted = deleted })
+}
+
+// DeleteOrder removes the order ref from the base altogether, as deleting marked
+// objects in 1C does: it is no longer found or listed. False when there is none.
+func (s *OneC) DeleteOrder(ref string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, o := range s.orders {
+		if o.Ref == ref {
+			s.orders = slices.Delete(s.orders, i, i+1)
+			return true
+		}
+	}
+	return false
+}
+
+func (s *OneC) edit(ref string, fn func(*OneCOrder)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.orders {
+		if o.Ref == ref {
+			fn(o)
+			return true
+		}
+	}
+	return false
 }
 
 // Inject queues a fault. It panics on an invalid fault (a mistake in a test).
@@ -766,14 +857,57 @@ func (s *OneC) findLocked(externalID string) []*OneCOrder {
 	return out
 }
 
+// serveFind answers GET /orders: the find by external_id, or the listing by source
+// and period (faults and SetMissing name both "find": they are one URL to 1C).
 func (s *OneC) serveFind(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	if !q.Has("external_id") && q.Has("source") {
+		s.serveList(w, q)
+		return
+	}
 	if !q.Has("external_id") {
-		s.writeError(w, http.StatusBadRequest, apiError{Code: "bad_request", Message: "Не указан параметр external_id", Field: "external_id"}, nil)
+		s.writeError(w, http.StatusBadRequest, apiError{Code: "missing_parameter", Message: "Не указан параметр external_id (или source, date_from и date_to)", Field: "external_id"}, nil)
 		return
 	}
 	s.mu.Lock()
 	found := s.findLocked(q.Get("external_id"))
+	list := make([]order1C, 0, len(found))
+	for _, o := range found {
+		list = append(list, toOrder1C(o))
+	}
+	s.mu.Unlock()
+	s.writeJSON(w, http.StatusOK, map[string]any{"orders": list})
+}
+
+// serveList answers GET /orders?source=S&date_from=D&date_to=D: the orders whose
+// external id starts with "S:", dated within [D, D] (zone-less local times compare as
+// strings), earliest first, marked-for-deletion ones included.
+func (s *OneC) serveList(w http.ResponseWriter, q url.Values) {
+	source, from, to := q.Get("source"), q.Get("date_from"), q.Get("date_to")
+	for _, p := range []struct{ name, v string }{{"source", source}, {"date_from", from}, {"date_to", to}} {
+		if p.v == "" {
+			s.writeError(w, http.StatusBadRequest, apiError{Code: "missing_parameter", Message: "Не указан параметр " + p.name, Field: p.name}, nil)
+			return
+		}
+	}
+	for _, p := range []struct{ name, v string }{{"date_from", from}, {"date_to", to}} {
+		if _, err := time.Parse(dateLayout, p.v); err != nil {
+			s.writeError(w, http.StatusBadRequest, apiError{Code: "invalid_request", Message: fmt.Sprintf("Параметр %s %q не является датой ГГГГ-ММ-ДДTЧЧ:ММ:СС", p.name, p.v), Field: p.name}, nil)
+			return
+		}
+	}
+	prefix := strings.ToLower(source + ":")
+	s.mu.Lock()
+	var found []*OneCOrder
+	for _, o := range s.orders {
+		// 1C compares strings case-insensitively.
+		if strings.HasPrefix(strings.ToLower(o.ExternalID), prefix) && o.Date >= from && o.Date <= to {
+			found = append(found, o)
+		}
+	}
+	slices.SortStableFunc(found, func(a, b *OneCOrder) int {
+		return cmp.Or(strings.Compare(a.Date, b.Date), strings.Compare(a.Number, b.Number))
+	})
 	list := make([]order1C, 0, len(found))
 	for _, o := range found {
 		list = append(list, toOrder1C(o))
@@ -869,6 +1003,8 @@ func (s *OneC) create(body []byte, hold time.Duration) createResult {
 		ExternalID: req.ExternalID,
 		Posted:     true,
 		CreatedAt:  now,
+		Total:      req.Total,
+		Currency:   req.Currency,
 		Request:    req,
 		Body:       bytes.Clone(bytes.TrimPrefix(body, bom)),
 	}
@@ -972,7 +1108,8 @@ const dateLayout = "2006-01-02T15:04:05"
 
 var bom = []byte{0xEF, 0xBB, 0xBF}
 
-// order1C is Order1C of contract v1.
+// order1C is Order1C of contract v1, with the listing's total, currency and
+// cancelled, which the reference module sends on a find as well.
 type order1C struct {
 	Ref        string `json:"ref"`
 	Number     string `json:"number"`
@@ -980,10 +1117,14 @@ type order1C struct {
 	ExternalID string `json:"external_id"`
 	Posted     bool   `json:"posted"`
 	Deleted    bool   `json:"deleted"`
+	Total      exact  `json:"total"`
+	Currency   string `json:"currency"`
+	Cancelled  bool   `json:"cancelled"`
 }
 
 func toOrder1C(o *OneCOrder) order1C {
-	return order1C{Ref: o.Ref, Number: o.Number, Date: o.Date, ExternalID: o.ExternalID, Posted: o.Posted, Deleted: o.Deleted}
+	return order1C{Ref: o.Ref, Number: o.Number, Date: o.Date, ExternalID: o.ExternalID, Posted: o.Posted, Deleted: o.Deleted,
+		Total: exact(o.Total), Currency: o.Currency, Cancelled: o.Cancelled}
 }
 
 type apiError struct {
@@ -997,6 +1138,17 @@ type apiError struct {
 type exact decimal.Decimal
 
 func (d exact) MarshalJSON() ([]byte, error) { return []byte(decimal.Decimal(d).String()), nil }
+
+// UnmarshalJSON reads a bare JSON number exactly (the simulator's own tests read
+// its answers back).
+func (d *exact) UnmarshalJSON(b []byte) error {
+	v, err := number(b)
+	if err != nil {
+		return err
+	}
+	*d = exact(v)
+	return nil
+}
 
 type stockItemWire struct {
 	SKU      string `json:"sku"`

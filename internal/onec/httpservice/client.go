@@ -224,6 +224,11 @@ func cancelCall(body []byte) call {
 	return call{op: "cancel", method: http.MethodPost, path: "/orders/cancel", body: body}
 }
 
+func listCall(q onec.ListQuery) call {
+	return call{op: "list", method: http.MethodGet, path: "/orders",
+		query: url.Values{"source": {q.Source}, "date_from": {q.DateFrom}, "date_to": {q.DateTo}}}
+}
+
 func stockCall(warehouse string) call {
 	return call{op: "stock", method: http.MethodGet, path: "/stock", query: url.Values{"warehouse": {warehouse}}}
 }
@@ -336,6 +341,79 @@ func (c *Client) cancelResult(k call, ans answer) (onec.Cancelled, error) {
 			Message: `1C answered the cancel without "status":"cancelled": ` + snippet(ans.body)}
 	}
 	return v, nil
+}
+
+// ListOrders lists 1C's orders of q.Source dated within [q.DateFrom, q.DateTo]
+// (GET /orders?source=…&date_from=…&date_to=…, an addition to contract v1), with
+// their totals read as exact decimals. A base whose module predates the listing
+// answers 400 asking for external_id: the error then says the module needs updating.
+func (c *Client) ListOrders(ctx context.Context, q onec.ListQuery) ([]onec.Order, error) {
+	if err := checkListQuery(q); err != nil {
+		return nil, &onec.Error{Class: onec.Permanent, Op: "list", Path: "/orders", Message: err.Error()}
+	}
+	k := listCall(q)
+	ans, err := c.do(ctx, k)
+	if err != nil {
+		return nil, olderModule(err)
+	}
+	return c.listResult(k, ans)
+}
+
+// checkListQuery refuses a query 1C would answer 400 for, before it is sent.
+func checkListQuery(q onec.ListQuery) error {
+	if q.Source == "" {
+		return errors.New("list orders: the source is required")
+	}
+	for _, d := range []struct{ name, v string }{{"date_from", q.DateFrom}, {"date_to", q.DateTo}} {
+		if _, err := time.Parse(dateLayout, d.v); err != nil {
+			return fmt.Errorf("list orders: %s %q is not a 1C date YYYY-MM-DDTHH:MM:SS", d.name, d.v)
+		}
+	}
+	if q.DateTo < q.DateFrom {
+		return fmt.Errorf("list orders: date_to %s is before date_from %s", q.DateTo, q.DateFrom)
+	}
+	return nil
+}
+
+const dateLayout = "2006-01-02T15:04:05"
+
+// olderModule names the cause when the base answered the listing 400 for a missing
+// external_id: its ordersync module knows only the find by external id.
+func olderModule(err error) error {
+	var e *onec.Error
+	if !errors.As(err, &e) || e.Status != http.StatusBadRequest || !e.API ||
+		(e.Field != "external_id" && !strings.Contains(e.Message, "external_id")) {
+		return err
+	}
+	e.Message = "the 1C module is older than the order listing of contract v1 (it answered GET /orders?source=… asking for external_id): " +
+		"the ordersync HTTP service in the 1C base needs updating to the current Module.bsl (deploy/1c/ordersync) before reconciliation can read 1C's orders; 1C said: " + e.Message
+	return e
+}
+
+func (c *Client) listResult(k call, ans answer) ([]onec.Order, error) {
+	var raw struct {
+		Orders []struct {
+			onec.Order
+			Total json.RawMessage `json:"total"`
+		} `json:"orders"`
+	}
+	if err := c.decode(k, ans, &raw); err != nil {
+		return nil, err
+	}
+	out := make([]onec.Order, len(raw.Orders))
+	for i, o := range raw.Orders {
+		out[i] = o.Order
+		if t := strings.TrimSpace(string(o.Total)); t == "" || t == "null" {
+			continue // 1C did not say: Total stays nil
+		}
+		d, err := exactNumber(o.Total)
+		if err != nil {
+			return nil, &onec.Error{Class: onec.Permanent, Op: k.op, Path: k.path, Status: ans.status,
+				Message: fmt.Sprintf("1C answered an order list that does not follow contract v1: orders[%d] (external id %q): total %s", i, o.ExternalID, err)}
+		}
+		out[i].Total = &d
+	}
+	return out, nil
 }
 
 // Stock reads the stock of warehouse.
