@@ -249,9 +249,20 @@ func (p *Poller) handleSafe(ctx context.Context, it Item, st *PollStats) (err er
 	return p.handle(ctx, it, st)
 }
 
+// actor is ctx carrying the poller as the actor of what it registers
+// (journal.ActorPoller of the connector), unless ctx names one already (a caller
+// that handles an item for someone else keeps its own).
+func (p *Poller) actor(ctx context.Context) context.Context {
+	if journal.ActorOf(ctx) != "" {
+		return ctx
+	}
+	return journal.WithActor(ctx, journal.ActorPoller(p.mp.Name()))
+}
+
 // recordPanic records the order whose handling panicked as failed; a second panic is
 // only logged.
 func (p *Poller) recordPanic(ctx context.Context, it Item, key string, v any) (err error) {
+	ctx = p.actor(ctx)
 	defer func() {
 		if w := recover(); w != nil {
 			p.panics.Add(1)
@@ -306,6 +317,7 @@ func (p *Poller) Handle(ctx context.Context, it Item) (PollStats, error) {
 // handle registers one item. Only a database error stops the listing: a bad order
 // is recorded as a failed operation and the page goes on.
 func (p *Poller) handle(ctx context.Context, it Item, st *PollStats) error {
+	ctx = p.actor(ctx)
 	st.Seen++
 	name := p.mp.Name()
 	if it.ID == "" || order.CheckKeyID(it.ID) != "" {

@@ -34,6 +34,10 @@ type worker struct {
 // runKeys carries each key out and returns the operations as they ended (an
 // operation still pending after an attempt that will be retried is returned so).
 func (w worker) runKeys(ctx context.Context, keys []string) ([]journal.Operation, error) {
+	// The requeues and attempts are the operator's, whether this process or the
+	// running service makes them: a requeue records its actor as the trigger of the
+	// service's next attempt.
+	ctx = withCLIActor(ctx)
 	if pid, ok := serviceRunning(w.db); ok {
 		return w.handOff(ctx, pid, keys)
 	}

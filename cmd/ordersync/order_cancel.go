@@ -35,7 +35,7 @@ and not applied. Exit status 0 when the cancel ends done, 1 otherwise.`,
 			if err != nil {
 				return usageError(fmt.Errorf("order cancel: %w", err))
 			}
-			ctx := cmd.Context()
+			ctx := withCLIActor(cmd.Context()) // what it registers and attempts is the operator's
 			cfg, err := a.loadConfig()
 			if err != nil {
 				return err

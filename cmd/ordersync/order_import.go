@@ -32,7 +32,7 @@ naming the field and the others are still registered; the exit status is then 1.
 			if err := checkFormat(format, "table", "json"); err != nil {
 				return err
 			}
-			ctx := cmd.Context()
+			ctx := withCLIActor(cmd.Context()) // what it registers and attempts is the operator's
 			in := a.stdin
 			name := "standard input"
 			if len(args) == 1 && args[0] != "-" {

@@ -53,6 +53,8 @@ be retried and changes nothing. Exit status 0 when none is still failing, 1 othe
 			if len(args) == 0 {
 				return usageError(errors.New("resync: give a KEY, a CONNECTOR and an ID, or --status failed|pending"))
 			}
+			// What this resync registers, requeues and attempts is the operator's.
+			ctx = withCLIActor(ctx)
 			if len(args) == 2 {
 				if verify {
 					return usageError(errors.New("resync: --verify takes a journal key, not a connector and an id"))

@@ -117,6 +117,8 @@ type bulkOutput struct {
 }
 
 func (a *app) resyncBulk(ctx context.Context, b bulkFlags, format string) error {
+	// The requeues and attempts are the operator's, in bulk (bulk:cli:anna).
+	ctx = journal.WithActor(ctx, journal.ActorBulk(journal.ActorCLI(cliUser())))
 	f, err := b.filter(time.Now())
 	if err != nil {
 		return usageError(err)

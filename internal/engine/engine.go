@@ -369,12 +369,20 @@ func (e *Engine) RunDue(ctx context.Context) (bool, error) {
 	return true, e.process(ctx, claim)
 }
 
+// ResyncActor is the journal actor of RunKey's requeue when its caller names none.
+const ResyncActor = "resync"
+
 // RunKey carries out one operation now, in the foreground: the operator's resync.
 // A failed operation is requeued first. An operation that is done (perhaps by a
 // running service while this waited for the lock) is returned as it is; one whose
 // earlier attempt may still be at work in 1C is returned pending, its LastError
 // saying until when it waits.
 func (e *Engine) RunKey(ctx context.Context, key string) (journal.Operation, error) {
+	// The requeue and the attempt are the resync's: the caller's actor (cli:anna)
+	// when it names one, else the resync itself, never "retry".
+	if journal.ActorOf(ctx) == "" {
+		ctx = journal.WithActor(ctx, ResyncActor)
+	}
 	op, err := e.store.Get(ctx, key)
 	if err != nil {
 		return journal.Operation{}, err

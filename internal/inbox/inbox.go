@@ -115,4 +115,8 @@ type Store interface {
 	Receive(ctx context.Context, ev Event, regs []Registration, answer Answer) (Receipt, error)
 	List(ctx context.Context, f Filter) ([]Record, error)
 	Show(ctx context.Context, source, eventID string) (Detail, error)
+	// ByOperation returns the stored events whose operations hold key — the
+	// deliveries that brought or named the operation — newest first (received_at
+	// descending, then source and event id); an empty slice when there are none.
+	ByOperation(ctx context.Context, key string) ([]Record, error)
 }

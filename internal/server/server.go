@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/ordersync/ordersync/internal/inbox"
+	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/stdwebhook"
 )
 
@@ -513,6 +514,8 @@ func (s *Server) receive(r *http.Request, ev inbox.Event, regs []inbox.Registrat
 	// transaction cut in the middle only makes the sender's retry do it again.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.ReceiveTimeout)
 	defer cancel()
+	// What the delivery registers was triggered by its sender.
+	ctx = journal.WithActor(ctx, journal.ActorWebhook(ev.Source))
 	rc, err := s.cfg.Inbox.Receive(ctx, ev, regs, answer)
 	if err != nil {
 		res.outcome, res.reason, res.err = outError, "inbox_error", err

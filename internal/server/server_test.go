@@ -115,6 +115,10 @@ func (f *fakeInbox) List(ctx context.Context, flt inbox.Filter) ([]inbox.Record,
 	return nil, errors.New("fake inbox: List not implemented")
 }
 
+func (f *fakeInbox) ByOperation(ctx context.Context, key string) ([]inbox.Record, error) {
+	return nil, errors.New("fake inbox: ByOperation not implemented")
+}
+
 func (f *fakeInbox) Show(ctx context.Context, source, eventID string) (inbox.Detail, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -139,6 +139,8 @@ func (s *Scheduler) loop(ctx context.Context, sc Schedule) {
 // Fire registers the slot's snapshot of each of the schedule's warehouses and
 // fails, as superseded, any older snapshot of theirs still pending.
 func (s *Scheduler) Fire(ctx context.Context, sc Schedule, slot time.Time) error {
+	// The snapshots it registers were triggered by the schedule, not by a person.
+	ctx = journal.WithActor(ctx, Actor)
 	var errs []error
 	label := sc.Spec.Label(slot)
 	until := sc.Spec.Next(slot)
@@ -166,6 +168,9 @@ func (s *Scheduler) Fire(ctx context.Context, sc Schedule, slot time.Time) error
 	}
 	return errors.Join(errs...)
 }
+
+// Actor is the journal actor of the snapshots a schedule registers.
+const Actor = "schedule"
 
 // Register registers the snapshot operation of p (its key from the schedule, the
 // warehouse and the label).

@@ -49,13 +49,15 @@ const lockKeySQL = `SELECT ` + opColumns + openStartedColumn + ` FROM (
 
 // claimExtras: whether the order of a create has a cancel registered (its key with
 // :cancel for :create: the engine then never creates it); when the newest open attempt
-// started (a worker that may still be at work in 1C); and whether an earlier attempt
-// was in doubt (an unknown outcome, or interrupted), so the done create is verified.
+// started (a worker that may still be at work in 1C); whether an earlier attempt
+// was in doubt (an unknown outcome, or interrupted), so the done create is verified;
+// and the operation's pending trigger, which the attempt records.
 const claimExtras = `,
 	operations.key LIKE '%:create' AND EXISTS (
 		SELECT 1 FROM operations c WHERE c.key = left(operations.key, -7) || ':cancel')` + openStartedColumn + `,
 	EXISTS (SELECT 1 FROM operation_attempts d WHERE d.operation_key = operations.key
-		AND (d.outcome = 'interrupted' OR d.class = 'unknown'))`
+		AND (d.outcome = 'interrupted' OR d.class = 'unknown')),
+	operations.triggered_by`
 
 const openStartedColumn = `,
 	(SELECT max(started_at) FROM operation_attempts o WHERE o.operation_key = operations.key AND o.finished_at IS NULL)`
@@ -71,7 +73,8 @@ const maxDeferrals = 16
 // attemptSQL runs on a connection of its own, in autocommit, while the claim holds the
 // row lock: it closes the attempts a stopped worker left open (the claim has checked
 // that they are older than the takeover time) and opens the next one. Numbering by
-// max(attempt)+1 is safe because the row lock admits one claimer.
+// max(attempt)+1 is safe because the row lock admits one claimer. $5 is who
+// triggered the attempt.
 const attemptSQL = `
 WITH interrupted AS (
 	UPDATE operation_attempts
@@ -81,8 +84,8 @@ WITH interrupted AS (
 ), next AS (
 	SELECT coalesce(max(attempt), 0) + 1 AS attempt FROM operation_attempts WHERE operation_key = $1
 ), opened AS (
-	INSERT INTO operation_attempts (operation_key, attempt, worker, started_at)
-	SELECT $1, next.attempt, $2, $3 FROM next
+	INSERT INTO operation_attempts (operation_key, attempt, worker, started_at, triggered_by)
+	SELECT $1, next.attempt, $2, $3, $5 FROM next
 	RETURNING attempt
 )
 SELECT opened.attempt, coalesce((SELECT array_agg(attempt ORDER BY attempt) FROM interrupted), '{}')
@@ -99,6 +102,12 @@ FROM opened`
 // A wake recorded while the claim held the row (operation_wakes: a webhook that did
 // not wait) is applied here: unless the verdict is done, the operation is pending
 // and due now.
+//
+// The verdict spends the pending trigger: the attempts after this one are the
+// engine's retries (journal.ActorRetry) until a registration or requeue sets another.
+// It is written here, in the claim's transaction, rather than when the attempt opens:
+// the attempt row is written on another connection, which the claim's row lock
+// would block.
 const finishOperationSQL = `
 WITH woken AS (
 	DELETE FROM operation_wakes WHERE operation_key = $1 RETURNING 1
@@ -114,7 +123,8 @@ SET status = CASE WHEN $2 <> 'done' AND EXISTS (SELECT FROM woken) THEN 'pending
 	settle_until = greatest(settle_until, $12),
 	verify_at = CASE WHEN $2 = 'done' THEN $13 ELSE verify_at END,
 	first_attempt_at = coalesce(first_attempt_at, $14),
-	warnings = CASE WHEN $15 THEN $16 ELSE warnings END
+	warnings = CASE WHEN $15 THEN $16 ELSE warnings END,
+	triggered_by = '` + journal.ActorRetry + `'
 WHERE key = $1`
 
 const finishAttemptSQL = `
@@ -178,11 +188,12 @@ func (j *Journal) claim(ctx context.Context, worker, key string) (_ journal.Clai
 	var (
 		op          journal.Operation
 		openStarted *time.Time
+		trigger     string
 		now         time.Time
 	)
 	for deferrals := 0; ; deferrals++ {
 		now = db.nowUTC()
-		op, openStarted, err = j.lockForClaim(ctx, conn, key, now)
+		op, openStarted, trigger, err = j.lockForClaim(ctx, conn, key, now)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows) && key == "":
 			return nil, journal.ErrNothingDue
@@ -219,10 +230,15 @@ func (j *Journal) claim(ctx context.Context, worker, key string) (_ journal.Clai
 	// hanging. It is not cut short by ctx: a cancellation arriving while the insert is
 	// on the wire would leave a committed attempt that no claim owns (seen when a
 	// service stops); once the row is locked, the claim is completed and returned.
+	// A resync's ClaimKey names its actor; otherwise the attempt is the operation's
+	// pending trigger's (its registration, its requeue, or a retry).
+	if a := journal.ActorOf(ctx); key != "" && a != "" {
+		trigger = a
+	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), db.cfg.ClaimIdleTimeout)
 	defer cancel()
 	var interrupted []int32
-	if err := db.pool.QueryRow(actx, attemptSQL, op.Key, worker, now, InterruptedError).Scan(&c.attempt, &interrupted); err != nil {
+	if err := db.pool.QueryRow(actx, attemptSQL, op.Key, worker, now, InterruptedError, trigger).Scan(&c.attempt, &interrupted); err != nil {
 		return nil, fmt.Errorf("postgres: %s: record attempt of %s: %w", what, op.Key, interpretError(err))
 	}
 	if len(interrupted) > 0 {
@@ -237,8 +253,9 @@ func (j *Journal) claim(ctx context.Context, worker, key string) (_ journal.Clai
 
 // lockForClaim begins a transaction on conn and locks the row to claim: the first
 // due one (key == "") or key's. It returns the operation with its claim extras and
-// when its newest open attempt started (nil when none is open).
-func (j *Journal) lockForClaim(ctx context.Context, conn *pgxpool.Conn, key string, now time.Time) (journal.Operation, *time.Time, error) {
+// when its newest open attempt started (nil when none is open), and its pending
+// trigger.
+func (j *Journal) lockForClaim(ctx context.Context, conn *pgxpool.Conn, key string, now time.Time) (journal.Operation, *time.Time, string, error) {
 	db := j.db
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
@@ -250,7 +267,10 @@ func (j *Journal) lockForClaim(ctx context.Context, conn *pgxpool.Conn, key stri
 		b.Queue(claimKeySQL, key)
 	}
 	br := conn.SendBatch(ctx, b)
-	var openStarted *time.Time
+	var (
+		openStarted *time.Time
+		trigger     string
+	)
 	op, err := func() (journal.Operation, error) {
 		for range b.Len() - 1 { // BEGIN and the settings
 			if _, err := br.Exec(); err != nil {
@@ -258,7 +278,7 @@ func (j *Journal) lockForClaim(ctx context.Context, conn *pgxpool.Conn, key stri
 			}
 		}
 		var cancelRequested, doubted bool
-		op, err := scanOperation(br.QueryRow(), &cancelRequested, &openStarted, &doubted)
+		op, err := scanOperation(br.QueryRow(), &cancelRequested, &openStarted, &doubted, &trigger)
 		op.CancelRequested, op.Doubted = cancelRequested, doubted
 		return op, err
 	}()
@@ -268,7 +288,7 @@ func (j *Journal) lockForClaim(ctx context.Context, conn *pgxpool.Conn, key stri
 	if err != nil {
 		_ = endTxKeep(ctx, conn)
 	}
-	return op, utcPtr(openStarted), err
+	return op, utcPtr(openStarted), trigger, err
 }
 
 // endTxKeep rolls back what is left of a transaction on conn and keeps the

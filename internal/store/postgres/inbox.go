@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ordersync/ordersync/internal/inbox"
+	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
 )
 
@@ -88,8 +89,9 @@ WITH saved AS MATERIALIZED (
 	ON CONFLICT (source, event_id) DO NOTHING
 	RETURNING true
 ), reg AS (
-	SELECT 0 AS idx, r.* FROM unnest($13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::bool[], $20::bool[])
-		AS r (key, kind, source, external_id, payload, payload_sha256, if_absent, wake)
+	SELECT 0 AS idx, r.* FROM unnest($13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::bool[], $20::bool[],
+			$21::text[], $22::text[])
+		AS r (key, kind, source, external_id, payload, payload_sha256, if_absent, wake, actor, detail)
 	WHERE EXISTS (SELECT FROM event)
 ), ` + inboxJournalSteps("$12") + `
 SELECT coalesce((SELECT taken FROM lock), false), EXISTS (SELECT FROM event),
@@ -134,16 +136,23 @@ func (s *savedScan) event() *savedEvent {
 
 // inboxJournalSteps are the journal steps of both receiving statements (see
 // inboxReceiveSQL): inserted, existing, conflicted and woken, after a reg step of
-// (idx, key, kind, source, external_id, payload, payload_sha256, if_absent, wake);
-// now names the statement's parameter for the store's clock.
+// (idx, key, kind, source, external_id, payload, payload_sha256, if_absent, wake,
+// actor, detail); now names the statement's parameter for the store's clock. A new
+// operation is triggered by its registration's actor (the receiving context's) and
+// records its registered event, detail naming the delivery (registered).
 func inboxJournalSteps(now string) string {
 	return strings.ReplaceAll(`inserted AS (
 	INSERT INTO operations (key, kind, source, external_id, status, payload, payload_sha256,
-		attempts, last_error, next_attempt_at, created_at, updated_at)
-	SELECT key, kind, source, external_id, 'pending', payload::jsonb, payload_sha256, 0, '', $now, $now, $now
+		attempts, last_error, next_attempt_at, created_at, updated_at, triggered_by)
+	SELECT key, kind, source, external_id, 'pending', payload::jsonb, payload_sha256, 0, '', $now, $now, $now, actor
 	FROM reg ORDER BY key
 	ON CONFLICT (key) DO NOTHING
 	RETURNING key
+), registered AS (
+	INSERT INTO operation_events (operation_key, at, action, actor, detail)
+	SELECT reg.key, $now, '`+journal.EventRegistered+`', reg.actor, reg.detail
+	FROM reg JOIN inserted USING (key)
+	ORDER BY reg.key
 ), existing AS MATERIALIZED (
 	SELECT * FROM (
 		SELECT idx, key, payload, payload_sha256, if_absent, wake,
@@ -220,7 +229,7 @@ func (ib *Inbox) Receive(ctx context.Context, ev inbox.Event, regs []inbox.Regis
 	}
 	sum := order.SHA256Hex(ev.Body)
 	for try := 1; ; try++ {
-		r, err := ib.db.inboxGroup().register(ctx, newReceiveRow(ev, sum, regs, answer, ib.db.nowUTC()))
+		r, err := ib.db.inboxGroup().register(ctx, newReceiveRow(ev, sum, regs, answer, journal.ActorOf(ctx), ib.db.nowUTC()))
 		switch {
 		case retryable(err) && try < maxReceiveTries:
 			ib.db.log.DebugContext(ctx, "inbox: a concurrent writer got in the way; receiving again",
@@ -292,9 +301,10 @@ type receiveRow struct {
 	keys, kinds, sources, externalIDs []string
 	payloads, sums                    []string
 	ifAbsent, wake                    []bool
+	actors, details                   []string // of each registration, for its registered event
 }
 
-func newReceiveRow(ev inbox.Event, sum string, regs []inbox.Registration, answer inbox.Answer, now time.Time) receiveRow {
+func newReceiveRow(ev inbox.Event, sum string, regs []inbox.Registration, answer inbox.Answer, actor string, now time.Time) receiveRow {
 	received := now
 	if !ev.ReceivedAt.IsZero() {
 		received = ev.ReceivedAt.UTC().Truncate(time.Microsecond)
@@ -308,11 +318,14 @@ func newReceiveRow(ev inbox.Event, sum string, regs []inbox.Registration, answer
 		operations: regKeys(regs), now: now,
 		keys: make([]string, n), kinds: make([]string, n), sources: make([]string, n), externalIDs: make([]string, n),
 		payloads: make([]string, n), sums: make([]string, n), ifAbsent: make([]bool, n), wake: make([]bool, n),
+		actors: make([]string, n), details: make([]string, n),
 	}
+	detail := inboxEventDetail(ev.Source, ev.ID)
 	for i, r := range sorted {
 		row.keys[i], row.kinds[i], row.sources[i], row.externalIDs[i] = r.Op.Key, r.Op.Kind, r.Op.Source, r.Op.ExternalID
 		row.payloads[i], row.sums[i] = string(r.Op.Payload), order.SHA256Hex(r.Op.Payload)
 		row.ifAbsent[i], row.wake[i] = r.IfAbsent, r.Wake
+		row.actors[i], row.details[i] = actor, detail
 	}
 	if row.body == nil {
 		row.body = []byte{}
@@ -329,7 +342,14 @@ func (r receiveRow) args() []any {
 		r.lockKey, r.source, r.eventID, r.sum, r.body, r.contentType, r.received,
 		r.answerStatus, r.answerContentType, r.answerBody, r.operations, r.now,
 		r.keys, r.kinds, r.sources, r.externalIDs, r.payloads, r.sums, r.ifAbsent, r.wake,
+		r.actors, r.details,
 	}
+}
+
+// inboxEventDetail is the detail of the registered event of an operation an inbox
+// delivery brought: which delivery it was.
+func inboxEventDetail(source, eventID string) string {
+	return "inbox " + source + " " + strconv.Quote(eventID)
 }
 
 // known answers a delivery of a stored event: Duplicate without a write, or Conflict
@@ -467,6 +487,26 @@ func (ib *Inbox) List(ctx context.Context, f inbox.Filter) ([]inbox.Record, erro
 	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (inbox.Record, error) { return scanInboxRecord(row) })
 	if err != nil {
 		return nil, fmt.Errorf("postgres: inbox: list: %w", err)
+	}
+	if recs == nil {
+		recs = []inbox.Record{}
+	}
+	return recs, nil
+}
+
+// ByOperation returns the stored events whose operations hold key, newest first
+// (received_at descending, then source and event id), found through the GIN index
+// on operations; none (an empty slice) for a key no delivery brought.
+func (ib *Inbox) ByOperation(ctx context.Context, key string) ([]inbox.Record, error) {
+	rows, err := ib.db.pool.Query(ctx, `SELECT `+inboxColumns+` FROM inbox_events e
+		WHERE e.operations @> ARRAY[$1::text]
+		ORDER BY e.received_at DESC, e.source, e.event_id`, key)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: inbox: deliveries of %s: %w", key, err)
+	}
+	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (inbox.Record, error) { return scanInboxRecord(row) })
+	if err != nil {
+		return nil, fmt.Errorf("postgres: inbox: deliveries of %s: %w", key, err)
 	}
 	if recs == nil {
 		recs = []inbox.Record{}

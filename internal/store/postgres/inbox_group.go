@@ -56,7 +56,8 @@ const (
 
 // inboxReceiveBatchSQL is inboxReceiveSQL for several events of disjoint event ids
 // and journal keys: the events in $1…$12 (one array element each, idx numbering
-// them), their registrations in $13…$21 (idx says whose). It answers one row per
+// them), their registrations in $13…$21, $23 and $24 (idx says whose; $22 is the
+// store's clock). It answers one row per
 // event: idx, whether its advisory lock was taken, whether it was inserted, the
 // keys whose saved payload differed (recorded as conflicts), and the stored event
 // (savedColumns); data-modifying steps run whether or not the answer reads them.
@@ -86,8 +87,9 @@ WITH ev AS MATERIALIZED (
 ), stored AS MATERIALIZED (
 	SELECT ev.idx FROM ev JOIN event USING (source, event_id)
 ), reg AS (
-	SELECT * FROM unnest($13::int[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::bool[], $21::bool[])
-		AS r (idx, key, kind, source, external_id, payload, payload_sha256, if_absent, wake)
+	SELECT * FROM unnest($13::int[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::bool[], $21::bool[],
+			$23::text[], $24::text[])
+		AS r (idx, key, kind, source, external_id, payload, payload_sha256, if_absent, wake, actor, detail)
 	WHERE r.idx IN (SELECT idx FROM stored)
 ), ` + inboxJournalSteps("$22") + `
 SELECT ev.idx, coalesce(l.taken, false), EXISTS (SELECT FROM stored s WHERE s.idx = ev.idx),
@@ -358,6 +360,7 @@ func (db *DB) batchArgs(batch []*groupRequest) ([]any, error) {
 		rKeys, rKinds, rSources, rExtIDs []string
 		rPayloads, rSums                 []string
 		rIfAbsent, rWake                 []bool
+		rActors, rDetails                []string
 	)
 	now := db.nowUTC()
 	for i, req := range batch {
@@ -375,10 +378,11 @@ func (db *DB) batchArgs(batch []*groupRequest) ([]any, error) {
 			rSources, rExtIDs = append(rSources, row.sources[j]), append(rExtIDs, row.externalIDs[j])
 			rPayloads, rSums = append(rPayloads, row.payloads[j]), append(rSums, row.sums[j])
 			rIfAbsent, rWake = append(rIfAbsent, row.ifAbsent[j]), append(rWake, row.wake[j])
+			rActors, rDetails = append(rActors, row.actors[j]), append(rDetails, row.details[j])
 		}
 	}
 	return []any{
 		idx, lockKeys, sources, eventIDs, sums, bodies, cts, received, statuses, answerCTs, answerBodies, operations,
-		rIdx, rKeys, rKinds, rSources, rExtIDs, rPayloads, rSums, rIfAbsent, rWake, now,
+		rIdx, rKeys, rKinds, rSources, rExtIDs, rPayloads, rSums, rIfAbsent, rWake, now, rActors, rDetails,
 	}, nil
 }

@@ -246,7 +246,7 @@ func TestInboxEventCommittedDuringTheStatement(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.Exec(ctx, registerSQL, key, order.KindCreate, "site", id, "pending", first, order.SHA256Hex(first), "", time.Now().UTC()); err != nil {
+		if _, err := tx.Exec(ctx, registerSQL, key, order.KindCreate, "site", id, "pending", first, order.SHA256Hex(first), "", time.Now().UTC(), ""); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO inbox_events (source, event_id, body_sha256, body, status, received_at, answer_status, operations)
@@ -297,7 +297,7 @@ func TestInboxRegistrationCommittedDuringTheStatement(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, registerSQL, key, order.KindCreate, "site", key, "pending", other, order.SHA256Hex(other), "", time.Now().UTC()); err != nil {
+	if _, err := tx.Exec(ctx, registerSQL, key, order.KindCreate, "site", key, "pending", other, order.SHA256Hex(other), "", time.Now().UTC(), ""); err != nil {
 		t.Fatal(err)
 	}
 	committed := make(chan error, 1)
@@ -502,7 +502,7 @@ func TestInboxDuplicateWritesNothing(t *testing.T) {
 
 	var batch []*groupRequest
 	for _, ev := range evs {
-		batch = append(batch, &groupRequest{ctx: ctx, row: newReceiveRow(ev, order.SHA256Hex(ev.Body), regs(ev), inboxOK, db.nowUTC())})
+		batch = append(batch, &groupRequest{ctx: ctx, row: newReceiveRow(ev, order.SHA256Hex(ev.Body), regs(ev), inboxOK, "", db.nowUTC())})
 	}
 	args, err := db.batchArgs(batch)
 	if err != nil {

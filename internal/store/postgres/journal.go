@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -82,13 +83,21 @@ func validateNew(op journal.NewOperation) error {
 }
 
 // registerSQL inserts a new operation, pending ($5 = 'pending', due now) or failed
-// from the start ($5 = 'failed', $8 its reason), unless the key exists.
+// from the start ($5 = 'failed', $8 its reason), unless the key exists, with its
+// registered event: by the actor $10 (who is also the trigger of its first attempt),
+// the reason of a failed one its detail. Nothing is recorded for an existing key.
 const registerSQL = `
-INSERT INTO operations (key, kind, source, external_id, status, payload, payload_sha256,
-	attempts, last_error, next_attempt_at, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $9, $9)
-ON CONFLICT (key) DO NOTHING
-RETURNING ` + opColumns
+WITH inserted AS (
+	INSERT INTO operations (key, kind, source, external_id, status, payload, payload_sha256,
+		attempts, last_error, next_attempt_at, created_at, updated_at, triggered_by)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $9, $9, $10)
+	ON CONFLICT (key) DO NOTHING
+	RETURNING *
+), event AS (
+	INSERT INTO operation_events (operation_key, at, action, actor, detail)
+	SELECT key, $9, '` + journal.EventRegistered + `', $10, $8 FROM inserted
+)
+SELECT ` + opColumns + ` FROM inserted`
 
 // registerExistingSQL reads the saved operation after ON CONFLICT did nothing and,
 // when the payload differs, records the conflict. It is a separate statement from the
@@ -138,7 +147,7 @@ func (j *Journal) register(ctx context.Context, op journal.NewOperation, status 
 	sum := order.SHA256Hex(op.Payload)
 	now := j.db.nowUTC()
 	saved, err := scanOperation(j.db.pool.QueryRow(ctx, registerSQL,
-		op.Key, op.Kind, op.Source, op.ExternalID, string(status), []byte(op.Payload), sum, reason, now))
+		op.Key, op.Kind, op.Source, op.ExternalID, string(status), []byte(op.Payload), sum, reason, now, journal.ActorOf(ctx)))
 	if err == nil {
 		return journal.Registration{Outcome: journal.Registered, Operation: saved}, nil
 	}
@@ -166,14 +175,17 @@ func (j *Journal) Get(ctx context.Context, key string) (journal.Operation, error
 	return op, nil
 }
 
-// Show returns the operation with its attempts (by number) and conflicts (by time),
-// read in one round trip.
+// Show returns the operation with its attempts (by number), conflicts and events (by
+// time), read in one round trip.
 func (j *Journal) Show(ctx context.Context, key string) (journal.Detail, error) {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT `+opColumns+` FROM operations WHERE key = $1`, key)
-	b.Queue(`SELECT attempt, worker, coalesce(outcome, ''), started_at, finished_at, error, onec_ref, exchanges, class
+	b.Queue(`SELECT attempt, worker, coalesce(outcome, ''), started_at, finished_at, error, onec_ref, exchanges, class,
+		triggered_by
 		FROM operation_attempts WHERE operation_key = $1 ORDER BY attempt`, key)
 	b.Queue(`SELECT at, last_at, times, payload_sha256, payload FROM operation_conflicts
+		WHERE operation_key = $1 ORDER BY at, id`, key)
+	b.Queue(`SELECT at, action, actor, detail FROM operation_events
 		WHERE operation_key = $1 ORDER BY at, id`, key)
 	br := j.db.pool.SendBatch(ctx, b)
 	d, err := readDetail(br)
@@ -203,7 +215,7 @@ func readDetail(br pgx.BatchResults) (journal.Detail, error) {
 			outcome   string
 			exchanges []byte
 		)
-		err := row.Scan(&a.Attempt, &a.Worker, &outcome, &a.StartedAt, &a.FinishedAt, &a.Error, &a.Ref, &exchanges, &a.Class)
+		err := row.Scan(&a.Attempt, &a.Worker, &outcome, &a.StartedAt, &a.FinishedAt, &a.Error, &a.Ref, &exchanges, &a.Class, &a.TriggeredBy)
 		a.Outcome = journal.Outcome(outcome)
 		a.StartedAt = a.StartedAt.UTC()
 		if a.FinishedAt != nil {
@@ -243,11 +255,29 @@ func readDetail(br pgx.BatchResults) (journal.Detail, error) {
 	if d.Conflicts == nil {
 		d.Conflicts = []journal.Conflict{}
 	}
+	if err != nil {
+		return d, err
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return d, err
+	}
+	d.Events, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (journal.Event, error) {
+		var e journal.Event
+		err := row.Scan(&e.At, &e.Action, &e.Actor, &e.Detail)
+		e.At = e.At.UTC()
+		return e, err
+	})
+	if d.Events == nil {
+		d.Events = []journal.Event{}
+	}
 	return d, err
 }
 
 // List returns operations newest first (updated_at descending, then key), filtered by
-// status, source and updated_at >= Since, at most Limit (default 100).
+// status, source, kind, updated_at >= Since, created_at in [CreatedFrom,
+// CreatedBefore) and the search term Query (journal.Matches; see querySQL), at most
+// Limit (default 100).
 func (j *Journal) List(ctx context.Context, f journal.Filter) ([]journal.Operation, error) {
 	q := `SELECT ` + opColumns + ` FROM operations WHERE true`
 	var args []any
@@ -266,8 +296,23 @@ func (j *Journal) List(ctx context.Context, f journal.Filter) ([]journal.Operati
 	if f.Source != "" {
 		q += ` AND source = ` + arg(f.Source)
 	}
+	if f.Kind != "" {
+		q += ` AND kind = ` + arg(f.Kind)
+	}
 	if !f.Since.IsZero() {
 		q += ` AND updated_at >= ` + arg(f.Since)
+	}
+	// The period's bounds go up to the next microsecond, the server's precision: it
+	// would round a bound between two microseconds to the nearer one, and admit the
+	// earlier one at CreatedFrom or drop it at CreatedBefore.
+	if !f.CreatedFrom.IsZero() {
+		q += ` AND created_at >= ` + arg(ceilMicro(f.CreatedFrom))
+	}
+	if !f.CreatedBefore.IsZero() {
+		q += ` AND created_at < ` + arg(ceilMicro(f.CreatedBefore))
+	}
+	if term := strings.TrimSpace(f.Query); term != "" {
+		q += ` AND (` + querySQL(term, arg) + `)`
 	}
 	if f.ErrorContains != "" {
 		q += ` AND strpos(lower(last_error), lower(` + arg(f.ErrorContains) + `)) > 0`
@@ -295,6 +340,21 @@ func (j *Journal) List(ctx context.Context, f journal.Filter) ([]journal.Operati
 	return ops, nil
 }
 
+// journalRequeueSQL makes the operation pending and due now, with a fresh give-up clock,
+// triggered by the actor $3, and records its requeued event; nothing for a done or
+// unknown one.
+const journalRequeueSQL = `
+WITH requeued AS (
+	UPDATE operations SET status = 'pending', next_attempt_at = $2, updated_at = $2,
+		first_attempt_at = NULL, unknown_attempts = 0, triggered_by = $3
+	WHERE key = $1 AND status IN ('pending', 'failed')
+	RETURNING *
+), event AS (
+	INSERT INTO operation_events (operation_key, at, action, actor, detail)
+	SELECT key, $2, '` + journal.EventRequeued + `', $3, '' FROM requeued
+)
+SELECT ` + opColumns + ` FROM requeued`
+
 // Requeue makes a failed or pending operation pending and due now, waiting at most
 // ClaimLockTimeout for a worker that holds it (journal.ErrBusy past that). A done
 // operation is left alone: *journal.NotPendingError (journal.ErrNotPending).
@@ -308,10 +368,7 @@ func (j *Journal) Requeue(ctx context.Context, key string) (journal.Operation, e
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
 	b.Queue(`SELECT set_config('lock_timeout', $1, true)`, millis(j.db.cfg.ClaimLockTimeout))
-	b.Queue(`UPDATE operations SET status = 'pending', next_attempt_at = $2, updated_at = $2,
-			first_attempt_at = NULL, unknown_attempts = 0
-		WHERE key = $1 AND status IN ('pending', 'failed')
-		RETURNING `+opColumns, key, now)
+	b.Queue(journalRequeueSQL, key, now, journal.ActorOf(ctx))
 	b.Queue(`COMMIT`)
 	br := conn.SendBatch(ctx, b)
 	op, err := func() (journal.Operation, error) {
@@ -356,7 +413,9 @@ const reviseLockSQL = `SELECT FROM operations WHERE key = $1 FOR NO KEY UPDATE`
 
 // reviseSQL revises the operation only when it is failed and has no attempt row: it
 // never reached 1C (operations.attempts would miss an attempt whose worker died). The
-// superseded payload becomes a conflict row, unless it is the new one. It answers one
+// superseded payload becomes a conflict row, unless it is the new one; the revised
+// event records the actor $8 (the trigger of the next attempt) and the reason the
+// operation had failed with. It answers one
 // row: revised and the operation as written, or not revised, whether an attempt row
 // exists, and the operation as it stands; none for an unknown key.
 const reviseSQL = `
@@ -373,9 +432,12 @@ WITH cur AS (
 	DO UPDATE SET times = operation_conflicts.times + 1, last_at = excluded.last_at
 ), revised AS (
 	UPDATE operations SET kind = $3, source = $4, external_id = $5, payload = $6, payload_sha256 = $7,
-		status = 'pending', last_error = '', next_attempt_at = $2, updated_at = $2
+		status = 'pending', last_error = '', next_attempt_at = $2, updated_at = $2, triggered_by = $8
 	WHERE key = $1 AND EXISTS (SELECT FROM ok)
 	RETURNING ` + opColumns + `
+), event AS (
+	INSERT INTO operation_events (operation_key, at, action, actor, detail)
+	SELECT cur.key, $2, '` + journal.EventRevised + `', $8, cur.last_error FROM cur WHERE EXISTS (SELECT FROM revised)
 )
 SELECT true, false, ` + opColumns + ` FROM revised
 UNION ALL
@@ -402,7 +464,8 @@ func (j *Journal) Revise(ctx context.Context, op journal.NewOperation) (journal.
 	b.BeginTx(pgx.TxOptions{})
 	b.Queue(`SELECT set_config('lock_timeout', $1, true)`, millis(j.db.cfg.ClaimLockTimeout))
 	b.Queue(reviseLockSQL, op.Key)
-	b.Queue(reviseSQL, op.Key, now, op.Kind, op.Source, op.ExternalID, []byte(op.Payload), order.SHA256Hex(op.Payload))
+	b.Queue(reviseSQL, op.Key, now, op.Kind, op.Source, op.ExternalID, []byte(op.Payload), order.SHA256Hex(op.Payload),
+		journal.ActorOf(ctx))
 	b.Queue(`COMMIT`)
 	br := conn.SendBatch(ctx, b)
 	var revised, reached bool

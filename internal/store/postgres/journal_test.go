@@ -54,3 +54,11 @@ func TestDoubt(t *testing.T) {
 		return storetest.DoubtStores{Journal: db.Journal(), Outbox: db.Outbox()}
 	})
 }
+
+func TestAccountant(t *testing.T) {
+	t.Parallel()
+	storetest.Accountant(t, func(t *testing.T, clock *storetest.Clock) storetest.AccountantStores {
+		db := newDB(t, Config{Now: clock.Now})
+		return storetest.AccountantStores{Journal: db.Journal(), Inbox: db.Inbox()}
+	})
+}

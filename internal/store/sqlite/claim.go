@@ -39,7 +39,8 @@ const claimReadSQL = `SELECT ` + opColumns + `,
 		SELECT 1 FROM operations c WHERE c.key = substr(operations.key, 1, length(operations.key) - 7) || ':cancel'),
 	(SELECT max(started_at) FROM operation_attempts o WHERE o.operation_key = operations.key AND o.finished_at IS NULL),
 	EXISTS (SELECT 1 FROM operation_attempts d WHERE d.operation_key = operations.key
-		AND (d.outcome = 'interrupted' OR d.class = 'unknown'))
+		AND (d.outcome = 'interrupted' OR d.class = 'unknown')),
+	triggered_by
 FROM operations WHERE key = ?`
 
 // deferSQL makes an operation due when the attempt that may still be at work in 1C
@@ -57,9 +58,9 @@ WHERE operation_key = ?1 AND finished_at IS NULL
 RETURNING attempt`
 
 // openAttemptSQL opens the next attempt, numbered max+1: safe because the key lock
-// admits one claimer and the write transaction one writer.
-const openAttemptSQL = `INSERT INTO operation_attempts (operation_key, attempt, worker, started_at)
-SELECT ?1, coalesce(max(attempt), 0) + 1, ?2, ?3 FROM operation_attempts WHERE operation_key = ?1
+// admits one claimer and the write transaction one writer. ?4 is who triggered it.
+const openAttemptSQL = `INSERT INTO operation_attempts (operation_key, attempt, worker, started_at, triggered_by)
+SELECT ?1, coalesce(max(attempt), 0) + 1, ?2, ?3, ?4 FROM operation_attempts WHERE operation_key = ?1
 RETURNING attempt`
 
 // finishOperationSQL writes the verdict; ?8 and ?9, when not null, replace the payload
@@ -68,10 +69,17 @@ RETURNING attempt`
 // ?10 the retry class (kept only while pending), ?11 whether the attempt's outcome was
 // unknown (counted), ?12 a settle time (the later one is kept), ?13 the verification
 // time, ?14 the first attempt's time (kept if there is one), ?15 and ?16 whether to
-// replace the warnings and with what.
+// replace the warnings and with what, ?17 the search_phone of the new payload (when
+// ?8 is set), ?18 and ?19 the result's search_result_number and search_result_ref.
+//
+// The verdict spends the pending trigger: the attempts after this one are the
+// engine's retries (journal.ActorRetry) until a registration or requeue sets another.
 const finishOperationSQL = `
 UPDATE operations
 SET status = ?2, result = ?3, last_error = ?4, attempts = ?5,
+	triggered_by = 'retry',
+	search_phone = CASE WHEN ?8 IS NOT NULL THEN ?17 ELSE search_phone END,
+	search_result_number = ?18, search_result_ref = ?19,
 	next_attempt_at = coalesce(?6, next_attempt_at), updated_at = ?7,
 	payload = coalesce(?8, payload), payload_sha256 = coalesce(?9, payload_sha256),
 	retry_class = CASE WHEN ?2 = 'pending' THEN ?10 ELSE '' END,
@@ -111,7 +119,7 @@ func (j *Journal) ClaimDue(ctx context.Context, worker string) (journal.Claim, e
 				return err
 			}
 			var until *time.Time
-			c, until, err = j.openAttempt(ctx, tx, key, worker, now)
+			c, until, err = j.openAttempt(ctx, tx, key, worker, "", now)
 			if err != nil || until == nil {
 				return err
 			}
@@ -189,7 +197,7 @@ func (j *Journal) ClaimKey(ctx context.Context, key, worker string) (journal.Cla
 	)
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		c, until, err = j.openAttempt(ctx, tx, key, worker, db.nowUTC())
+		c, until, err = j.openAttempt(ctx, tx, key, worker, journal.ActorOf(ctx), db.nowUTC())
 		if err != nil || until == nil {
 			return err
 		}
@@ -215,12 +223,16 @@ func (j *Journal) ClaimKey(ctx context.Context, key, worker string) (journal.Cla
 // tx. The claim it returns holds the key. When an earlier attempt may still be at
 // work in 1C (settle_until ahead, or an open attempt younger than TakeoverAfter) it
 // writes nothing and returns when that will have settled instead.
-func (j *Journal) openAttempt(ctx context.Context, tx *sql.Tx, key, worker string, now time.Time) (*claim, *time.Time, error) {
+//
+// The attempt is triggered by actor when it is not empty (a resync's ClaimKey), else
+// by the operation's pending trigger.
+func (j *Journal) openAttempt(ctx context.Context, tx *sql.Tx, key, worker, actor string, now time.Time) (*claim, *time.Time, error) {
 	var (
 		cancelRequested, doubted bool
 		openStarted              sql.NullInt64
+		trigger                  string
 	)
-	op, err := scanOperation(tx.QueryRowContext(ctx, claimReadSQL, key), &cancelRequested, &openStarted, &doubted)
+	op, err := scanOperation(tx.QueryRowContext(ctx, claimReadSQL, key), &cancelRequested, &openStarted, &doubted, &trigger)
 	if err != nil {
 		return nil, nil, journalError(err)
 	}
@@ -250,7 +262,10 @@ func (j *Journal) openAttempt(ctx context.Context, tx *sql.Tx, key, worker strin
 		return nil, nil, fmt.Errorf("close interrupted attempts of %s: %w", key, err)
 	}
 	var attempt int
-	if err := tx.QueryRowContext(ctx, openAttemptSQL, key, worker, ts(now)).Scan(&attempt); err != nil {
+	if actor != "" {
+		trigger = actor
+	}
+	if err := tx.QueryRowContext(ctx, openAttemptSQL, key, worker, ts(now), trigger).Scan(&attempt); err != nil {
 		return nil, nil, fmt.Errorf("record attempt of %s: %w", key, err)
 	}
 	if len(interrupted) > 0 {
@@ -318,8 +333,15 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 		p, sum := string(f.Payload), order.SHA256Hex(f.Payload)
 		payload, payloadSHA256 = &p, &sum
 	}
-	var result *string
+	var (
+		result                                 *string
+		resultNumber, resultRef, payloadSearch string
+	)
+	if payload != nil {
+		payloadSearch = searchPhone(*payload)
+	}
 	if f.Status == journal.StatusDone && f.Result != nil {
+		resultNumber, resultRef = resultSearch(f.Result)
 		b, err := json.Marshal(f.Result)
 		if err != nil {
 			return fmt.Errorf("sqlite: finish %s: result: %w", key, err)
@@ -394,7 +416,7 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 		res, err = tx.ExecContext(ctx, finishOperationSQL, key, string(status), result, lastError, c.attempt,
 			next, ts(now), payload, payloadSHA256,
 			f.Class, f.Class == journal.ClassUnknown, tsOrNil(f.SettleUntil), tsOrNil(f.VerifyAt),
-			tsOrNil(f.FirstAttemptAt), f.Warnings != nil, warnings)
+			tsOrNil(f.FirstAttemptAt), f.Warnings != nil, warnings, payloadSearch, resultNumber, resultRef)
 		if err != nil {
 			return err
 		}

@@ -69,11 +69,16 @@ const inboxInsertSQL = `INSERT INTO inbox_events (source, event_id, body_sha256,
 VALUES (?, ?, ?, ?, nullif(?, ''), 'processed', ?, ?, nullif(?, ''), ?, ?)
 ON CONFLICT (source, event_id) DO NOTHING`
 
-// inboxRegisterSQL registers one operation, pending and due now, unless its key exists.
+// inboxRegisterSQL registers one operation, pending and due now, unless its key
+// exists, triggered by the receiving context's actor.
 const inboxRegisterSQL = `INSERT INTO operations (key, kind, source, external_id, status, payload, payload_sha256,
-	attempts, last_error, next_attempt_at, created_at, updated_at)
-VALUES (?, ?, ?, ?, 'pending', ?, ?, 0, '', ?, ?, ?)
+	attempts, last_error, next_attempt_at, created_at, updated_at, triggered_by, search_phone)
+VALUES (?, ?, ?, ?, 'pending', ?, ?, 0, '', ?, ?, ?, ?, ?)
 ON CONFLICT (key) DO NOTHING`
+
+// inboxIndexSQL indexes one key of a stored event's operations (ByOperation).
+const inboxIndexSQL = `INSERT INTO inbox_event_operations (operation_key, source, event_id) VALUES (?, ?, ?)
+ON CONFLICT (operation_key, source, event_id) DO NOTHING`
 
 // inboxSavedOpSQL reads what a registration needs of an existing operation. Inside
 // the write transaction (BEGIN IMMEDIATE) it sees every committed row.
@@ -314,7 +319,13 @@ func (ib *Inbox) register(ctx context.Context, ev inbox.Event, sum string, regs 
 		}
 		r.inserted = true
 		for _, reg := range sorted {
-			if err := ib.registerOne(ctx, tx, reg, now, held[reg.Op.Key], &r); err != nil {
+			if _, err := tx.ExecContext(ctx, inboxIndexSQL, reg.Op.Key, ev.Source, ev.ID); err != nil {
+				return fmt.Errorf("index the event under %s: %w", reg.Op.Key, err)
+			}
+		}
+		actor, detail := journal.ActorOf(ctx), inboxEventDetail(ev.Source, ev.ID)
+		for _, reg := range sorted {
+			if err := ib.registerOne(ctx, tx, reg, now, held[reg.Op.Key], actor, detail, &r); err != nil {
 				return fmt.Errorf("register %s: %w", reg.Op.Key, err)
 			}
 		}
@@ -334,13 +345,15 @@ func (ib *Inbox) register(ctx context.Context, ev inbox.Event, sum string, regs 
 // unless IfAbsent; Wake makes an existing operation that is not done due now.
 //
 // held says whether this delivery holds the operation's key lock; a wake without it
-// is recorded in operation_wakes.
-func (ib *Inbox) registerOne(ctx context.Context, tx *sql.Tx, reg inbox.Registration, now time.Time, held bool, r *inboxRegistered) error {
+// is recorded in operation_wakes. A new operation records its registered event by
+// actor, with detail naming the delivery.
+func (ib *Inbox) registerOne(ctx context.Context, tx *sql.Tx, reg inbox.Registration, now time.Time, held bool,
+	actor, detail string, r *inboxRegistered) error {
 	op := reg.Op
 	opSum := order.SHA256Hex(op.Payload)
 	at := ts(now)
 	res, err := tx.ExecContext(ctx, inboxRegisterSQL, op.Key, op.Kind, op.Source, op.ExternalID,
-		string(op.Payload), opSum, at, at, at)
+		string(op.Payload), opSum, at, at, at, actor, searchPhone(string(op.Payload)))
 	if err != nil {
 		return err
 	}
@@ -350,7 +363,7 @@ func (ib *Inbox) registerOne(ctx context.Context, tx *sql.Tx, reg inbox.Registra
 	}
 	if n == 1 {
 		r.registered = append(r.registered, op.Key)
-		return nil
+		return addEvent(ctx, tx, op.Key, now, journal.EventRegistered, actor, detail)
 	}
 	var savedSum, status string
 	if err := tx.QueryRowContext(ctx, inboxSavedOpSQL, op.Key).Scan(&savedSum, &status); err != nil {
@@ -454,6 +467,38 @@ func (ib *Inbox) List(ctx context.Context, f inbox.Filter) ([]inbox.Record, erro
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: inbox: list: %w", err)
+	}
+	return recs, nil
+}
+
+// inboxEventDetail is the detail of the registered event of an operation an inbox
+// delivery brought: which delivery it was.
+func inboxEventDetail(source, eventID string) string {
+	return "inbox " + source + " " + strconv.Quote(eventID)
+}
+
+// ByOperation returns the stored events whose operations hold key, newest first
+// (received_at descending, then source and event id), found through
+// inbox_event_operations; none (an empty slice) for a key no delivery brought.
+func (ib *Inbox) ByOperation(ctx context.Context, key string) ([]inbox.Record, error) {
+	rows, err := ib.db.sql.QueryContext(ctx, `SELECT `+inboxColumns+`
+		FROM inbox_event_operations x JOIN inbox_events e ON e.source = x.source AND e.event_id = x.event_id
+		WHERE x.operation_key = ?
+		ORDER BY e.received_at DESC, e.source, e.event_id`, key)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: inbox: deliveries of %s: %w", key, err)
+	}
+	defer rows.Close()
+	recs := []inbox.Record{}
+	for rows.Next() {
+		r, err := scanInboxRecord(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: inbox: deliveries of %s: %w", key, err)
+		}
+		recs = append(recs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: inbox: deliveries of %s: %w", key, err)
 	}
 	return recs, nil
 }

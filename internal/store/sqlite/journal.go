@@ -97,13 +97,25 @@ func validateNew(op journal.NewOperation) error {
 }
 
 // registerSQL inserts a new operation, pending (?5 = 'pending', due now) or failed
-// from the start (?5 = 'failed', ?8 its reason), unless the key exists.
+// from the start (?5 = 'failed', ?8 its reason), unless the key exists. ?10 is the
+// actor that registers it (the trigger of its first attempt), ?11 its search_phone.
 const registerSQL = `
 INSERT INTO operations (key, kind, source, external_id, status, payload, payload_sha256,
-	attempts, last_error, next_attempt_at, created_at, updated_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?9, ?9, ?9)
+	attempts, last_error, next_attempt_at, created_at, updated_at, triggered_by, search_phone)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?9, ?9, ?9, ?10, ?11)
 ON CONFLICT (key) DO NOTHING
 RETURNING ` + opColumns
+
+// eventSQL records one entry of an operation's timeline (journal.Event).
+const eventSQL = `INSERT INTO operation_events (operation_key, at, action, actor, detail) VALUES (?1, ?2, ?3, ?4, ?5)`
+
+// addEvent records an event of key in tx.
+func addEvent(ctx context.Context, tx *sql.Tx, key string, at time.Time, action, actor, detail string) error {
+	if _, err := tx.ExecContext(ctx, eventSQL, key, ts(at), action, actor, detail); err != nil {
+		return fmt.Errorf("record the %s event: %w", action, err)
+	}
+	return nil
+}
 
 // conflictSQL records a payload seen under a key whose saved payload is another: one
 // row per distinct payload, counted.
@@ -144,7 +156,7 @@ func (j *Journal) register(ctx context.Context, op journal.NewOperation, status 
 	var reg journal.Registration
 	err = j.db.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		reg, err = registerTx(ctx, tx, op, status, reason, j.db.nowUTC())
+		reg, err = registerTx(ctx, tx, op, status, reason, journal.ActorOf(ctx), j.db.nowUTC())
 		return err
 	})
 	if err != nil {
@@ -159,12 +171,18 @@ func (j *Journal) register(ctx context.Context, op journal.NewOperation, status 
 
 // registerTx registers op in tx (a write transaction), as Register does: INSERT … ON
 // CONFLICT (key) DO NOTHING, then, for an existing key, the saved operation and, when
-// its payload differs, the conflict record. op must have passed validateNew.
-func registerTx(ctx context.Context, tx *sql.Tx, op journal.NewOperation, status journal.Status, reason string, now time.Time) (journal.Registration, error) {
+// its payload differs, the conflict record. op must have passed validateNew. A new
+// operation records its registered event, by actor (the reason of a failed one is
+// the event's detail), and actor as the trigger of its first attempt.
+func registerTx(ctx context.Context, tx *sql.Tx, op journal.NewOperation, status journal.Status, reason, actor string, now time.Time) (journal.Registration, error) {
 	sum := order.SHA256Hex(op.Payload)
 	saved, err := scanOperation(tx.QueryRowContext(ctx, registerSQL,
-		op.Key, op.Kind, op.Source, op.ExternalID, string(status), string(op.Payload), sum, reason, ts(now)))
+		op.Key, op.Kind, op.Source, op.ExternalID, string(status), string(op.Payload), sum, reason, ts(now),
+		actor, searchPhone(string(op.Payload))))
 	if err == nil {
+		if err := addEvent(ctx, tx, op.Key, now, journal.EventRegistered, actor, reason); err != nil {
+			return journal.Registration{}, err
+		}
 		return journal.Registration{Outcome: journal.Registered, Operation: saved}, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
@@ -214,7 +232,8 @@ func (j *Journal) show(ctx context.Context, key string) (journal.Detail, error) 
 	if d.Operation, err = scanOperation(tx.QueryRowContext(ctx, `SELECT `+opColumns+` FROM operations WHERE key = ?`, key)); err != nil {
 		return d, err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT attempt, worker, coalesce(outcome, ''), started_at, finished_at, error, onec_ref, exchanges, class
+	rows, err := tx.QueryContext(ctx, `SELECT attempt, worker, coalesce(outcome, ''), started_at, finished_at, error, onec_ref, exchanges, class,
+		triggered_by
 		FROM operation_attempts WHERE operation_key = ? ORDER BY attempt`, key)
 	if err != nil {
 		return d, err
@@ -228,7 +247,8 @@ func (j *Journal) show(ctx context.Context, key string) (journal.Detail, error) 
 			finished  sql.NullInt64
 			exchanges sql.NullString
 		)
-		if err := rows.Scan(&a.Attempt, &a.Worker, &outcome, &started, &finished, &a.Error, &a.Ref, &exchanges, &a.Class); err != nil {
+		if err := rows.Scan(&a.Attempt, &a.Worker, &outcome, &started, &finished, &a.Error, &a.Ref, &exchanges, &a.Class,
+			&a.TriggeredBy); err != nil {
 			rows.Close()
 			return d, err
 		}
@@ -247,6 +267,10 @@ func (j *Journal) show(ctx context.Context, key string) (journal.Detail, error) 
 	// interrupted (a crash, kill -9) still counts as started.
 	if n := len(d.History); n > 0 && d.History[n-1].Attempt > d.Attempts {
 		d.Attempts = d.History[n-1].Attempt
+	}
+
+	if d.Events, err = readEvents(ctx, tx, key); err != nil {
+		return d, err
 	}
 
 	rows, err = tx.QueryContext(ctx, `SELECT at, last_at, times, payload_sha256, payload FROM operation_conflicts
@@ -272,8 +296,33 @@ func (j *Journal) show(ctx context.Context, key string) (journal.Detail, error) 
 	return d, rows.Err()
 }
 
+// readEvents reads the timeline of key, oldest first (never nil).
+func readEvents(ctx context.Context, tx *sql.Tx, key string) ([]journal.Event, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT at, action, actor, detail FROM operation_events
+		WHERE operation_key = ? ORDER BY at, id`, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	events := []journal.Event{}
+	for rows.Next() {
+		var (
+			e  journal.Event
+			at int64
+		)
+		if err := rows.Scan(&at, &e.Action, &e.Actor, &e.Detail); err != nil {
+			return nil, err
+		}
+		e.At = fromTS(at)
+		events = append(events, e)
+	}
+	return events, rows.Err()
+}
+
 // List returns operations newest first (updated_at descending, then key), filtered by
-// status, source and updated_at >= Since, at most Limit (default 100).
+// status, source, kind, updated_at >= Since, created_at in [CreatedFrom,
+// CreatedBefore) and the search term Query (journal.Matches; see querySQL), at most
+// Limit (default 100).
 func (j *Journal) List(ctx context.Context, f journal.Filter) ([]journal.Operation, error) {
 	q := `SELECT ` + opColumns + ` FROM operations WHERE 1`
 	var args []any
@@ -290,15 +339,29 @@ func (j *Journal) List(ctx context.Context, f journal.Filter) ([]journal.Operati
 		q += ` AND source = ?`
 		args = append(args, f.Source)
 	}
+	if f.Kind != "" {
+		q += ` AND kind = ?`
+		args = append(args, f.Kind)
+	}
 	if !f.Since.IsZero() {
 		// The stored microsecond at or after Since: a Since between two microseconds
 		// must not admit the earlier one.
-		since := f.Since.UTC().Truncate(time.Microsecond)
-		if since.Before(f.Since) {
-			since = since.Add(time.Microsecond)
-		}
 		q += ` AND updated_at >= ?`
-		args = append(args, ts(since))
+		args = append(args, ceilTS(f.Since))
+	}
+	if !f.CreatedFrom.IsZero() {
+		q += ` AND created_at >= ?`
+		args = append(args, ceilTS(f.CreatedFrom))
+	}
+	if !f.CreatedBefore.IsZero() {
+		// A stored microsecond is before CreatedBefore exactly when it is before the
+		// first stored microsecond at or after it.
+		q += ` AND created_at < ?`
+		args = append(args, ceilTS(f.CreatedBefore))
+	}
+	if cond, qargs := querySQL(f.Query); cond != "" {
+		q += cond
+		args = append(args, qargs...)
 	}
 	if f.ErrorContains != "" {
 		// A cheap prefilter (non-empty errors); the text is matched below in Go,
@@ -357,22 +420,26 @@ func (j *Journal) Requeue(ctx context.Context, key string) (journal.Operation, e
 		return journal.Operation{}, fmt.Errorf("sqlite: requeue %s: %w", key, err)
 	}
 	defer j.db.keys.Unlock(key)
+	actor := journal.ActorOf(ctx)
 	var op journal.Operation
 	err := j.db.write(ctx, func(tx *sql.Tx) error {
 		var err error
 		now := j.db.nowUTC()
 		op, err = scanOperation(tx.QueryRowContext(ctx, `UPDATE operations
 			SET status = 'pending', next_attempt_at = ?2, updated_at = ?2,
-				first_attempt_at = NULL, unknown_attempts = 0
+				first_attempt_at = NULL, unknown_attempts = 0, triggered_by = ?3
 			WHERE key = ?1 AND status IN ('pending', 'failed')
-			RETURNING `+opColumns, key, ts(now)))
+			RETURNING `+opColumns, key, ts(now), actor))
 		if errors.Is(err, sql.ErrNoRows) { // unknown, or done
 			if op, err = scanOperation(tx.QueryRowContext(ctx, `SELECT `+opColumns+` FROM operations WHERE key = ?`, key)); err != nil {
 				return journalError(err)
 			}
 			return &journal.NotPendingError{Operation: op}
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return addEvent(ctx, tx, key, now, journal.EventRequeued, actor, "")
 	})
 	var npe *journal.NotPendingError
 	switch {
@@ -415,18 +482,25 @@ func (j *Journal) Revise(ctx context.Context, op journal.NewOperation) (journal.
 			// called 1C before it stopped.
 			return fmt.Errorf("%w (it failed after an attempt in 1C)", journal.ErrNotRevisable)
 		}
-		now := ts(j.db.nowUTC())
+		at := j.db.nowUTC()
+		now := ts(at)
 		if cur.PayloadSHA256 != sum {
 			if _, err := tx.ExecContext(ctx, conflictSQL, op.Key, now, cur.PayloadSHA256, string(cur.Payload)); err != nil {
 				return fmt.Errorf("keep the superseded payload: %w", err)
 			}
 		}
+		actor := journal.ActorOf(ctx)
 		revised, err = scanOperation(tx.QueryRowContext(ctx, `UPDATE operations
 			SET kind = ?2, source = ?3, external_id = ?4, payload = ?5, payload_sha256 = ?6,
-				status = 'pending', last_error = '', next_attempt_at = ?7, updated_at = ?7
+				status = 'pending', last_error = '', next_attempt_at = ?7, updated_at = ?7,
+				triggered_by = ?8, search_phone = ?9
 			WHERE key = ?1
-			RETURNING `+opColumns, op.Key, op.Kind, op.Source, op.ExternalID, string(op.Payload), sum, now))
-		return err
+			RETURNING `+opColumns, op.Key, op.Kind, op.Source, op.ExternalID, string(op.Payload), sum, now,
+			actor, searchPhone(string(op.Payload))))
+		if err != nil {
+			return err
+		}
+		return addEvent(ctx, tx, op.Key, at, journal.EventRevised, actor, cur.LastError)
 	})
 	if err != nil {
 		return journal.Operation{}, fmt.Errorf("sqlite: revise %s: %w", op.Key, err)
