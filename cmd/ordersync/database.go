@@ -118,6 +118,10 @@ var commandUses = map[string]dbUse{
 	"stock show":        {readOnly: true},
 	"stock diff":        {readOnly: true},
 	"stock status":      {readOnly: true},
+	// It reads the journal and asks 1C and the marketplace for their lists.
+	"reconcile": {secrets: true},
+
+	"ui hash-password": {},
 
 	"sim onec": {},
 	"version":  {},

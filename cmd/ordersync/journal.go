@@ -2,17 +2,20 @@ package main
 
 import (
 	"bytes"
-	"encoding/csv"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/shopspring/decimal"
 	"github.com/spf13/cobra"
 
 	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/journal/export"
 )
 
 func (a *app) journalCommand() *cobra.Command {
@@ -23,19 +26,19 @@ func (a *app) journalCommand() *cobra.Command {
 
 func (a *app) journalListCommand() *cobra.Command {
 	var (
-		status, source, since, format string
-		limit                         int
-		warnings                      bool
+		status, source, kind, query, since, from, to, format string
+		limit                                                int
+		warnings                                             bool
 	)
 	c := &cobra.Command{
 		Use:   "list",
 		Short: "List operations, most recently updated first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(format, "table", "json", "csv"); err != nil {
+			if err := checkFormat(format, "table", "json", "csv", "xlsx"); err != nil {
 				return err
 			}
-			f := journal.Filter{Status: journal.Status(status), Source: source, Limit: limit, WarningsOnly: warnings}
+			f := journal.Filter{Status: journal.Status(status), Source: source, Kind: kind, Query: query, Limit: limit, WarningsOnly: warnings}
 			switch f.Status {
 			case "", journal.StatusPending, journal.StatusDone, journal.StatusFailed:
 			default:
@@ -44,17 +47,24 @@ func (a *app) journalListCommand() *cobra.Command {
 			if limit < 0 {
 				return usageError(fmt.Errorf("--limit: must not be negative (0 lists every operation), got %d", limit))
 			}
-			if since != "" {
-				t, err := parseSince(since, time.Now())
-				if err != nil {
-					return usageError(err)
-				}
-				f.Since = t
+			if format == "xlsx" && isTerminal(a.stdout) {
+				return usageError(errors.New("--format xlsx writes a workbook: send it to a file (> journal.xlsx)"))
 			}
 			ctx := cmd.Context()
 			cfg, err := a.loadConfig()
 			if err != nil {
 				return err
+			}
+			loc := cfg.UILocation()
+			if since != "" {
+				t, err := parseSinceIn(since, time.Now(), loc)
+				if err != nil {
+					return usageError(err)
+				}
+				f.Since = t
+			}
+			if f.CreatedFrom, f.CreatedBefore, err = parsePeriod(from, to, loc); err != nil {
+				return usageError(err)
 			}
 			log, err := a.logger(cfg)
 			if err != nil {
@@ -76,27 +86,33 @@ func (a *app) journalListCommand() *cobra.Command {
 			}
 			switch format {
 			case "json":
-				return writeJSONPages(a.stdout, pages, func(op journal.Operation) any { return toListRow(op) })
-			case "csv":
-				w := csv.NewWriter(a.stdout)
-				w.Write([]string{"key", "status", "attempts", "updated_at", "ref", "number", "last_error", "warnings"})
-				return pages(func(ops []journal.Operation) error {
+				return writeJSONPages(a.stdout, pages, func(op journal.Operation) any { return toListRow(op, loc) })
+			case "csv", "xlsx":
+				var w export.Writer
+				if format == "csv" {
+					w = export.NewCSV(a.stdout, cfg.UI.Lang, loc)
+				} else if w, err = export.NewXLSX(a.stdout, cfg.UI.Lang, loc); err != nil {
+					return err
+				}
+				if err := pages(func(ops []journal.Operation) error {
 					for _, op := range ops {
-						r := toListRow(op)
-						w.Write([]string{r.Key, r.Status, fmt.Sprint(r.Attempts), r.UpdatedAt.Format(time.RFC3339), r.Ref, r.Number, r.LastError,
-							warningCodes(r.Warnings)})
+						if err := w.Write(export.RowOf(op, loc)); err != nil {
+							return err
+						}
 					}
-					w.Flush()
-					return w.Error()
-				})
+					return nil
+				}); err != nil {
+					return err
+				}
+				return w.Close()
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "KEY\tSTATUS\tATTEMPTS\tUPDATED\t1C NUMBER\tWARNINGS\tLAST ERROR")
+			fmt.Fprintf(tw, "KEY\tSTATUS\tATTEMPTS\tUPDATED (%s)\t1C NUMBER\tWARNINGS\tLAST ERROR\n", loc)
 			return pages(func(ops []journal.Operation) error {
 				for _, op := range ops {
-					r := toListRow(op)
+					r := toListRow(op, loc)
 					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Key, r.Status, r.Attempts,
-						r.UpdatedAt.Local().Format("2006-01-02 15:04:05"), r.Number, warningCodes(r.Warnings), truncate(r.LastError, 80))
+						r.UpdatedAt.Format(zonedLayout), r.Number, warningCodes(r.Warnings), truncate(r.LastError, 80))
 				}
 				return tw.Flush() // each page is aligned on its own
 			})
@@ -104,11 +120,40 @@ func (a *app) journalListCommand() *cobra.Command {
 	}
 	c.Flags().StringVar(&status, "status", "", "only pending, done or failed operations")
 	c.Flags().StringVar(&source, "source", "", "only operations of this source (kaspi, ozon, site, …)")
-	c.Flags().StringVar(&since, "since", "", "only operations updated since: a duration (24h), a date (2026-09-16) or an RFC 3339 time")
+	c.Flags().StringVar(&kind, "kind", "", "only operations of this kind (order.create, order.cancel, stock.snapshot)")
+	c.Flags().StringVarP(&query, "query", "q", "", "only the operations this names: a marketplace number (512344101), an external id (kaspi:512344101), a key, a 1C number (ОС-000123) or ref, a customer phone")
+	c.Flags().StringVar(&since, "since", "", "only operations updated since: a duration (24h), a date (2026-09-16, in ui.timezone) or an RFC 3339 time")
+	c.Flags().StringVar(&from, "from", "", "only operations created on or after this date (YYYY-MM-DD, in ui.timezone)")
+	c.Flags().StringVar(&to, "to", "", "only operations created on or before this date (YYYY-MM-DD, in ui.timezone, inclusive)")
 	c.Flags().IntVar(&limit, "limit", 100, "at most this many operations; 0 lists them all")
-	c.Flags().StringVar(&format, "format", "table", "output: table, json or csv")
+	c.Flags().StringVar(&format, "format", "table", "output: table, json, csv or xlsx (csv and xlsx: the columns of the pages' exports)")
 	c.Flags().BoolVar(&warnings, "warnings", false, "only operations with warnings (a duplicate in 1C, an order gone from 1C)")
 	return c
+}
+
+// zonedLayout is how the CLI's tables write times: in ui.timezone, with its offset.
+const zonedLayout = "2006-01-02 15:04:05 -07:00"
+
+// parsePeriod reads --from and --to, dates in loc, both inclusive, as the
+// half-open [from, to+1 day) of journal.Filter; an empty one is open.
+func parsePeriod(from, to string, loc *time.Location) (time.Time, time.Time, error) {
+	var f, t time.Time
+	var err error
+	if from != "" {
+		if f, err = time.ParseInLocation(time.DateOnly, from, loc); err != nil {
+			return f, t, fmt.Errorf("--from: %q is not a date YYYY-MM-DD", from)
+		}
+	}
+	if to != "" {
+		if t, err = time.ParseInLocation(time.DateOnly, to, loc); err != nil {
+			return f, t, fmt.Errorf("--to: %q is not a date YYYY-MM-DD", to)
+		}
+		t = t.AddDate(0, 0, 1)
+	}
+	if !f.IsZero() && !t.IsZero() && !f.Before(t) {
+		return f, t, fmt.Errorf("--from %s is after --to %s", from, to)
+	}
+	return f, t, nil
 }
 
 // listPage is how many rows a listing reads at a time: `--limit 0` lists every row,
@@ -218,11 +263,25 @@ type listRow struct {
 	LastError string    `json:"last_error"`
 	// Warnings are [{"code","message","refs"}], never null.
 	Warnings []journal.Warning `json:"warnings"`
+	// The exports' columns.
+	Kind              string           `json:"kind"`
+	ExternalID        string           `json:"external_id"`
+	MarketplaceNumber string           `json:"marketplace_number"`
+	Customer          string           `json:"customer"`
+	Phone             string           `json:"phone"`
+	OneCDate          string           `json:"onec_date,omitempty"`
+	Total             *decimal.Decimal `json:"total"`
+	Currency          string           `json:"currency"`
+	CreatedAt         time.Time        `json:"created_at"`
+	DoneAt            *time.Time       `json:"done_at"`
 }
 
-func toListRow(op journal.Operation) listRow {
-	r := listRow{Key: op.Key, Status: string(op.Status), Attempts: op.Attempts, UpdatedAt: op.UpdatedAt,
-		Source: op.Source, LastError: op.LastError, Warnings: op.Warnings}
+func toListRow(op journal.Operation, loc *time.Location) listRow {
+	x := export.RowOf(op, loc)
+	r := listRow{Key: op.Key, Status: string(op.Status), Attempts: op.Attempts, UpdatedAt: op.UpdatedAt.In(loc),
+		Source: op.Source, LastError: op.LastError, Warnings: op.Warnings,
+		Kind: op.Kind, ExternalID: op.ExternalID, MarketplaceNumber: x.MarketplaceNumber, Customer: x.Customer,
+		Phone: x.Phone, OneCDate: x.OneCDate, Total: x.Total, Currency: x.Currency, CreatedAt: x.Created, DoneAt: x.Done}
 	if r.Warnings == nil {
 		r.Warnings = []journal.Warning{}
 	}
@@ -232,15 +291,18 @@ func toListRow(op journal.Operation) listRow {
 	return r
 }
 
-// parseSince accepts a duration back from now, a date, or an RFC 3339 time.
-func parseSince(s string, now time.Time) (time.Time, error) {
+// parseSince is parseSinceIn with dates in the machine's zone.
+func parseSince(s string, now time.Time) (time.Time, error) { return parseSinceIn(s, now, time.Local) }
+
+// parseSinceIn accepts a duration back from now, a date (in loc), or an RFC 3339 time.
+func parseSinceIn(s string, now time.Time, loc *time.Location) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
 		return now.Add(-d), nil
 	}
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
 		return t, nil
 	}
-	if t, err := time.ParseInLocation("2006-01-02", s, time.Local); err == nil {
+	if t, err := time.ParseInLocation("2006-01-02", s, loc); err == nil {
 		return t, nil
 	}
 	return time.Time{}, fmt.Errorf("--since: %q is neither a duration (24h), a date (2026-09-16) nor an RFC 3339 time", s)
@@ -257,9 +319,14 @@ func truncate(s string, n int) string {
 func (a *app) journalShowCommand() *cobra.Command {
 	var format string
 	c := &cobra.Command{
-		Use:   "show KEY",
+		Use:   "show KEY|NUMBER|EXTERNAL-ID|1C-NUMBER|PHONE",
 		Short: "Show one operation with every attempt and conflict",
-		Args:  cobra.ExactArgs(1),
+		Long: `Show one operation with every attempt and conflict, named by its key or by any
+form a person has at hand: the marketplace's number (512344101, an Ozon posting
+number), the external id as 1C holds it (kaspi:512344101), the 1C number
+(ОС-000123) or ref, a customer phone. When several operations match (an order's
+create and its cancel, two orders of one phone), they are listed and none is shown.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format, "table", "json"); err != nil {
 				return err
@@ -278,19 +345,59 @@ func (a *app) journalShowCommand() *cobra.Command {
 				return err
 			}
 			defer db.Close()
-			d, err := db.Journal().Show(ctx, args[0])
+			key, err := a.resolveOperation(ctx, db.Journal(), args[0], cfg.UILocation())
 			if err != nil {
-				return fmt.Errorf("journal show %s: %w", args[0], err)
+				return err
+			}
+			d, err := db.Journal().Show(ctx, key)
+			if err != nil {
+				return fmt.Errorf("journal show %s: %w", key, err)
 			}
 			if format == "json" {
 				return writeJSON(a.stdout, showJSON(d))
 			}
-			a.printDetail(d)
+			a.printDetail(d, cfg.UILocation())
 			return nil
 		},
 	}
 	c.Flags().StringVar(&format, "format", "table", "output: table or json")
 	return c
+}
+
+// maxMatches is how many operations `journal show` lists when a term names several.
+const maxMatches = 20
+
+// resolveOperation finds the one operation term names: its key, or else any form
+// journal.Filter.Query accepts. Several matches are listed on stderr and refused.
+func (a *app) resolveOperation(ctx context.Context, js journal.Store, term string, loc *time.Location) (string, error) {
+	if _, err := js.Get(ctx, term); err == nil {
+		return term, nil
+	} else if !errors.Is(err, journal.ErrNotFound) {
+		return "", fmt.Errorf("journal show %s: %w", term, err)
+	}
+	ops, err := js.List(ctx, journal.Filter{Query: term, Limit: maxMatches + 1})
+	if err != nil {
+		return "", fmt.Errorf("journal show %s: %w", term, err)
+	}
+	switch len(ops) {
+	case 0:
+		return "", fmt.Errorf("journal show %s: %w: no operation has this key, marketplace number, external id, 1C number or ref, or customer phone",
+			term, journal.ErrNotFound)
+	case 1:
+		return ops[0].Key, nil
+	}
+	more := ""
+	if len(ops) > maxMatches {
+		ops, more = ops[:maxMatches], fmt.Sprintf(" (the first %d)", maxMatches)
+	}
+	fmt.Fprintf(a.stderr, "%q names several operations%s:\n", term, more)
+	tw := tabwriter.NewWriter(a.stderr, 0, 4, 2, ' ', 0)
+	for _, op := range ops {
+		r := toListRow(op, loc)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", r.Key, r.Status, r.CreatedAt.Format(zonedLayout), r.Number)
+	}
+	tw.Flush()
+	return "", fmt.Errorf("journal show %s: several operations match; name one by its key", term)
 }
 
 // showJSON is the documented shape of `journal show --format json`; attempts_history and
@@ -305,12 +412,15 @@ func showJSON(d journal.Detail) journal.Detail {
 	if d.Conflicts == nil {
 		d.Conflicts = []journal.Conflict{}
 	}
+	if d.Events == nil {
+		d.Events = []journal.Event{}
+	}
 	return d
 }
 
-func (a *app) printDetail(d journal.Detail) {
+func (a *app) printDetail(d journal.Detail, loc *time.Location) {
 	w := a.stdout
-	ts := func(t time.Time) string { return t.Local().Format("2006-01-02 15:04:05.000") }
+	ts := func(t time.Time) string { return t.In(loc).Format("2006-01-02 15:04:05.000 -07:00") }
 	fmt.Fprintf(w, "key:          %s\n", d.Key)
 	fmt.Fprintf(w, "kind:         %s\n", d.Kind)
 	fmt.Fprintf(w, "source:       %s   external id: %s\n", d.Source, d.ExternalID)
@@ -322,7 +432,7 @@ func (a *app) printDetail(d journal.Detail) {
 	}
 	fmt.Fprintf(w, "payload:      sha256 %s\n", d.PayloadSHA256)
 	if d.Result != nil {
-		fmt.Fprintf(w, "1C order:     № %s of %s, ref %s\n", d.Result.Number, d.Result.Date, d.Result.Ref)
+		fmt.Fprintf(w, "1C order:     № %s of %s (1C's time), ref %s\n", d.Result.Number, d.Result.Date, d.Result.Ref)
 		if d.Result.Found {
 			fmt.Fprintf(w, "              found in 1C, not created by this operation: %s\n", d.Result.Note)
 		} else if d.Result.Note != "" {
@@ -353,9 +463,22 @@ func (a *app) printDetail(d journal.Detail) {
 	if d.SettleUntil != nil && d.Status == journal.StatusPending {
 		fmt.Fprintf(w, "settles:      %s (1C may still be writing what an earlier attempt sent)\n", ts(*d.SettleUntil))
 	}
-	fmt.Fprintf(w, "\nattempts:\n")
+	if len(d.Events) > 0 {
+		fmt.Fprintf(w, "\nevents:\n")
+		for _, ev := range d.Events {
+			line := fmt.Sprintf("  %s  %s", ts(ev.At), ev.Action)
+			if ev.Actor != "" {
+				line += " by " + ev.Actor
+			}
+			if ev.Detail != "" {
+				line += ": " + ev.Detail
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+	fmt.Fprintf(w, "\nattempts (times in %s):\n", loc)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  #\tOUTCOME\tSTARTED\tFINISHED\tWORKER\t1C REF\tERROR")
+	fmt.Fprintln(tw, "  #\tOUTCOME\tSTARTED\tFINISHED\tTRIGGERED BY\tWORKER\t1C REF\tERROR")
 	for _, at := range d.History {
 		fin, outcome := "—", string(at.Outcome)
 		if at.FinishedAt != nil {
@@ -367,7 +490,11 @@ func (a *app) printDetail(d journal.Detail) {
 		if at.Class != "" && at.Outcome != journal.OutcomeDone {
 			outcome += " (" + at.Class + ")"
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\n", at.Attempt, outcome, ts(at.StartedAt), fin, at.Worker, at.Ref, truncate(at.Error, 100))
+		by := at.TriggeredBy
+		if by == "" {
+			by = "—"
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", at.Attempt, outcome, ts(at.StartedAt), fin, by, at.Worker, at.Ref, truncate(at.Error, 100))
 	}
 	tw.Flush()
 	for _, at := range d.History {
