@@ -297,7 +297,7 @@ func (d *demo) startWorld(ctx context.Context) (string, error) {
 	if db.embedded() == nil {
 		return "", fmt.Errorf("the service's database is %s, not the embedded SQLite file", db)
 	}
-	return fmt.Sprintf("service pid %d, SQLite journal %s", svc.pid(), db.String()), nil
+	return fmt.Sprintf("service pid %d, SQLite journal %s, journal pages %s", svc.pid(), db.String(), svc.pages), nil
 }
 
 // 2. The pollers find the first orders; 1C gets each; the marketplaces hear back.
@@ -580,8 +580,8 @@ func (d *demo) restart(ctx context.Context) (string, error) {
 	if det.Result != nil && det.Result.Found {
 		how = "found it in 1C"
 	}
-	return fmt.Sprintf("pid %d; the open attempt is left alone until the killed call has settled (3 × onec.timeout + onec.settle_time), "+
-		"then closed as interrupted; attempt %d %s: 1 order, not 2", svc.pid(), det.Attempts, how), nil
+	return fmt.Sprintf("pid %d, journal pages %s; the open attempt is left alone until the killed call has settled (3 × onec.timeout + onec.settle_time), "+
+		"then closed as interrupted; attempt %d %s: 1 order, not 2", svc.pid(), svc.pages, det.Attempts, how), nil
 }
 
 // 10. The outbox delivers order.created and order.cancelled to the CRM, and each
@@ -679,6 +679,11 @@ func (d *demo) printAddresses(remove bool) {
 	fmt.Fprintf(w, "  webhooks          %s/webhooks/site   (Standard Webhooks, secret %s)\n", webhooks, d.sims.siteSecret.Encode())
 	fmt.Fprintf(w, "  CRM (sink)        %s\n", d.sims.sink.URL())
 	fmt.Fprintf(w, "  Kaspi, Ozon, WB   %s  %s  %s\n", d.sims.kaspi.URL(), d.sims.ozon.URL(), d.sims.wb.URL())
+	pages := d.svc.pages
+	if d.svc.exited() {
+		pages = "(the service is not running)"
+	}
+	fmt.Fprintf(w, "  journal pages     %s   (no sign-in: loopback only)\n", pages)
 	fmt.Fprintf(w, "  journal (SQLite)  %s\n", d.db.String())
 	fmt.Fprintf(w, "  service log       %s   (pid %d)\n", d.log, d.svc.pid())
 	fmt.Fprintf(w, "  try               STATE_DIRECTORY=%s ordersync journal list\n", d.dir)

@@ -124,6 +124,8 @@ func (s *demoSims) serviceEnv(parent []string, dir string) []string {
 		"ORDERSYNC_LOG__LEVEL=info",
 		"ORDERSYNC_HTTP__LISTEN=127.0.0.1:0",
 		"ORDERSYNC_ADMIN__LISTEN=127.0.0.1:0",
+		// The accountant's journal pages, on loopback without users: no sign-in.
+		"ORDERSYNC_UI__LISTEN=127.0.0.1:0",
 
 		"ORDERSYNC_ONEC__BASE_URL="+s.onec.URL(),
 		"ORDERSYNC_ONEC__USERNAME="+demoOneCUser,
@@ -294,10 +296,11 @@ type demoService struct {
 	cmd      *exec.Cmd
 	done     chan struct{}
 	webhooks string // base URL of the webhook server, from the log
+	pages    string // the journal pages' URL, from the log
 }
 
 // startService starts `<this binary> run` with env and waits until its log says where
-// the webhook server listens. --config /dev/null keeps a configuration file that may
+// the webhook server and the journal pages listen. --config /dev/null keeps a configuration file that may
 // exist on this machine (/etc/ordersync/ordersync.yaml) out of the demo.
 func startService(ctx context.Context, exe, dir, logPath string, env []string) (*demoService, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -320,8 +323,13 @@ func startService(ctx context.Context, exe, dir, logPath string, env []string) (
 
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if addr := logValue(logPath, from, "webhooks listening", "address"); addr != "" {
-			s.webhooks = addr
+		if s.webhooks == "" {
+			s.webhooks = logValue(logPath, from, "webhooks listening", "address")
+		}
+		if s.pages == "" {
+			s.pages = pagesURL(logPath, from)
+		}
+		if s.webhooks != "" && s.pages != "" {
 			return s, nil
 		}
 		if s.exited() {
@@ -329,7 +337,7 @@ func startService(ctx context.Context, exe, dir, logPath string, env []string) (
 		}
 		if time.Now().After(deadline) {
 			s.kill()
-			return s, errors.New(`the service did not log "webhooks listening" within 20s`)
+			return s, errors.New(`the service did not log "webhooks listening" and "ui: listening on" within 20s`)
 		}
 		select {
 		case <-ctx.Done():
@@ -401,6 +409,18 @@ func logValue(path string, from int64, msg, field string) string {
 	logRecords(path, from, func(rec map[string]any) {
 		if s, _ := rec[field].(string); v == "" && rec["msg"] == msg {
 			v = s
+		}
+	})
+	return v
+}
+
+// pagesURL is the journal pages' URL from the first "ui: listening on" line from
+// offset from ("" until it is logged).
+func pagesURL(path string, from int64) string {
+	var v string
+	logRecords(path, from, func(rec map[string]any) {
+		if msg, _ := rec["msg"].(string); v == "" && strings.HasPrefix(msg, "ui: listening on ") {
+			v, _ = rec["url"].(string)
 		}
 	})
 	return v

@@ -232,6 +232,16 @@ func (a *app) run(ctx context.Context) error {
 		}
 		log.InfoContext(ctx, "webhooks listening", "address", listenURL(srv.Addr()))
 	}
+	// The journal pages: after the engine (a resync wakes it), before the pollers.
+	pages, err := startUI(ctx, cfg, db, adm.Client(), markets, eng.Wake, log)
+	if err != nil {
+		return stoppedDuringStartUp(ctx, log, err)
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.HTTP.ShutdownTimeout)
+		defer cancel()
+		pages.Stop(stopCtx)
+	}()
 	pollers = newPollers(markets, db, skus, eng.Wake, log)
 	for _, p := range pollers {
 		if err := p.Start(ctx); err != nil {
