@@ -12,8 +12,10 @@ build:
 
 # The tests need PostgreSQL: scripts/with-postgres uses TEST_DATABASE_URL or the local
 # server, or starts a throwaway cluster with initdb when the binaries are installed.
+# The pages' browser tests drive Debian's chromium and leave their screenshots in
+# test-artifacts/.
 test:
-	scripts/with-postgres $(GO) test -race -count=1 -timeout 20m ./...
+	ORDERSYNC_TEST_ARTIFACTS=$(CURDIR)/test-artifacts scripts/with-postgres $(GO) test -race -count=1 -timeout 20m ./...
 
 # Every fuzz target for FUZZTIME each (default 30s); CI runs them for 10s.
 FUZZTIME ?= 30s

@@ -77,12 +77,31 @@ func (a *app) journalListCommand() *cobra.Command {
 			defer db.Close()
 			// Page by page: --limit 0 lists the whole journal in bounded memory, and the
 			// output streams.
+			var (
+				listed int
+				last   journal.Operation
+			)
 			pages := func(emit func([]journal.Operation) error) error {
-				return eachPage(limit, func(after *journal.Operation, n int) ([]journal.Operation, error) {
+				err := eachPage(limit, func(after *journal.Operation, n int) ([]journal.Operation, error) {
 					page := f
 					page.Limit, page.After = n, after
 					return db.Journal().List(ctx, page)
-				}, emit)
+				}, func(ops []journal.Operation) error {
+					if len(ops) > 0 {
+						listed, last = listed+len(ops), ops[len(ops)-1]
+					}
+					return emit(ops)
+				})
+				if err == nil && limit > 0 && listed == limit {
+					// A listing cut by --limit says so, on stderr, so that a CSV of the
+					// first 100 is never taken for the whole journal.
+					more := f
+					more.Limit, more.After = 1, &last
+					if rest, err := db.Journal().List(ctx, more); err == nil && len(rest) > 0 {
+						fmt.Fprintf(a.stderr, "journal list: only the first %d operations are listed; --limit 0 lists every one\n", limit)
+					}
+				}
+				return err
 			}
 			switch format {
 			case "json":

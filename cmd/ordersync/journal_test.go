@@ -99,6 +99,12 @@ func TestJournalShowByAnyFormAndListColumns(t *testing.T) {
 				t.Fatalf("a bad date: exit %d %s", code, stderr)
 			}
 
+			if _, stderr, _ := e.cli("", "journal", "list", "--limit", "2", "--format", "csv"); !strings.Contains(stderr, "only the first 2 operations") {
+				t.Errorf("a listing cut by --limit does not say so: %q", stderr)
+			}
+			if _, stderr, _ := e.cli("", "journal", "list", "--limit", "3", "--format", "csv"); strings.Contains(stderr, "only the first") {
+				t.Errorf("a listing of everything says %q", stderr)
+			}
 			table, _, _ := e.cli("", "journal", "list")
 			if !strings.Contains(table, "UPDATED (Asia/Almaty)") || !strings.Contains(table, "+05:00") {
 				t.Fatalf("table times carry no zone:\n%s", table)
