@@ -77,6 +77,18 @@ type pending struct {
 
 // Publish carries out (or goes on with) the publish of one snapshot.
 func (p *Publisher) Publish(ctx context.Context, rec outbox.Record) error {
+	err := p.publish(ctx, rec)
+	var de *outbox.DeliveryError
+	if err != nil && leaseOver(ctx) && !errors.As(err, &de) {
+		// The lease ran out in a read or a write of the store (a loaded database):
+		// what is recorded stands, and the next delivery goes on from it.
+		return &outbox.DeliveryError{Continue: true,
+			Err: fmt.Errorf("stock: the lease ran out (%v); the publish goes on at the next delivery", err)}
+	}
+	return err
+}
+
+func (p *Publisher) publish(ctx context.Context, rec outbox.Record) error {
 	var d stock.EventData
 	if err := json.Unmarshal(rec.Data, &d); err != nil || d.Snapshot == "" {
 		return &outbox.DeliveryError{Dead: true, Err: fmt.Errorf("stock: event %s does not name a snapshot: %v", rec.EventID, err)}
@@ -242,10 +254,18 @@ func (p *Publisher) send(ctx context.Context, log *slog.Logger, snap stock.Snaps
 				SnapshotKey: snap.Key, SentAt: &now, PublishedAt: old.PublishedAt, UpdatedAt: now}
 		}
 		if err := p.cfg.Store.RecordStates(ctx, before); err != nil {
+			if leaseOver(ctx) { // nothing of this batch was sent
+				return goesOn(len(todo), snap.Key, p.mp, err)
+			}
 			return err
 		}
 		results, err := sender.Send(ctx, snap.Warehouse, updates)
 		done := p.cfg.Now()
+		if err != nil && leaseOver(ctx) {
+			// The lease ran out in mid-send: the batch is recorded as sent with no
+			// answer, so the next delivery keeps the resend rule and sends it again.
+			return goesOn(len(todo), snap.Key, p.mp, err)
+		}
 		if err != nil {
 			var de *outbox.DeliveryError
 			if errors.As(err, &de) && de.RetryAfter > 0 && !de.Dead && !de.Disable {
@@ -280,13 +300,35 @@ func (p *Publisher) send(ctx context.Context, log *slog.Logger, snap stock.Snaps
 			states[pd.update.SKU] = s
 			after = append(after, s)
 		}
-		if err := p.cfg.Store.RecordStates(ctx, after); err != nil {
+		// What the marketplace answered is recorded even when the lease ran out
+		// meanwhile (a loaded database): lost, it would make the next delivery send
+		// the batch again.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		err = p.cfg.Store.RecordStates(wctx, after)
+		cancel()
+		if err != nil {
 			return err
 		}
 		todo = rest
 		log.Debug("stock batch sent", "items", len(batch), "left", len(todo))
 	}
 	return nil
+}
+
+// recordTimeout bounds the write of a batch's answers, which outlives the lease.
+const recordTimeout = 30 * time.Second
+
+// leaseOver reports whether the delivery's lease (ctx's deadline) has run out, as
+// opposed to the relay stopping.
+func leaseOver(ctx context.Context) bool {
+	return errors.Is(ctx.Err(), context.DeadlineExceeded)
+}
+
+// goesOn is the answer of a publish whose lease ran out: it goes on at the next
+// delivery, without counting an attempt.
+func goesOn(left int, key, mp string, err error) error {
+	return &outbox.DeliveryError{Continue: true,
+		Err: fmt.Errorf("stock: %d items of %s still to send to %s when the lease ran out (%v); the publish goes on at the next delivery", left, key, mp, err)}
 }
 
 // finish counts the publish's outcomes from the item states and records it.
