@@ -292,7 +292,16 @@ func (g *receiveGroup) store(batch []*groupRequest, keptBack int) {
 		err = g.db.groupFail(len(batch))
 	}
 	if err == nil {
-		results, err = g.db.registerBatch(ctx, batch)
+		// A serialization failure (REPEATABLE READ: a concurrent writer committed a
+		// key or an operation this batch reads) wrote nothing; the batch starts over
+		// with a fresh snapshot, as a single delivery does, before it is given up
+		// for one-by-one stores.
+		for try := 1; ; try++ {
+			results, err = g.db.registerBatch(ctx, batch)
+			if err == nil || !retryable(err) || try >= maxReceiveTries {
+				break
+			}
+		}
 	}
 	if err != nil {
 		g.db.log.Debug("inbox: a grouped store failed; storing its deliveries one by one",
