@@ -188,3 +188,39 @@ func TestXLSXReadsBack(t *testing.T) {
 		t.Fatalf("created header %q", got)
 	}
 }
+
+// BenchmarkExport50k writes 50,000 rows, as an export of a busy month would.
+func BenchmarkExport50k(b *testing.B) {
+	rows := make([]Row, 50000)
+	for i := range rows {
+		rows[i] = RowOf(orderOp(i), almaty)
+	}
+	for _, format := range []string{"csv", "xlsx"} {
+		b.Run(format, func(b *testing.B) {
+			var size int
+			for b.Loop() {
+				var buf bytes.Buffer
+				var w Writer
+				if format == "csv" {
+					w = NewCSV(&buf, "ru", almaty)
+				} else {
+					var err error
+					if w, err = NewXLSX(&buf, "ru", almaty); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for _, r := range rows {
+					if err := w.Write(r); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := w.Close(); err != nil {
+					b.Fatal(err)
+				}
+				size = buf.Len()
+			}
+			b.ReportMetric(float64(len(rows))*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric(float64(size)/1e6, "MB")
+		})
+	}
+}

@@ -279,6 +279,23 @@ func readDetail(br pgx.BatchResults) (journal.Detail, error) {
 // CreatedBefore) and the search term Query (journal.Matches; see querySQL), at most
 // Limit (default 100).
 func (j *Journal) List(ctx context.Context, f journal.Filter) ([]journal.Operation, error) {
+	q, args, err := listSQL(f)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := j.db.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list: %w", interpretError(err))
+	}
+	ops, err := scanOperations(rows)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list: %w", interpretError(err))
+	}
+	return ops, nil
+}
+
+// listSQL is List's statement for f, and its arguments.
+func listSQL(f journal.Filter) (string, []any, error) {
 	q := `SELECT ` + opColumns + ` FROM operations WHERE true`
 	var args []any
 	arg := func(v any) string {
@@ -289,7 +306,7 @@ func (j *Journal) List(ctx context.Context, f journal.Filter) ([]journal.Operati
 		switch f.Status {
 		case journal.StatusPending, journal.StatusDone, journal.StatusFailed:
 		default:
-			return nil, fmt.Errorf("postgres: list: unknown status %q (want pending, done or failed)", f.Status)
+			return "", nil, fmt.Errorf("postgres: list: unknown status %q (want pending, done or failed)", f.Status)
 		}
 		q += ` AND status = ` + arg(string(f.Status))
 	}
@@ -312,7 +329,12 @@ func (j *Journal) List(ctx context.Context, f journal.Filter) ([]journal.Operati
 		q += ` AND created_at < ` + arg(ceilMicro(f.CreatedBefore))
 	}
 	if term := strings.TrimSpace(f.Query); term != "" {
-		q += ` AND (` + querySQL(term, arg) + `)`
+		// The operations a term names are found first, by their indexes, and only
+		// then ordered and paged: inline, the planner walks the updated_at index
+		// and filters every row when a term names nothing (465 ms on 200k
+		// operations with statistics, against 0.2 ms this way).
+		q = `WITH hits AS MATERIALIZED (SELECT key FROM operations WHERE ` + querySQL(term, arg) + `) ` +
+			q + ` AND key = ANY (ARRAY(SELECT key FROM hits))`
 	}
 	if f.ErrorContains != "" {
 		q += ` AND strpos(lower(last_error), lower(` + arg(f.ErrorContains) + `)) > 0`
@@ -329,15 +351,7 @@ func (j *Journal) List(ctx context.Context, f journal.Filter) ([]journal.Operati
 		limit = DefaultListLimit
 	}
 	q += ` ORDER BY updated_at DESC, key LIMIT ` + arg(limit)
-	rows, err := j.db.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list: %w", interpretError(err))
-	}
-	ops, err := scanOperations(rows)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list: %w", interpretError(err))
-	}
-	return ops, nil
+	return q, args, nil
 }
 
 // journalRequeueSQL makes the operation pending and due now, with a fresh give-up clock,
