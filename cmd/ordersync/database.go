@@ -205,7 +205,7 @@ func (a *app) openDB(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 	}
 	pc := postgres.Config{
 		URL:              cfg.Database.URL,
-		MaxConns:         int32(cfg.Database.MaxConns),
+		MaxConnections:   int32(cfg.Database.MaxConnections), // the total, split by postgres.Split
 		ClaimIdleTimeout: claimIdleTimeout(cfg),
 		ClaimLockTimeout: engine.CallBudget(cfg.OneC.Timeout) + 10*time.Second,
 		TakeoverAfter:    engine.TakeoverAfter(cfg.OneC.Timeout, cfg.OneC.SettleTime),

@@ -112,6 +112,11 @@ func (a *app) run(ctx context.Context) error {
 	}
 	log.InfoContext(ctx, "ordersync starting", "version", version, "config", cfg.Source(),
 		"database", db.String(), "onec_base_url", cfg.OneC.BaseURL, "max_concurrency", cfg.OneC.MaxConcurrency)
+	if pg, ok := db.(pgDatabase); ok {
+		c := pg.Connections()
+		log.InfoContext(ctx, "database connections", "max_connections", c.Total, "main_pool", c.Main,
+			"claims_and_locks", c.Claims, "inbox_writers", c.Writers, "listen", c.Listen)
+	}
 
 	adm, err := startAdmin(ctx, cfg, db, client, log)
 	if err != nil {

@@ -84,10 +84,13 @@ type Database struct {
 	// URL is postgres://user:password@host:port/db?… Empty means not configured;
 	// commands that need a database say so (Load does not require it).
 	URL string `koanf:"url" secret:"url"`
-	// MaxConns bounds the connection pool. 0 (or absent) means 2*onec.max_concurrency+4,
-	// which Load fills in: every in-flight 1C call holds a row lock on one connection
-	// and writes its attempt row on another.
-	MaxConns int `koanf:"max_conns"`
+	// MaxConnections is the most connections the process opens to PostgreSQL at
+	// once, all together (default 20): 1 for LISTEN, 2 for the inbox writers, the
+	// rest for the main pool, where claims and locks may hold all but one. At least
+	// 2*onec.max_concurrency+4: every 1C call in flight holds its journal row lock
+	// on one connection (and a cancel a second lock on another) while its attempt
+	// row is written on yet another. It replaces max_conns, the main pool's size.
+	MaxConnections int `koanf:"max_connections"`
 	// ConnectTimeout is how long `run` and `migrate` keep trying to reach a database
 	// server that does not answer yet (a PostgreSQL on another host still booting)
 	// before they give up; 0 tries once. Other commands try once.
@@ -187,7 +190,7 @@ var publishingConnectors = []string{"kaspi", "ozon", "wildberries"}
 func defaults() Config {
 	return Config{
 		Database: Database{
-			MaxConns:       0, // derived from onec.max_concurrency in derive
+			MaxConnections: 20,
 			ConnectTimeout: 5 * time.Minute,
 		},
 		OneC: OneC{
@@ -311,9 +314,6 @@ func entryDefaults() map[string]any {
 // derive fills in defaults that depend on other keys and normalises spelling. It
 // runs after merging and before validation.
 func (c *Config) derive() {
-	if c.Database.MaxConns == 0 {
-		c.Database.MaxConns = 2*c.OneC.MaxConcurrency + 4
-	}
 	c.Log.Level = strings.ToLower(c.Log.Level)
 	c.Log.Format = strings.ToLower(c.Log.Format)
 	c.Connectors.derive()
@@ -366,6 +366,7 @@ func (c OneC) Location() *time.Location {
 func (c *Config) validate(p *problems) {
 	c.Database.validate(p)
 	c.OneC.validate(p)
+	c.checkConnections(p)
 	c.Worker.validate(p)
 	c.HTTP.validate(p)
 	c.Admin.validate(c.HTTP, p)
@@ -378,6 +379,55 @@ func (c *Config) validate(p *problems) {
 	c.checkConnectorDestinations(p)
 	c.checkWebhookNeeds(p)
 	c.checkStockNeeds(p)
+}
+
+// Connections ordersync opens to PostgreSQL besides its main pool, and the
+// smallest database.max_connections for a given onec.max_concurrency.
+const (
+	listenConnections = 1 // LISTEN, shared by the relays
+	inboxConnections  = 2 // the inbox writers
+)
+
+// MinConnections is the smallest database.max_connections that serves
+// maxConcurrency 1C calls at once: two connections each (the journal row lock held
+// during the call, and the lock a cancel takes besides), one for attempt rows and
+// everything else, two for the inbox writers and one for LISTEN.
+func MinConnections(maxConcurrency int) int {
+	return 2*maxConcurrency + 1 + inboxConnections + listenConnections
+}
+
+// renamedKeys are keys that were replaced: setting one is a problem that names the
+// key to write instead (and why), not an unknown key.
+var renamedKeys = map[string]renamedKey{
+	"database.max_conns": {to: "database.max_connections", note: "the total of the connections ordersync " +
+		"opens to PostgreSQL (default 20; 3 of them besides the main pool that max_conns sized)"},
+}
+
+type renamedKey struct{ to, note string }
+
+// renamedMessage is the problem of a renamed key set in the file (env false) or in
+// the environment.
+func renamedMessage(r renamedKey, where string, env bool) string {
+	to := r.to
+	if env {
+		to = envVar(r.to)
+	}
+	return "was replaced by " + to + ", " + r.note + where
+}
+
+// checkConnections: database.max_connections fits onec.max_concurrency (the
+// embedded database opens no connections, but the check does not depend on it, so a
+// configuration moved to PostgreSQL keeps working).
+func (c *Config) checkConnections(p *problems) {
+	if c.OneC.MaxConcurrency < 1 {
+		return // reported under onec.max_concurrency
+	}
+	if need := MinConnections(c.OneC.MaxConcurrency); c.Database.MaxConnections < need {
+		p.add("database.max_connections", fmt.Sprintf("%d is too few for onec.max_concurrency %d: needs at least %d "+
+			"(2 per 1C call in flight, 1 for attempt rows and queries, 2 for the inbox writers, 1 for LISTEN); "+
+			"raise database.max_connections (the server's max_connections must hold it for every replica) "+
+			"or lower onec.max_concurrency", c.Database.MaxConnections, c.OneC.MaxConcurrency, need))
+	}
 }
 
 // SQLitePath is the file of a sqlite URL (sqlite:///abs/path.db, sqlite:rel.db), ""
@@ -409,8 +459,9 @@ func (d Database) validate(p *problems) {
 			p.add("database.url", fmt.Sprintf("must be a postgres:// or sqlite:// URL, got scheme %q", u.Scheme))
 		}
 	}
-	if d.MaxConns < 1 {
-		p.add("database.max_conns", fmt.Sprintf("must be at least 1 (0 or absent means 2*onec.max_concurrency+4), got %d", d.MaxConns))
+	if d.URL != "" && d.SQLitePath() == "" && strings.Contains(d.URL, "pool_max_conns=") {
+		p.add("database.url", "pool_max_conns is not used: database.max_connections bounds all the connections "+
+			"ordersync opens (the main pool's share is derived from it); remove pool_max_conns from the URL")
 	}
 	if d.ConnectTimeout < 0 {
 		p.add("database.connect_timeout", fmt.Sprintf("must be at least 0 (0 tries once), got %s", formatDuration(d.ConnectTimeout)))

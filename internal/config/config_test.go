@@ -97,7 +97,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("files read = %q, want %q", got, want)
 	}
 	want := Config{
-		Database: Database{URL: "", MaxConns: 12, ConnectTimeout: 5 * time.Minute},
+		Database: Database{URL: "", MaxConnections: 20, ConnectTimeout: 5 * time.Minute},
 		OneC: OneC{
 			Timeout:        30 * time.Second,
 			MaxConcurrency: 4,
@@ -237,8 +237,8 @@ func TestDefaultPathIsRead(t *testing.T) {
 	if got, want := cfg.OneC.MaxConcurrency, 8; got != want {
 		t.Errorf("onec.max_concurrency = %d, want %d", got, want)
 	}
-	if got, want := cfg.Database.MaxConns, 20; got != want {
-		t.Errorf("database.max_conns derived = %d, want %d", got, want)
+	if got, want := cfg.Database.MaxConnections, 20; got != want {
+		t.Errorf("database.max_connections = %d, want the default %d", got, want)
 	}
 }
 
@@ -281,7 +281,7 @@ func TestFile(t *testing.T) {
 	cfg := mustLoadYAML(t, `
 database:
   url: postgres://ordersync@db.example:5432/ordersync?sslmode=disable
-  max_conns: 7
+  max_connections: 9
 onec:
   base_url: https://1c.example/trade/hs/ordersync/v1
   username: ordersync
@@ -303,7 +303,7 @@ log:
   format: text
 `)
 	want := Config{
-		Database: Database{URL: "postgres://ordersync@db.example:5432/ordersync?sslmode=disable", MaxConns: 7, ConnectTimeout: 5 * time.Minute},
+		Database: Database{URL: "postgres://ordersync@db.example:5432/ordersync?sslmode=disable", MaxConnections: 9, ConnectTimeout: 5 * time.Minute},
 		OneC: OneC{
 			BaseURL:        "https://1c.example/trade/hs/ordersync/v1",
 			Username:       "ordersync",
@@ -389,7 +389,7 @@ func TestEnvNesting(t *testing.T) {
 	cfg := mustLoadYAML(t, "",
 		"PATH=/usr/bin",
 		"ORDERSYNC_DATABASE__URL=postgres://u@h/db",
-		"ORDERSYNC_DATABASE__MAX_CONNS=9",
+		"ORDERSYNC_DATABASE__MAX_CONNECTIONS=36",
 		"ORDERSYNC_ONEC__BASE_URL=http://1c.local/trade/hs/ordersync/v1",
 		"ORDERSYNC_ONEC__USERNAME=svc",
 		"ORDERSYNC_ONEC__PASSWORD=pw=with=equals",
@@ -408,7 +408,7 @@ func TestEnvNesting(t *testing.T) {
 		"ORDERSYNC_LOG__FORMAT=json",
 	)
 	want := Config{
-		Database: Database{URL: "postgres://u@h/db", MaxConns: 9, ConnectTimeout: 5 * time.Minute},
+		Database: Database{URL: "postgres://u@h/db", MaxConnections: 36, ConnectTimeout: 5 * time.Minute},
 		OneC: OneC{
 			BaseURL:        "http://1c.local/trade/hs/ordersync/v1",
 			Username:       "svc",
@@ -630,7 +630,12 @@ func TestValidationMessages(t *testing.T) {
 		{"worker:\n  backoff_min: 0s\n", "worker.backoff_min", "must be greater than 0"},
 		{"worker:\n  poll_interval: 0s\n", "worker.poll_interval", "must be greater than 0"},
 		{"worker:\n  shutdown_timeout: 0s\n", "worker.shutdown_timeout", "must be greater than 0"},
-		{"database:\n  max_conns: -1\n", "database.max_conns", "must be at least 1"},
+		{"database:\n  max_connections: 11\n", "database.max_connections", "11 is too few for onec.max_concurrency 4: needs at least 12"},
+		{"database:\n  max_connections: 11\n", "database.max_connections", "raise database.max_connections"},
+		{"database:\n  max_connections: 11\n", "database.max_connections", "or lower onec.max_concurrency"},
+		{"database:\n  max_connections: 20\nonec:\n  max_concurrency: 9\n", "database.max_connections", "needs at least 22"},
+		{"database:\n  max_conns: 12\n", "database.max_conns", "was replaced by database.max_connections"},
+		{"database:\n  url: postgres://u:hunter2@h/db?pool_max_conns=5\n", "database.url", "pool_max_conns is not used: database.max_connections"},
 		{"database:\n  url: mysql://u:hunter2@h/db\n", "database.url", `scheme "mysql"`},
 		{"database:\n  url: host=h password=hunter2\n", "database.url", "must be a URL"},
 	} {
@@ -746,7 +751,7 @@ worker:
 		"  backoff_max: 1h\n",
 		"  backoff_min: 1s\n",
 		"  shutdown_timeout: 30s\n",
-		"  max_conns: 12\n",
+		"  max_connections: 20\n",
 		"  session_reuse: true\n",
 		"  format: auto\n",
 	} {
@@ -975,5 +980,24 @@ func TestErrorFormat(t *testing.T) {
 	}}
 	if got, want := err.Error(), "onec.timeout: must be greater than 0, got 0s\nconfig file /x.yaml: no such file"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
+	}
+}
+
+// database.max_conns, the main pool's size, was replaced by database.max_connections,
+// the total: setting it, in the file or the environment, is a problem naming the new
+// key, never a silent default.
+func TestMaxConnsWasReplacedByMaxConnections(t *testing.T) {
+	t.Parallel()
+	_, err := loadYAML(t, "database:\n  max_conns: 12\n")
+	wantProblem(t, err, "database.max_conns", "was replaced by database.max_connections", "the total", testPath)
+	_, err = loadYAML(t, "", "ORDERSYNC_DATABASE__MAX_CONNS=12")
+	wantProblem(t, err, "database.max_conns", "was replaced by ORDERSYNC_DATABASE__MAX_CONNECTIONS", "ORDERSYNC_DATABASE__MAX_CONNS")
+
+	cfg := mustLoadYAML(t, "database:\n  max_connections: 12\n")
+	if got, want := cfg.Database.MaxConnections, 12; got != want {
+		t.Errorf("database.max_connections = %d, want %d", got, want)
+	}
+	if got, want := MinConnections(4), 12; got != want {
+		t.Errorf("MinConnections(4) = %d, want %d", got, want)
 	}
 }

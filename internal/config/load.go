@@ -215,6 +215,8 @@ func fileLayer(path string, b []byte, p *problems) *layer {
 				badNames[whole] = true
 				p.add(whole, "must be "+wantEntries+", got a section of keys"+l.where(key))
 			}
+		case renamedKeys[mt.pattern].to != "":
+			p.add(key, renamedMessage(renamedKeys[mt.pattern], l.where(key), false))
 		default:
 			msg := "unknown key" + l.where(key)
 			if s := t.suggest(mt.pattern); s != "" {
@@ -574,6 +576,8 @@ func envLayer(environ []string, p *problems) *layer {
 				form = "a JSON list of its entries"
 			}
 			p.add(key, "unknown key"+l.where(key)+"; "+whole+" is set whole, as "+form+", by "+envVar(whole))
+		case renamedKeys[mt.pattern].to != "":
+			p.add(key, renamedMessage(renamedKeys[mt.pattern], l.where(key), true))
 		default:
 			msg := "unknown key" + l.where(key)
 			if s := t.suggest(mt.pattern); s != "" {

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ordersync/ordersync/internal/stdwebhook"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 	"github.com/ordersync/ordersync/internal/testdb"
@@ -30,10 +32,13 @@ import (
 // orders, first all new (each one an inbox row and a journal operation), then the
 // same deliveries again (duplicates), and reports requests/s with p50/p99 latency.
 // In the same run it measures the machine's ceiling for one committed single-row
-// INSERT with pgbench (same clients, same server), and reports new-event ingest as
-// a share of it. The WAL written by the duplicate pass is reported too. It runs at
-// 16, 32 and 64 senders at once, the ceiling each time with as many pgbench
-// clients (the server must allow 64 more connections than it has).
+// INSERT with pgbench (same server, as many clients as senders up to the store's
+// database.max_connections), and reports new-event ingest as a share of it. The
+// WAL written by the duplicate pass is reported too. It runs at 16, 32 and 64
+// senders at once. The store is opened with database.max_connections' default (20)
+// and the benchmark counts its sessions in pg_stat_activity every few milliseconds
+// while the senders run: peak-conns, which must stay within it. pgbench runs before
+// the store opens, so the run never holds more than 20 connections at once.
 //
 //	go test -run '^$' -bench Ingest -benchtime 1x ./internal/server/   (make bench-ingest)
 func BenchmarkIngest(b *testing.B) {
@@ -43,14 +48,20 @@ func BenchmarkIngest(b *testing.B) {
 }
 
 func benchIngest(b *testing.B, clients int) {
-	const events = 20000
+	const (
+		events         = 20000
+		maxConnections = postgres.DefaultMaxConnections
+	)
 	ctx := context.Background()
 	dbURL := testdb.URL(b)
-	db, err := postgres.Open(ctx, postgres.Config{URL: dbURL, MaxConns: 24})
+	// The ceiling first, while the store holds no connection.
+	ceil, ceilErr := insertCeiling(b, dbURL, min(clients, maxConnections))
+	db, err := postgres.Open(ctx, postgres.Config{URL: dbURL, MaxConnections: maxConnections})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer db.Close()
+	peak := sampleConnections(b, dbURL)
 	if _, err := db.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -129,6 +140,11 @@ func benchIngest(b *testing.B, clients int) {
 	b.ResetTimer()
 	for range b.N {
 		pass("warm-up", deliveries[:events], http.StatusOK)
+		b.StopTimer()
+		if _, err := db.Pool().Exec(ctx, `ANALYZE`); err != nil { // the statistics a production server would have
+			b.Fatal(err)
+		}
+		b.StartTimer()
 		newRPS, newP50, newP99, newCPU := pass("new", deliveries[events:], http.StatusOK)
 		var lsnBefore, lsnAfter string
 		db.Pool().QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsnBefore)
@@ -153,9 +169,15 @@ func benchIngest(b *testing.B, clients int) {
 		b.ReportMetric(newCPU.self.Seconds()*1e6/events, "new-go-cpu-µs/req")
 		b.ReportMetric(dupCPU.total.Seconds()*1e6/events, "dup-cpu-µs/req")
 		b.ReportMetric(dupCPU.self.Seconds()*1e6/events, "dup-go-cpu-µs/req")
-		if c, err := insertCeiling(b, dbURL, clients); err != nil {
+		n := peak()
+		b.ReportMetric(float64(n), "peak-conns")
+		if n > maxConnections {
+			b.Errorf("the store held %d connections at once, more than its max_connections %d", n, maxConnections)
+		}
+		if c, err := ceil, ceilErr; err != nil {
 			b.Logf("pgbench ceiling not measured: %v", err)
 		} else {
+			b.ReportMetric(float64(min(clients, maxConnections)), "pgbench-clients")
 			b.ReportMetric(c.tps, "pgbench-insert-tps")
 			b.ReportMetric(c.cpu.total.Seconds()*1e6/c.txns, "pgbench-cpu-µs/txn")
 			b.ReportMetric(c.client.Seconds()*1e6/c.txns, "pgbench-client-cpu-µs/txn")
@@ -190,12 +212,13 @@ func insertCeiling(b *testing.B, dbURL string, clients int) (ceiling, error) {
 	}
 	schema := u.Query().Get("search_path")
 	ctx := context.Background()
-	db, err := postgres.Open(ctx, postgres.Config{URL: dbURL})
+	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return ceiling{}, err
 	}
-	defer db.Close()
-	if _, err := db.Pool().Exec(ctx, `CREATE TABLE ceiling (id bigserial PRIMARY KEY, source text, event_id text, body text, at timestamptz)`); err != nil {
+	_, err = conn.Exec(ctx, `CREATE TABLE ceiling (id bigserial PRIMARY KEY, source text, event_id text, body text, at timestamptz)`)
+	conn.Close(ctx)
+	if err != nil {
 		return ceiling{}, err
 	}
 	script := filepath.Join(b.TempDir(), "insert.sql")
@@ -229,6 +252,48 @@ func insertCeiling(b *testing.B, dbURL string, clients int) (ceiling, error) {
 		return ceiling{}, err
 	}
 	return ceiling{tps: tps, txns: txns, cpu: cpu, client: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}, nil
+}
+
+// sampleConnections counts, every 2 ms until the benchmark ends, the sessions named
+// like the test database URL's (testdb names them after the schema) in
+// pg_stat_activity, on a connection of its own that is not named so; peak is the
+// most seen so far.
+func sampleConnections(b *testing.B, dbURL string) (peak func() int64) {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	name := u.Query().Get("application_name")
+	conn, err := pgx.Connect(context.Background(), testdb.BaseURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var most atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			var n int64
+			if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND application_name = $1`, name).Scan(&n); err != nil {
+				return
+			}
+			if n > most.Load() {
+				most.Store(n)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	b.Cleanup(func() {
+		cancel()
+		<-done
+		conn.Close(context.Background())
+	})
+	return most.Load
 }
 
 // cpuUse is CPU time: the whole machine's busy time (every process, from

@@ -35,12 +35,20 @@ type Config struct {
 	// application_name, …) are sent to the server as runtime parameters; pgxpool's
 	// pool_* parameters are honoured.
 	URL string
-	// MaxConns bounds the pool (default 10, at least 2: a claim holds one connection
-	// while its attempt row is written on another). Open claims and locks (Lock) are
-	// limited to MaxConns-1 together so that attempt rows and other queries always
-	// find a connection; a cancel holds a claim and a lock at once, so give each
-	// worker two. The inbox writers have two sessions of their own besides
-	// (writersConfig), opened when the first webhook is stored.
+	// MaxConnections is the most connections the store opens to the server at
+	// once, all of them together: the main pool, the inbox writers' sessions and the
+	// LISTEN connection. When set, it is split by Split (at least MinConnections);
+	// MaxConns must then be left 0, and a pool_max_conns in the URL is overridden.
+	// When 0, the main pool is MaxConns and the others come on top of it.
+	MaxConnections int32
+	// MaxConns bounds the main pool alone (default 10, or the URL's pool_max_conns;
+	// at least 2: a claim holds one connection while its attempt row is written on
+	// another). Open claims and locks (Lock) are limited to MaxConns-1 together so
+	// that attempt rows and other queries always find a connection; a cancel holds a
+	// claim and a lock at once, so give each worker two. The inbox writers have
+	// InboxWriterConns sessions of their own besides (writersConfig), opened when the
+	// first webhook is stored, and the relays share one LISTEN connection
+	// (ListenConns). Use MaxConnections instead to bound the total.
 	MaxConns int32
 	// ClaimIdleTimeout is the idle_in_transaction_session_timeout of claim
 	// transactions: how long a claim may sit idle (waiting for 1C) before the server
@@ -73,20 +81,67 @@ type Config struct {
 // Defaults.
 const (
 	DefaultMaxConns         = 10
+	DefaultMaxConnections   = 20
 	DefaultClaimIdleTimeout = 2 * time.Minute
 	DefaultClaimLockTimeout = 30 * time.Second
 	DefaultTakeoverAfter    = 3*time.Minute + 30*time.Second
+)
+
+// The connections a store opens besides its main pool.
+const (
+	// InboxWriterConns is the inbox writers' sessions (inbox_group.go).
+	InboxWriterConns = groupWriters
+	// ListenConns is the LISTEN connection, which every Listen shares.
+	ListenConns = 1
+	// MinConnections is the smallest MaxConnections: the writers, the listener and a
+	// main pool of two (a claim, and its attempt row).
+	MinConnections = InboxWriterConns + ListenConns + 2
+)
+
+// Connections is how a store's connections are split: at most Main in the main
+// pool (of which at most Claims hold claims and locks at once), Writers for the
+// inbox writers, Listen for LISTEN. Total is their sum, the most the store ever
+// opens at once.
+type Connections struct {
+	Total, Main, Claims, Writers, Listen int32
+}
+
+// Split divides a total of connections: ListenConns for the LISTEN connection,
+// InboxWriterConns for the inbox writers, the rest for the main pool, of which all
+// but one may hold claims and locks (the one left writes attempt rows and serves
+// everything else). total must be at least MinConnections.
+func Split(total int32) (Connections, error) {
+	if total < MinConnections {
+		return Connections{}, fmt.Errorf("postgres: %d connections are too few: at least %d (%d for the inbox writers, %d for LISTEN, 2 for the main pool: a claim and its attempt row)",
+			total, MinConnections, InboxWriterConns, ListenConns)
+	}
+	main := total - InboxWriterConns - ListenConns
+	return Connections{Total: total, Main: main, Claims: main - 1, Writers: InboxWriterConns, Listen: ListenConns}, nil
+}
+
+// Application names: unless the URL names one (application_name=…, which every
+// connection then carries as given, e.g. to tell replicas apart), each kind of
+// connection tells pg_stat_activity what it is.
+const (
+	mainApplicationName   = "ordersync"        // the main pool
+	inboxApplicationName  = "ordersync inbox"  // the inbox writers
+	listenApplicationName = "ordersync listen" // LISTEN
 )
 
 // DB is an open PostgreSQL store.
 type DB struct {
 	pool    *pgxpool.Pool
 	writers *pgxpool.Pool // the inbox writers' sessions (receiveTx)
-	cfg     Config
-	now     func() time.Time
-	log     *slog.Logger
-	target  string // host:port/database, for messages
-	journal *Journal
+	conns   Connections
+	// listenConn is the LISTEN connection's configuration; listener shares it
+	// between every Listen (listen.go).
+	listenConn *pgx.ConnConfig
+	listener   *listenHub
+	cfg        Config
+	now        func() time.Time
+	log        *slog.Logger
+	target     string // host:port/database, for messages
+	journal    *Journal
 	// injectedClock: Config.Now was set (tests); otherwise outbox leases are
 	// reckoned on the database's clock.
 	injectedClock bool
@@ -114,19 +169,29 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if strings.TrimSpace(cfg.URL) == "" {
 		return nil, errors.New("postgres: the database URL is empty")
 	}
-	if cfg.MaxConns < 0 || cfg.ClaimIdleTimeout < 0 || cfg.ClaimLockTimeout < 0 || cfg.TakeoverAfter < 0 {
-		return nil, errors.New("postgres: MaxConns, ClaimIdleTimeout, ClaimLockTimeout and TakeoverAfter must not be negative")
+	if cfg.MaxConnections < 0 || cfg.MaxConns < 0 || cfg.ClaimIdleTimeout < 0 || cfg.ClaimLockTimeout < 0 || cfg.TakeoverAfter < 0 {
+		return nil, errors.New("postgres: MaxConnections, MaxConns, ClaimIdleTimeout, ClaimLockTimeout and TakeoverAfter must not be negative")
+	}
+	if cfg.MaxConnections > 0 && cfg.MaxConns > 0 {
+		return nil, errors.New("postgres: set MaxConnections (the total) or MaxConns (the main pool), not both")
 	}
 	pc, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: cannot parse the database URL %s: %s", redactURL(cfg.URL), parseErrorCause(err))
 	}
+	var conns Connections
 	switch {
+	case cfg.MaxConnections > 0:
+		if conns, err = Split(cfg.MaxConnections); err != nil {
+			return nil, err
+		}
+		pc.MaxConns = conns.Main
 	case cfg.MaxConns > 0:
 		pc.MaxConns = cfg.MaxConns
 	case !strings.Contains(cfg.URL, "pool_max_conns="):
 		pc.MaxConns = DefaultMaxConns
 	}
+	pc.MinConns = min(pc.MinConns, pc.MaxConns)
 	cfg.ClaimIdleTimeout = cmp.Or(cfg.ClaimIdleTimeout, DefaultClaimIdleTimeout)
 	cfg.ClaimLockTimeout = cmp.Or(cfg.ClaimLockTimeout, DefaultClaimLockTimeout)
 	cfg.TakeoverAfter = cmp.Or(cfg.TakeoverAfter, DefaultTakeoverAfter)
@@ -144,10 +209,24 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if pc.MaxConns < 2 {
 		return nil, fmt.Errorf("postgres: the pool needs at least 2 connections (a claim holds one while its attempt is written on another), got %d", pc.MaxConns)
 	}
+	if cfg.MaxConnections > 0 && pc.MaxConns != conns.Main {
+		return nil, fmt.Errorf("postgres: ConfigurePool changed the main pool to %d connections; MaxConnections %d gives it %d", pc.MaxConns, cfg.MaxConnections, conns.Main)
+	}
 	cfg.MaxConns = pc.MaxConns
+	conns = Connections{Main: pc.MaxConns, Claims: pc.MaxConns - 1, Writers: InboxWriterConns, Listen: ListenConns}
+	conns.Total = conns.Main + conns.Writers + conns.Listen
 
 	target := describeTarget(pc.ConnConfig)
+	named := pc.ConnConfig.RuntimeParams["application_name"] != ""
+	if !named {
+		pc.ConnConfig.RuntimeParams["application_name"] = mainApplicationName
+	}
 	wc := writersConfig(pc)
+	lc := pc.ConnConfig.Copy()
+	if !named {
+		wc.ConnConfig.RuntimeParams["application_name"] = inboxApplicationName
+		lc.RuntimeParams["application_name"] = listenApplicationName
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, &ConnectError{Target: target, Err: err}
@@ -164,6 +243,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	db := &DB{
 		pool:       pool,
 		writers:    writers,
+		conns:      conns,
+		listenConn: lc,
 		cfg:        cfg,
 		now:        cfg.Now,
 		log:        cfg.Logger,
@@ -173,6 +254,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		injectedClock: injected,
 	}
 	db.journal = &Journal{db: db}
+	db.listener = &listenHub{db: db}
 	return db, nil
 }
 
@@ -189,6 +271,7 @@ func (db *DB) Close() {
 	}
 	closed := make(chan struct{})
 	go func() {
+		db.listener.close()
 		db.pool.Close()
 		db.writers.Close()
 		close(closed)
@@ -203,7 +286,8 @@ func (db *DB) Close() {
 
 // writersConfig is the pool of the inbox writers (inbox_group.go): a session each,
 // on which a receiving statement sent alone is its own REPEATABLE READ transaction
-// on its generic plan (see receiveTx). They are not counted in MaxConns.
+// on its generic plan (see receiveTx). They are not counted in MaxConns, but are in
+// MaxConnections.
 //
 // The settings are made with SET after connecting rather than sent as start-up
 // parameters, which a connection pooler in front of the server may refuse.
@@ -229,6 +313,10 @@ func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 
 // Journal is the journal store.
 func (db *DB) Journal() *Journal { return db.journal }
+
+// Connections is how the store's connections are split: it never opens more than
+// Total at once.
+func (db *DB) Connections() Connections { return db.conns }
 
 // String names the server as host:port/database.
 func (db *DB) String() string { return db.target }
