@@ -26,9 +26,12 @@ lint:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# Benchmarks print their own figures (orders/s, events/s, round trips, lag).
+# The benchmarks (their tables analysed before measuring), then pgbench's single-row
+# INSERT and UPDATE ceilings at each concurrency they use, in the same run, and a
+# table of each figure beside its ceiling with the ratio. See scripts/bench for
+# BENCH, BENCH_PKGS, BENCH_COUNT, CLAIM_BENCHTIME and PGBENCH_SECONDS.
 bench:
-	scripts/with-postgres $(GO) test -run '^$$' -bench . -benchtime 1x -count 3 ./internal/engine/ ./internal/outbox/ ./internal/store/postgres/
+	GO='$(GO)' scripts/with-postgres scripts/bench
 
 # Webhook ingest over HTTP against pgbench's single-row INSERT ceiling (needs pgbench;
 # about 90 s).

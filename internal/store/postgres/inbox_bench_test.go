@@ -101,6 +101,9 @@ func BenchmarkReceive(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	if _, err := db.Pool().Exec(ctx, `ANALYZE`); err != nil { // the statistics a production server would have
+		b.Fatal(err)
+	}
 	var dup atomic.Int64
 	b.Run("duplicate", func(b *testing.B) {
 		run(b, inbox.Duplicate, func() int64 { return first + dup.Add(1)%stored })

@@ -30,16 +30,22 @@ func (j *Journal) WakeWaiting(ctx context.Context) (int, error) {
 // applyWakesSQL applies the wakes recorded while a claim held their rows and left
 // over by its Finish (they committed just after it): rows still claimed are skipped
 // and keep their wake.
+//
+// The operations are found through key arrays, not joins: with statistics, a join of
+// the few wakes against operations was planned as a hash over a sequential scan of
+// the whole journal (twice: the lock and the update). An array is a primary-key
+// probe per wake under every plan, custom or generic.
 const applyWakesSQL = `
 WITH locked AS MATERIALIZED (
-	SELECT o.key, o.status FROM operations o JOIN operation_wakes w ON w.operation_key = o.key
+	SELECT o.key, o.status FROM operations o
+	WHERE o.key = ANY (ARRAY(SELECT operation_key FROM operation_wakes))
 	FOR NO KEY UPDATE OF o SKIP LOCKED
 ), woken AS (
 	UPDATE operations o SET status = 'pending', next_attempt_at = $1, updated_at = $1
-	FROM locked l WHERE o.key = l.key AND l.status <> 'done'
+	WHERE o.key = ANY (ARRAY(SELECT key FROM locked WHERE status <> 'done'))
 	RETURNING 1
 ), applied AS (
-	DELETE FROM operation_wakes w USING locked l WHERE w.operation_key = l.key
+	DELETE FROM operation_wakes w WHERE w.operation_key = ANY (ARRAY(SELECT key FROM locked))
 )
 SELECT count(*) FROM woken`
 
