@@ -105,17 +105,39 @@ type Record struct {
 type Claim struct {
 	Token   string
 	Records []Record
+	// Completed is what the write-back the request carried (ClaimRequest.Complete)
+	// changed.
+	Completed Completed
+}
+
+// Completed counts the rows a write-back changed, and how many of them it marked
+// sent: fewer than its results when another claim has taken some over.
+type Completed struct {
+	Rows, Sent int
+}
+
+// Completion is a write-back: results under the token of the claim that leased
+// their events.
+type Completion struct {
+	Token   string
+	Results []Result
 }
 
 // ClaimRequest asks for at most Limit lane heads that are due, not leased, and whose
 // lanes hold nothing earlier that is unsent (a dead event blocks its lane unless its
 // destination is in SkipDead). Disabled destinations are left alone; Only limits the
 // claim to the destinations this relay can publish to (empty: every destination).
+//
+// Complete, when it holds results, is written back first, as Store.Complete writes
+// it (fenced by its token), in the claim's transaction: the relay ends a round and
+// begins the next in one round trip, and the claim sees the lanes those results
+// advanced. When the claim fails, nothing of it is written either.
 type ClaimRequest struct {
 	Limit    int
 	Lease    time.Duration
 	SkipDead []string // destinations configured on_dead: skip
 	Only     []string
+	Complete Completion
 }
 
 // Result is what became of one claimed record.
@@ -136,8 +158,9 @@ type Result struct {
 
 // Store is the outbox persistence the relay and the operators use.
 type Store interface {
-	// Claim leases a batch of lane heads (FOR UPDATE SKIP LOCKED), with a fresh token,
-	// and counts the attempt. An empty batch is not an error.
+	// Claim writes back req.Complete's results, if any, then leases a batch of lane
+	// heads (FOR UPDATE SKIP LOCKED), with a fresh token, and counts the attempt, all
+	// in one transaction. An empty batch is not an error.
 	Claim(ctx context.Context, req ClaimRequest) (Claim, error)
 	// Complete writes back a batch of results in one go, each only where the claim
 	// token still matches; it returns how many rows it changed.

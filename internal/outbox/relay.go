@@ -172,23 +172,31 @@ func (r *Relay) Stop() {
 	abort()
 }
 
+// loop runs rounds back to back while they find events, each round's last results
+// riding with the next round's claim (one round trip between two rounds); before it
+// waits, and when it stops, it writes back what it holds on its own.
 func (r *Relay) loop(ctx, work context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	errDelay := r.cfg.PollInterval
+	var held Completion
 	for {
 		if ctx.Err() != nil {
+			r.flushHeld(context.WithoutCancel(work), &held)
 			return
 		}
 		released := r.released.Load()
 		r.round.Store(int64(time.Since(r.epoch)) + 1)
-		n, err := r.RunOnce(work)
-		r.round.Store(0)
+		n, err := r.runRound(work, &held)
 		// A round that started nothing (every delivery needed more of the lease than
 		// was left) has not moved any lane: it waits like an empty one.
 		if n > 0 && r.released.Load()-released == int64(n) {
 			n = 0
 		}
+		if err != nil || n == 0 {
+			r.flushHeld(context.WithoutCancel(work), &held)
+		}
+		r.round.Store(0)
 		switch {
 		case err != nil:
 			r.log.Error("relay round failed", "err", err)
@@ -294,8 +302,25 @@ func (r *Relay) deliveryTimeout(dest string) time.Duration {
 	return r.cfg.Lease / 2
 }
 
-// writeBackGroup bounds how many results one write-back carries.
-func (r *Relay) writeBackGroup() int { return max(r.cfg.Concurrency, 8) }
+// writeBackDelay is the longest a finished delivery's result waits to be written back
+// while other deliveries of its round are still running: a slow receiver holds the
+// lanes its round finished with for no longer than this. A round whose deliveries are
+// all done by then writes its results with the next round's claim.
+const writeBackDelay = 100 * time.Millisecond
+
+// flushHeld writes back held results on their own and forgets them: a write-back that
+// fails leaves the events leased until the lease runs out, then they are delivered
+// again (the consumers dedupe on the event id).
+func (r *Relay) flushHeld(ctx context.Context, held *Completion) {
+	if len(held.Results) == 0 {
+		return
+	}
+	if err := r.complete(ctx, held.Token, held.Results); err != nil {
+		r.log.Error("relay: write-back failed; the events go out again once their lease is over", "err", err,
+			"events", len(held.Results))
+	}
+	*held = Completion{}
+}
 
 // RunOnce runs one round: claim, publish, write back. It returns how many events it
 // claimed.
@@ -304,20 +329,41 @@ func (r *Relay) writeBackGroup() int { return max(r.cfg.Concurrency, 8) }
 // store sets it from the database's clock), starts a delivery only while at least
 // that delivery's timeout of the lease is left, and cuts a delivery off at the end of
 // the lease. Deliveries it did not start go back to their lanes at once (the lease
-// cleared, the attempt given back). Results are written back as deliveries finish,
-// in small groups, under the claim token, so a slow receiver holds nothing up and a
-// second relay never re-claims what this one has done. Sent counts only rows the
+// cleared, the attempt given back). Results are written back under the claim token,
+// all together when the round's deliveries end together, and otherwise in groups, no
+// result waiting longer than writeBackDelay, so a slow receiver holds nothing up and
+// a second relay never re-claims what this one has done. Sent counts only rows the
 // write-back changed; results refused because the lease ran out are counted Fenced.
+//
+// The running relay (Start) does the same, except that it writes a round's last
+// results with the next round's claim, in one transaction.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	var held Completion
+	n, err := r.runRound(ctx, &held)
+	if len(held.Results) > 0 {
+		if werr := r.complete(context.WithoutCancel(ctx), held.Token, held.Results); err == nil {
+			err = werr
+		}
+	}
+	return n, err
+}
+
+// runRound runs one round. It writes back *held with its claim, and leaves in *held
+// the results of this round that are still to be written: the next round's claim, or
+// the caller, writes them. When the claim fails, *held is left as it was.
+func (r *Relay) runRound(ctx context.Context, held *Completion) (int, error) {
 	if len(r.only) == 0 {
 		return 0, nil
 	}
 	r.rounds.Add(1)
 	leaseStart := time.Now()
-	claim, err := r.store.Claim(ctx, ClaimRequest{Limit: r.cfg.BatchSize, Lease: r.cfg.Lease, SkipDead: r.cfg.SkipDead, Only: r.only})
+	claim, err := r.store.Claim(ctx, ClaimRequest{Limit: r.cfg.BatchSize, Lease: r.cfg.Lease, SkipDead: r.cfg.SkipDead,
+		Only: r.only, Complete: *held})
 	if err != nil {
 		return 0, err
 	}
+	r.counted(held.Results, claim.Completed)
+	*held = Completion{}
 	if len(claim.Records) == 0 {
 		return 0, nil
 	}
@@ -329,8 +375,15 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 
 	wctx := context.WithoutCancel(ctx)
 	results := make(chan Result, len(claim.Records))
-	written := make(chan error, 1)
-	go func() { written <- r.writeBack(wctx, claim.Token, results) }()
+	type gathered struct {
+		left []Result
+		err  error
+	}
+	written := make(chan gathered, 1)
+	go func() {
+		left, err := r.writeBack(wctx, claim.Token, results)
+		written <- gathered{left, err}
+	}()
 
 	disable := map[string]string{}
 	var mu sync.Mutex
@@ -361,13 +414,24 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	}
 	wg.Wait()
 	close(results)
-	if err := <-written; err != nil {
-		return len(claim.Records), err
+	g := <-written
+	*held = Completion{Token: claim.Token, Results: g.left}
+	if g.err != nil {
+		return len(claim.Records), g.err
 	}
 	if released > 0 {
 		r.released.Add(int64(released))
 		r.log.Info("relay: deliveries not started: too little of the lease was left; they go back to their lanes",
 			"released", released, "lease", r.cfg.Lease.String())
+	}
+	if len(disable) > 0 && len(held.Results) > 0 {
+		// The gone destination's event is written dead first, so that disabling the
+		// destination does not count it again.
+		err := r.complete(wctx, held.Token, held.Results)
+		*held = Completion{}
+		if err != nil {
+			return len(claim.Records), err
+		}
 	}
 	for dest, reason := range disable {
 		dctx, cancel := context.WithTimeout(wctx, r.cfg.StopTimeout)
@@ -383,31 +447,59 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	return len(claim.Records), nil
 }
 
-// writeBack writes results back as they come, a group at a time (whatever has
-// arrived, up to writeBackGroup), sent and not sent apart so that Sent counts exactly
-// the rows changed. It returns the first error after writing what it could.
-func (r *Relay) writeBack(ctx context.Context, token string, results <-chan Result) error {
-	var first error
-	group := make([]Result, 0, r.writeBackGroup())
-	for res := range results {
-		group = append(group[:0], res)
-	more:
-		for len(group) < cap(group) {
-			select {
-			case next, ok := <-results:
-				if !ok {
-					break more
-				}
-				group = append(group, next)
-			default:
-				break more
+// writeBack gathers results as deliveries finish. Once the oldest result it holds
+// has waited writeBackDelay, it writes what it holds (sent and not sent apart, so
+// that Sent counts exactly the rows changed); when results is closed, it returns
+// what it still holds, to be written with the next claim. The error is the first of
+// its writes.
+func (r *Relay) writeBack(ctx context.Context, token string, results <-chan Result) ([]Result, error) {
+	var (
+		held  []Result
+		first error
+	)
+	timer := time.NewTimer(writeBackDelay)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		select {
+		case res, ok := <-results:
+			if !ok {
+				return held, first
 			}
-		}
-		if err := r.complete(ctx, token, group); err != nil && first == nil {
-			first = err
+			if len(held) == 0 {
+				timer.Reset(writeBackDelay)
+			}
+			held = append(held, res)
+		case <-timer.C:
+			if err := r.complete(ctx, token, held); err != nil && first == nil {
+				first = err
+			}
+			held = nil
 		}
 	}
-	return first
+}
+
+// counted counts the results a claim wrote back, from what the write-back changed.
+func (r *Relay) counted(results []Result, c Completed) {
+	if len(results) == 0 {
+		return
+	}
+	if c.Rows < len(results) {
+		// Our lease ran out and another relay claimed these events: it decides now.
+		r.fenced.Add(int64(len(results) - c.Rows))
+		r.log.Warn("relay: results refused, the lease expired and the events were claimed again",
+			"refused", len(results)-c.Rows, "lease", r.cfg.Lease.String())
+	}
+	r.sent.Add(int64(c.Sent))
+	for _, res := range results {
+		switch {
+		case res.Sent, res.Released:
+		case res.Dead:
+			r.dead.Add(1)
+		default:
+			r.retried.Add(1)
+		}
+	}
 }
 
 // complete writes one group back and counts what it changed.

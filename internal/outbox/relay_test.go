@@ -202,6 +202,16 @@ func (s *crashingStore) Complete(ctx context.Context, token string, results []ou
 	return s.Store.Complete(ctx, token, results)
 }
 
+// Claim loses the write-back it carries, and so the claim with it (they are one
+// transaction).
+func (s *crashingStore) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Claim, error) {
+	if len(req.Complete.Results) > 0 && s.crash() {
+		s.crashed.Add(int64(len(req.Complete.Results)))
+		return outbox.Claim{}, errors.New("injected crash before mark-sent")
+	}
+	return s.Store.Claim(ctx, req)
+}
+
 func TestCrashBetweenPublishAndMarkSentRedeliversTheSameEventID(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -459,5 +469,63 @@ func TestPruneDeletesOnlyOldSentEvents(t *testing.T) {
 	left, _ := w.db.Outbox().List(context.Background(), outbox.ListFilter{})
 	if len(left) != 1 || left[0].Destination != "gone" {
 		t.Fatalf("left %+v, want only the unsent event", left)
+	}
+}
+
+// countingStore counts the results that reach the store with a claim and on their own.
+type countingStore struct {
+	outbox.Store
+	carried, alone atomic.Int64
+}
+
+func (s *countingStore) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Claim, error) {
+	s.carried.Add(int64(len(req.Complete.Results)))
+	return s.Store.Claim(ctx, req)
+}
+
+func (s *countingStore) Complete(ctx context.Context, token string, results []outbox.Result) (int, error) {
+	s.alone.Add(int64(len(results)))
+	return s.Store.Complete(ctx, token, results)
+}
+
+// The running relay writes a round's results with the next round's claim: every event
+// ends sent, each result is written once, and the claims carried them.
+func TestRunningRelayWritesARoundBackWithTheNextClaim(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	const events = 250
+	var msgs []outbox.Message
+	for i := range events {
+		msgs = append(msgs, msg("crm", fmt.Sprintf("site:order:%d", i), i))
+	}
+	w.enqueue(msgs...)
+	rec := &recorder{}
+	cs := &countingStore{Store: w.db.Outbox()}
+	relay := outbox.NewRelay(cs, relayConfig(map[string]outbox.Publisher{"crm": rec}))
+	if err := relay.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Stop()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		left, err := w.db.Outbox().List(context.Background(), outbox.ListFilter{Unsent: true, Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events still unsent after 30s")
+		}
+	}
+	relay.Stop()
+	if got := len(rec.records()); got != events {
+		t.Fatalf("%d deliveries, want %d", got, events)
+	}
+	if st := relay.Stats(); st.Sent != events || st.Fenced != 0 {
+		t.Fatalf("stats %+v, want %d sent, none fenced", st, events)
+	}
+	if c, a := cs.carried.Load(), cs.alone.Load(); c+a != events || c == 0 {
+		t.Fatalf("results written with a claim %d, on their own %d; want %d in all, some with a claim", c, a, events)
 	}
 }

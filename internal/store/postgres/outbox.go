@@ -77,12 +77,20 @@ func scanRecords(rows pgx.Rows) ([]outbox.Record, error) {
 //     unsent, so it blocks its lane, unless its destination is in $4 (on_dead: skip).
 //     A waiting (failed, not yet due) or leased head therefore holds the rows behind
 //     it back: a later row never overtakes it;
-//   - no later row of its lane is leased now (probe q, on outbox_leased_idx), so that a
-//     lane never has two rows in flight, even when an operator's replay or requeue has
-//     put an earlier row back while a later one was out.
+//   - no later row of its lane is leased now (probe q, on outbox_unsent_lane_idx: the
+//     lane's later unsent rows, their leases read from the table), so that a lane never
+//     has two rows in flight, even when an operator's replay or requeue has put an
+//     earlier row back while a later one was out. q is a scalar subquery, run per row
+//     on the lane's index: as a NOT EXISTS the planner, expecting one leased row in
+//     the whole table, materialised a Seq Scan of the outbox once per claim (11.7 ms
+//     at a backlog of 100k unsent rows; 0.85 ms this way).
 //
 // Neither probe reads sent rows, however long the lane's history, and the walk stops
 // once $2 rows are locked FOR UPDATE SKIP LOCKED (rows skipped do not count).
+//
+// No index names a column the UPDATE writes (lease_until, claim_token, attempts),
+// and the table leaves room in its pages (fillfactor, migration 0010), so the lease is
+// a HOT update: no index entries, a fraction of the WAL.
 //
 // Concurrency (READ COMMITTED). A row another relay is claiming or completing right
 // now is skipped. A row whose claim or write-back committed after this statement's
@@ -114,10 +122,10 @@ WITH locked AS (
 			SELECT 1 FROM outbox p
 			WHERE p.destination = o.destination AND p.aggregate_id = o.aggregate_id AND p.sequence < o.sequence
 				AND p.sent_at IS NULL AND (p.dead_at IS NULL OR p.destination <> ALL ($4::text[])))
-		AND NOT EXISTS (
-			SELECT 1 FROM outbox q
+		AND coalesce((
+			SELECT max(q.lease_until) FROM outbox q
 			WHERE q.destination = o.destination AND q.aggregate_id = o.aggregate_id AND q.sequence > o.sequence
-				AND q.sent_at IS NULL AND q.lease_until IS NOT NULL AND q.lease_until > coalesce($1, now()))
+				AND q.sent_at IS NULL), '-infinity') <= coalesce($1, now())
 	ORDER BY o.id
 	LIMIT $2
 	FOR UPDATE OF o SKIP LOCKED
@@ -126,9 +134,10 @@ UPDATE outbox SET lease_until = coalesce($3, now() + $7::interval), claim_token 
 WHERE id = ANY (ARRAY(SELECT locked_id FROM locked))
 RETURNING ` + outboxColumns
 
-// Claim leases at most req.Limit lane heads (default 100) for req.Lease under a fresh
-// token and counts an attempt on each; records come oldest first. An empty batch is
-// the zero Claim. One round trip.
+// Claim writes back req.Complete's results (see Complete), then leases at most
+// req.Limit lane heads (default 100) for req.Lease under a fresh token and counts an
+// attempt on each; records come oldest first. Both in one transaction, in one round
+// trip: the claim sees the lanes the write-back advanced. An empty batch has no token.
 func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Claim, error) {
 	if req.Lease <= 0 {
 		return outbox.Claim{}, fmt.Errorf("postgres: outbox claim: the lease must be positive, got %v", req.Lease)
@@ -138,6 +147,13 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 		limit = DefaultClaimLimit
 	}
 	now := o.db.nowUTC()
+	var done []any
+	if len(req.Complete.Results) > 0 {
+		var err error
+		if done, err = completeArgs(now, req.Complete.Token, req.Complete.Results); err != nil {
+			return outbox.Claim{}, fmt.Errorf("postgres: outbox claim: write back: %w", err)
+		}
+	}
 	token := uuid.NewString()
 	var clock, leaseUntil *time.Time // nil: the database's clock
 	if o.db.injectedClock {
@@ -148,20 +164,29 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 	// statistics (a fresh or freshly filled table) the planner estimates one unsent
 	// row, reads every unsent row through the lane index, probes each, and sorts: 7 ms
 	// over 2,000 rows, growing with the backlog. Disabling sorts for this transaction
-	// leaves it the id-ordered walk. BEGIN, SET LOCAL, the claim and COMMIT travel in
-	// one round trip.
+	// leaves it the id-ordered walk. BEGIN, SET LOCAL, the write-back, the claim and
+	// COMMIT travel in one round trip.
 	// (BEGIN is queued as a plain query, not with Batch.BeginTx: the pool keeps a
 	// BeginTx batch's connection until its Tx is ended, and this batch commits itself.
 	// Should the batch fail, the pool discards the connection left in a transaction.)
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	b.Queue(`SET LOCAL enable_sort = off`)
+	if done != nil {
+		b.Queue(completeSQL, done...)
+	}
 	b.Queue(claimSQL, clock, limit, leaseUntil, nonNil(req.SkipDead), nonNil(req.Only), token, req.Lease)
 	b.Queue(`COMMIT`)
 	br := o.db.pool.SendBatch(ctx, b)
+	var completed outbox.Completed
 	recs, err := func() ([]outbox.Record, error) {
 		for range 2 {
 			if _, err := br.Exec(); err != nil {
+				return nil, err
+			}
+		}
+		if done != nil {
+			if err := br.QueryRow().Scan(&completed.Rows, &completed.Sent); err != nil {
 				return nil, err
 			}
 		}
@@ -183,10 +208,10 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 		return outbox.Claim{}, fmt.Errorf("postgres: outbox claim: %w", interpretError(err))
 	}
 	if len(recs) == 0 {
-		return outbox.Claim{}, nil
+		return outbox.Claim{Completed: completed}, nil
 	}
 	slices.SortFunc(recs, func(a, b outbox.Record) int { return cmp.Compare(a.ID, b.ID) })
-	return outbox.Claim{Token: token, Records: recs}, nil
+	return outbox.Claim{Token: token, Records: recs, Completed: completed}, nil
 }
 
 // completeSQL writes back a batch of results, each only where the claim token still
@@ -198,30 +223,51 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 // one (else the row keeps its last error). Sent clears a death that came while
 // the event was in flight (a DisableDestination): the destination has it. A failure
 // on a row that died meanwhile leaves it dead.
+//
+// The rows are found by id ($3, through the primary key), not by joining the results
+// against the table: a generic plan of the join read every unsent row to find its
+// batch. It returns how many rows it changed and how many of them it marked sent.
 const completeSQL = `
-UPDATE outbox o SET
-	sent_at = CASE WHEN r.sent THEN $2::timestamptz END,
-	dead_at = CASE WHEN r.sent THEN NULL WHEN r.dead THEN coalesce(o.dead_at, $2) ELSE o.dead_at END,
-	last_error = CASE WHEN r.sent OR (r.released AND r.error = '') THEN o.last_error ELSE r.error END,
-	next_attempt_at = CASE WHEN r.sent OR r.dead THEN o.next_attempt_at ELSE coalesce(r.next, o.next_attempt_at) END,
-	attempts = CASE WHEN r.released AND o.attempts > 0 THEN o.attempts - 1 ELSE o.attempts END,
-	lease_until = NULL
-FROM unnest($3::bigint[], $4::bool[], $5::bool[], $6::text[], $7::timestamptz[], $8::bool[]) AS r (id, sent, dead, error, next, released)
-WHERE o.id = r.id AND o.claim_token = $1 AND o.sent_at IS NULL`
+WITH done AS (
+	UPDATE outbox o SET
+		sent_at = CASE WHEN r.sent THEN $2::timestamptz END,
+		dead_at = CASE WHEN r.sent THEN NULL WHEN r.dead THEN coalesce(o.dead_at, $2) ELSE o.dead_at END,
+		last_error = CASE WHEN r.sent OR (r.released AND r.error = '') THEN o.last_error ELSE r.error END,
+		next_attempt_at = CASE WHEN r.sent OR r.dead THEN o.next_attempt_at ELSE coalesce(r.next, o.next_attempt_at) END,
+		attempts = CASE WHEN r.released AND o.attempts > 0 THEN o.attempts - 1 ELSE o.attempts END,
+		lease_until = NULL
+	FROM unnest($3::bigint[], $4::bool[], $5::bool[], $6::text[], $7::timestamptz[], $8::bool[]) AS r (id, sent, dead, error, next, released)
+	WHERE o.id = ANY ($3::bigint[]) AND o.id = r.id AND o.claim_token = $1 AND o.sent_at IS NULL
+	RETURNING r.sent
+)
+SELECT count(*), count(*) FILTER (WHERE sent) FROM done`
 
 // Complete writes back results under the claim's token in one statement (one round
 // trip) and returns how many rows it changed: fewer than len(results) when another
 // claim has taken some over. A failed result with no NextAttemptAt is due now; a
 // released one with no NextAttemptAt keeps its next attempt time (due at once) and,
-// with no Error, its last error.
+// with no Error, its last error. The relay writes most of its results with its next
+// Claim instead (ClaimRequest.Complete).
 func (o *Outbox) Complete(ctx context.Context, token string, results []outbox.Result) (int, error) {
 	if len(results) == 0 {
 		return 0, nil
 	}
-	if _, err := uuid.Parse(token); err != nil {
-		return 0, fmt.Errorf("postgres: outbox complete: claim token %q is not a UUID", token)
+	args, err := completeArgs(o.db.nowUTC(), token, results)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: outbox complete: %w", err)
 	}
-	now := o.db.nowUTC()
+	var n, sent int
+	if err := o.db.pool.QueryRow(ctx, completeSQL, args...).Scan(&n, &sent); err != nil {
+		return 0, fmt.Errorf("postgres: outbox complete: %w", interpretError(err))
+	}
+	return n, nil
+}
+
+// completeArgs checks results and turns them into completeSQL's arguments.
+func completeArgs(now time.Time, token string, results []outbox.Result) ([]any, error) {
+	if _, err := uuid.Parse(token); err != nil {
+		return nil, fmt.Errorf("claim token %q is not a UUID", token)
+	}
 	n := len(results)
 	var (
 		ids    = make([]int64, 0, n)
@@ -234,11 +280,11 @@ func (o *Outbox) Complete(ctx context.Context, token string, results []outbox.Re
 	)
 	for _, r := range results {
 		if seenID[r.ID] {
-			return 0, fmt.Errorf("postgres: outbox complete: event %d is in the results twice", r.ID)
+			return nil, fmt.Errorf("event %d is in the results twice", r.ID)
 		}
 		seenID[r.ID] = true
 		if (r.Sent && r.Dead) || (r.Released && (r.Sent || r.Dead)) {
-			return 0, fmt.Errorf("postgres: outbox complete: event %d has two outcomes (sent %v, dead %v, released %v)", r.ID, r.Sent, r.Dead, r.Released)
+			return nil, fmt.Errorf("event %d has two outcomes (sent %v, dead %v, released %v)", r.ID, r.Sent, r.Dead, r.Released)
 		}
 		rel = append(rel, r.Released)
 		var next *time.Time // released with no time: NULL, the row keeps its own
@@ -251,11 +297,7 @@ func (o *Outbox) Complete(ctx context.Context, token string, results []outbox.Re
 		}
 		ids, sent, dead, errs, nexts = append(ids, r.ID), append(sent, r.Sent), append(dead, r.Dead), append(errs, r.Error), append(nexts, next)
 	}
-	tag, err := o.db.pool.Exec(ctx, completeSQL, token, now, ids, sent, dead, errs, nexts, rel)
-	if err != nil {
-		return 0, fmt.Errorf("postgres: outbox complete: %w", interpretError(err))
-	}
-	return int(tag.RowsAffected()), nil
+	return []any{token, now, ids, sent, dead, errs, nexts, rel}, nil
 }
 
 const disableSQL = `

@@ -338,6 +338,23 @@ func TestListener(t *testing.T) {
 	}
 	schema := url[strings.Index(url, "application_name=")+len("application_name="):]
 	schema, _, _ = strings.Cut(schema, "&")
+	// The first listener's session closed from the client's side; the server may
+	// list it a moment longer, until its backend has exited.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := db.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = $1 AND query LIKE 'LISTEN%'`, schema).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n <= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d listening sessions 10s after the first listener ended, want 1", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	var killed int
 	if err := db.Pool().QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		WHERE application_name = $1 AND query LIKE 'LISTEN%'`, schema).Scan(&killed); err != nil {

@@ -157,7 +157,7 @@ func testClaimPlans(t *testing.T, n int) {
 		// 100 lane heads, each probed for an earlier unsent and a later leased event;
 		// the bound admits a plan that reads the unsent backlog (planUnsent) once or
 		// twice, not one that reads the sent history.
-		{"outbox Claim", 2*planUnsent + 500, func(ctx context.Context, db *DB) error {
+		{"outbox Claim", 1000, func(ctx context.Context, db *DB) error {
 			c, err := db.Outbox().Claim(ctx, outbox.ClaimRequest{Limit: 100, Lease: time.Minute})
 			if err != nil {
 				return err

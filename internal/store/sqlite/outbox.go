@@ -152,12 +152,26 @@ WHERE id IN (
 )
 RETURNING ` + outboxColumns
 
-// Claim leases at most req.Limit lane heads (default 100) for req.Lease under a fresh
-// token and counts an attempt on each; records come oldest first. An empty batch is
-// the zero Claim. One write transaction.
+// Claim writes back req.Complete's results (see Complete), then leases at most
+// req.Limit lane heads (default 100) for req.Lease under a fresh token and counts an
+// attempt on each; records come oldest first. Both in one write transaction. An empty
+// batch has no token.
 func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Claim, error) {
 	if req.Lease <= 0 {
 		return outbox.Claim{}, fmt.Errorf("sqlite: outbox claim: the lease must be positive, got %v", req.Lease)
+	}
+	var (
+		doneToken string
+		done      *sql.Stmt
+	)
+	if len(req.Complete.Results) > 0 {
+		var err error
+		if doneToken, err = checkResults(req.Complete.Token, req.Complete.Results); err != nil {
+			return outbox.Claim{}, fmt.Errorf("sqlite: outbox claim: write back: %w", err)
+		}
+		if done, err = o.stmt(ctx, &o.doneStmt, completeSQL); err != nil {
+			return outbox.Claim{}, fmt.Errorf("sqlite: outbox claim: %w", err)
+		}
 	}
 	limit := req.Limit
 	if limit <= 0 {
@@ -176,9 +190,18 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 		return outbox.Claim{}, fmt.Errorf("sqlite: outbox claim: %w", err)
 	}
 	token := uuid.NewString()
-	var recs []outbox.Record
+	var (
+		recs      []outbox.Record
+		completed outbox.Completed
+	)
 	err = o.db.write(ctx, func(tx *sql.Tx) error {
 		now := o.db.nowUTC() // read under the writer lock: leases are ordered as claims are
+		if done != nil {
+			var err error
+			if completed, err = completeTx(ctx, tx.StmtContext(ctx, done), now, doneToken, req.Complete.Results); err != nil {
+				return fmt.Errorf("write back: %w", err)
+			}
+		}
 		rows, err := tx.StmtContext(ctx, stmt).QueryContext(ctx, ts(now), limit, skipDead, only, ts(now.Add(req.Lease)), token)
 		if err != nil {
 			return err
@@ -190,10 +213,10 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 		return outbox.Claim{}, fmt.Errorf("sqlite: outbox claim: %w", err)
 	}
 	if len(recs) == 0 {
-		return outbox.Claim{}, nil
+		return outbox.Claim{Completed: completed}, nil
 	}
 	slices.SortFunc(recs, func(a, b outbox.Record) int { return cmp.Compare(a.ID, b.ID) })
-	return outbox.Claim{Token: token, Records: recs}, nil
+	return outbox.Claim{Token: token, Records: recs, Completed: completed}, nil
 }
 
 // completeSQL writes back one result, only where the claim token still matches and the
@@ -224,55 +247,73 @@ func (o *Outbox) Complete(ctx context.Context, token string, results []outbox.Re
 	if len(results) == 0 {
 		return 0, nil
 	}
-	u, err := uuid.Parse(token)
+	token, err := checkResults(token, results)
 	if err != nil {
-		return 0, fmt.Errorf("sqlite: outbox complete: claim token %q is not a UUID", token)
-	}
-	token = u.String()
-	seen := make(map[int64]bool, len(results))
-	for _, r := range results {
-		if seen[r.ID] {
-			return 0, fmt.Errorf("sqlite: outbox complete: event %d is in the results twice", r.ID)
-		}
-		seen[r.ID] = true
-		if (r.Sent && r.Dead) || (r.Released && (r.Sent || r.Dead)) {
-			return 0, fmt.Errorf("sqlite: outbox complete: event %d has two outcomes (sent %v, dead %v, released %v)", r.ID, r.Sent, r.Dead, r.Released)
-		}
+		return 0, fmt.Errorf("sqlite: outbox complete: %w", err)
 	}
 	done, err := o.stmt(ctx, &o.doneStmt, completeSQL)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: outbox complete: %w", err)
 	}
-	var n int
+	var c outbox.Completed
 	err = o.db.write(ctx, func(tx *sql.Tx) error {
-		now := o.db.nowUTC()
-		stmt := tx.StmtContext(ctx, done)
-		for _, r := range results {
-			var next *int64 // released with no time: NULL, the row keeps its own
-			switch {
-			case !r.NextAttemptAt.IsZero():
-				us := ts(r.NextAttemptAt)
-				next = &us
-			case !r.Released:
-				us := ts(now)
-				next = &us
-			}
-			res, err := stmt.ExecContext(ctx, r.ID, token, r.Sent, r.Dead, r.Error, next, ts(now), r.Released)
-			if err != nil {
-				return fmt.Errorf("event %d: %w", r.ID, err)
-			}
-			k, err := res.RowsAffected()
-			if err != nil {
-				return err
-			}
-			n += int(k)
-		}
-		return nil
+		var err error
+		c, err = completeTx(ctx, tx.StmtContext(ctx, done), o.db.nowUTC(), token, results)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: outbox complete: %w", err)
 	}
-	return n, nil
+	return c.Rows, nil
+}
+
+// checkResults checks a write-back and returns its token in canonical form.
+func checkResults(token string, results []outbox.Result) (string, error) {
+	u, err := uuid.Parse(token)
+	if err != nil {
+		return "", fmt.Errorf("claim token %q is not a UUID", token)
+	}
+	seen := make(map[int64]bool, len(results))
+	for _, r := range results {
+		if seen[r.ID] {
+			return "", fmt.Errorf("event %d is in the results twice", r.ID)
+		}
+		seen[r.ID] = true
+		if (r.Sent && r.Dead) || (r.Released && (r.Sent || r.Dead)) {
+			return "", fmt.Errorf("event %d has two outcomes (sent %v, dead %v, released %v)", r.ID, r.Sent, r.Dead, r.Released)
+		}
+	}
+	return u.String(), nil
+}
+
+// completeTx runs completeSQL (stmt, in the caller's write transaction) for each of
+// the checked results and counts the rows it changed.
+func completeTx(ctx context.Context, stmt *sql.Stmt, now time.Time, token string, results []outbox.Result) (outbox.Completed, error) {
+	var c outbox.Completed
+	for _, r := range results {
+		var next *int64 // released with no time: NULL, the row keeps its own
+		switch {
+		case !r.NextAttemptAt.IsZero():
+			us := ts(r.NextAttemptAt)
+			next = &us
+		case !r.Released:
+			us := ts(now)
+			next = &us
+		}
+		res, err := stmt.ExecContext(ctx, r.ID, token, r.Sent, r.Dead, r.Error, next, ts(now), r.Released)
+		if err != nil {
+			return outbox.Completed{}, fmt.Errorf("event %d: %w", r.ID, err)
+		}
+		k, err := res.RowsAffected()
+		if err != nil {
+			return outbox.Completed{}, err
+		}
+		c.Rows += int(k)
+		if r.Sent {
+			c.Sent += int(k)
+		}
+	}
+	return c, nil
 }
 
 // DisableDestination records that destination is gone and marks its unsent events

@@ -33,7 +33,8 @@ type OutboxHarness struct {
 
 // Outbox runs the outbox conformance suite: enqueue in a transaction, per-lane
 // sequences, lane-head claims, leases and fencing, dead events, disabled destinations,
-// the operators' commands, and concurrent claimers.
+// the operators' commands, concurrent claimers, and a claim that carries the previous
+// round's write-back.
 func Outbox(t *testing.T, h OutboxHarness) {
 	t.Helper()
 	for _, tc := range []struct {
@@ -51,6 +52,7 @@ func Outbox(t *testing.T, h OutboxHarness) {
 		{"LeaseExpiry", testOutboxLeaseExpiry},
 		{"Released", testOutboxReleased},
 		{"Fencing", testOutboxFencing},
+		{"ClaimWritesBackFirst", testOutboxClaimWritesBackFirst},
 		{"DeadBlocksLane", testOutboxDeadBlocksLane},
 		{"DisableDestination", testOutboxDisableDestination},
 		{"Requeue", testOutboxRequeue},
@@ -569,6 +571,75 @@ func testOutboxFencing(t *testing.T, e *outboxEnv) {
 	wantLanes(t, "next", next.Records, "crm/A#2")
 	if got := e.complete(old.Token, outbox.Result{ID: next.Records[0].ID, Sent: true}); got != 0 {
 		t.Fatalf("an old token on another event: changed %d rows, want 0", got)
+	}
+}
+
+// A claim that carries the previous round's results writes them first, fenced as
+// Complete is, and in the same transaction: it sees the lanes they advanced, and a
+// write-back it refuses leaves both undone.
+func testOutboxClaimWritesBackFirst(t *testing.T, e *outboxEnv) {
+	e.put(msg("crm", "A", 1), msg("crm", "A", 2), msg("crm", "B", 1), msg("crm", "C", 1), msg("crm", "D", 1))
+	first := e.claim(outbox.ClaimRequest{})
+	wantLanes(t, "first claim", first.Records, "crm/A#1", "crm/B#1", "crm/C#1", "crm/D#1")
+	if first.Completed != (outbox.Completed{}) {
+		t.Fatalf("a claim with no write-back reports %+v written", first.Completed)
+	}
+	a1, b1, c1, d1 := first.Records[0].ID, first.Records[1].ID, first.Records[2].ID, first.Records[3].ID
+	later := e.clock.Now().Add(time.Hour)
+	done := outbox.Completion{Token: first.Token, Results: []outbox.Result{
+		{ID: a1, Sent: true},
+		{ID: b1, Error: "crm answered 500", NextAttemptAt: later},
+		{ID: c1, Released: true},
+		{ID: d1, Dead: true, Error: "crm rejects it"},
+	}}
+
+	// Refused: a result with two outcomes. Nothing is written, nothing claimed.
+	bad := done
+	bad.Results = append(slices.Clone(done.Results[:1]), outbox.Result{ID: b1, Sent: true, Dead: true})
+	if _, err := e.s.Claim(e.t.Context(), outbox.ClaimRequest{Limit: 100, Lease: lease, Complete: bad}); err == nil {
+		t.Fatal("a claim carrying a result with two outcomes: no error")
+	}
+	if r := e.record(a1); r.SentAt != nil || r.LeaseUntil == nil {
+		t.Fatalf("after the refused claim, A#1 is %+v; want unsent and still leased", r)
+	}
+
+	second := e.claim(outbox.ClaimRequest{Complete: done})
+	// A#1 is sent, so A#2 is its lane's head now; C#1 was given back; B#1 waits an
+	// hour; D#1 is dead.
+	wantLanes(t, "second claim", second.Records, "crm/A#2", "crm/C#1")
+	if want := (outbox.Completed{Rows: 4, Sent: 1}); second.Completed != want {
+		t.Fatalf("second claim wrote back %+v, want %+v", second.Completed, want)
+	}
+	if r := e.record(a1); r.SentAt == nil || r.LeaseUntil != nil {
+		t.Fatalf("A#1 after the write-back: %+v; want sent, lease cleared", r)
+	}
+	if r := e.record(b1); r.SentAt != nil || r.LastError != "crm answered 500" || r.LeaseUntil != nil || !near2(r.NextAttemptAt, later, time.Second) {
+		t.Fatalf("B#1 after the write-back: %+v; want unsent with its error, due in an hour", r)
+	}
+	if r := e.record(c1); r.Attempts != 1 || r.LeaseUntil == nil {
+		t.Fatalf("C#1 after it was given back and claimed again: %+v; want 1 attempt (the given-back one not counted), leased", r)
+	}
+	if r := e.record(d1); r.DeadAt == nil || r.LastError != "crm rejects it" {
+		t.Fatalf("D#1 after the write-back: %+v; want dead with its error", r)
+	}
+
+	// Fenced: the first claim's token is spent on C#1 (claimed again), and a write-back
+	// under it changes nothing there; a claim with nothing left to lease still writes
+	// back and says so.
+	third := e.claim(outbox.ClaimRequest{Complete: outbox.Completion{Token: first.Token, Results: []outbox.Result{{ID: c1, Sent: true}}}})
+	if len(third.Records) != 0 || third.Completed != (outbox.Completed{}) {
+		t.Fatalf("a stale write-back with the claim: claimed %d, wrote %+v; want nothing of either", len(third.Records), third.Completed)
+	}
+	var rs []outbox.Result
+	for _, r := range second.Records {
+		rs = append(rs, outbox.Result{ID: r.ID, Sent: true})
+	}
+	last := e.claim(outbox.ClaimRequest{Complete: outbox.Completion{Token: second.Token, Results: rs}})
+	if len(last.Records) != 0 || last.Token != "" || last.Completed != (outbox.Completed{Rows: 2, Sent: 2}) {
+		t.Fatalf("the last claim: %d records, token %q, wrote %+v; want none, no token, 2 rows sent", len(last.Records), last.Token, last.Completed)
+	}
+	if unsent := e.list(outbox.ListFilter{Unsent: true}); len(unsent) != 2 {
+		t.Fatalf("unsent at the end: %v; want B#1 (waiting) and D#1 (dead)", lanes(unsent))
 	}
 }
 
