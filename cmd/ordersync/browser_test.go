@@ -144,30 +144,38 @@ func screenshot(t *testing.T, ctx context.Context, name string) string {
 	return path
 }
 
-// download clicks sel with downloads going to dir and returns the file that came.
+// download clicks sel with downloads going to dir and returns the file once the
+// browser says the download completed (a file that merely appeared may still be
+// being written).
 func download(t *testing.T, ctx context.Context, sel, dir string) string {
 	t.Helper()
-	before, _ := os.ReadDir(dir)
+	events := true
 	if _, err := chromedp.CallBrowser(ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
-		Behavior: browser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dir,
-		BrowserContextID: chromedp.FromContext(ctx).BrowserContextID,
+		Behavior: browser.SetDownloadBehaviorBehaviorAllowAndName, DownloadPath: dir,
+		BrowserContextID: chromedp.FromContext(ctx).BrowserContextID, EventsEnabled: &events,
 	}); err != nil {
 		t.Fatalf("allowing downloads: %v", err)
 	}
+	evctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	progress := chromedp.BrowserEvents(evctx, browser.DownloadProgress) // subscribed before the click
 	browse(t, ctx, "downloading "+sel, chromedp.Click(css(sel)))
-	var got string
-	waitUntil(t, 2*time.Minute, func() bool {
-		entries, _ := os.ReadDir(dir)
-		for _, e := range entries {
-			if strings.HasSuffix(e.Name(), ".crdownload") || slices.ContainsFunc(before, func(b os.DirEntry) bool { return b.Name() == e.Name() }) {
-				continue
-			}
-			got = filepath.Join(dir, e.Name())
-			return true
+	for ev, err := range progress {
+		if err != nil {
+			t.Fatalf("downloading %s: %v", sel, err)
 		}
-		return false
-	})
-	return got
+		switch ev.State {
+		case browser.DownloadProgressStateCompleted:
+			if ev.FilePath != "" {
+				return ev.FilePath
+			}
+			return filepath.Join(dir, ev.GUID) // allowAndName: the file is named by its guid
+		case browser.DownloadProgressStateCanceled:
+			t.Fatalf("the download of %s was cancelled", sel)
+		}
+	}
+	t.Fatalf("the download of %s did not complete", sel)
+	return ""
 }
 
 // forgedPost POSTs form from the page, as a script another site planted would,
