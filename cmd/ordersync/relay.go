@@ -119,6 +119,7 @@ func relayConfig(cfg *config.Config, publishers map[string]outbox.Publisher, ski
 	return outbox.RelayConfig{
 		Concurrency:   cfg.Relay.Concurrency,
 		BatchSize:     cfg.Relay.BatchSize,
+		Claimers:      cfg.Relay.Claimers,
 		PollInterval:  cfg.Relay.PollInterval,
 		MaxAttempts:   cfg.Relay.MaxAttempts,
 		BackoffMin:    cfg.Relay.BackoffMin,

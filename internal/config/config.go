@@ -142,6 +142,7 @@ type Log struct {
 type Relay struct {
 	Concurrency   int           `koanf:"concurrency"`    // lanes in flight at once
 	BatchSize     int           `koanf:"batch_size"`     // lane heads claimed per round
+	Claimers      int           `koanf:"claimers"`       // claim loops at once
 	PollInterval  time.Duration `koanf:"poll_interval"`  // how often to look without a notification
 	Listen        bool          `koanf:"listen"`         // wake on LISTEN/NOTIFY; false polls only
 	MaxAttempts   int           `koanf:"max_attempts"`   // then the event is dead
@@ -282,6 +283,7 @@ func defaults() Config {
 		Relay: Relay{
 			Concurrency:   16,
 			BatchSize:     100,
+			Claimers:      2,
 			PollInterval:  time.Second,
 			Listen:        true,
 			MaxAttempts:   12,
@@ -556,6 +558,9 @@ func (l Log) validate(p *problems) {
 func (r Relay) validate(p *problems) {
 	if r.Concurrency < 1 || r.Concurrency > 1024 {
 		p.add("relay.concurrency", fmt.Sprintf("must be between 1 and 1024, got %d", r.Concurrency))
+	}
+	if r.Claimers < 1 || r.Claimers > 16 {
+		p.add("relay.claimers", fmt.Sprintf("must be between 1 and 16, got %d", r.Claimers))
 	}
 	if r.BatchSize < 1 || r.BatchSize > 10000 {
 		p.add("relay.batch_size", fmt.Sprintf("must be between 1 and 10000, got %d", r.BatchSize))

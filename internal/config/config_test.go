@@ -186,6 +186,7 @@ func TestDefaults(t *testing.T) {
 		Relay: Relay{
 			Concurrency:   16,
 			BatchSize:     100,
+			Claimers:      2,
 			PollInterval:  time.Second,
 			Listen:        true,
 			MaxAttempts:   12,

@@ -61,6 +61,7 @@ relay:
 	want := Relay{
 		Concurrency:   4,
 		BatchSize:     500,
+		Claimers:      2,
 		PollInterval:  250 * time.Millisecond,
 		Listen:        false,
 		MaxAttempts:   3,
@@ -423,6 +424,8 @@ func TestRelayValidation(t *testing.T) {
 		{"relay:\n  concurrency: 0\n", "relay.concurrency", "must be between 1 and 1024, got 0"},
 		{"relay:\n  concurrency: 1025\n", "relay.concurrency", "must be between 1 and 1024, got 1025"},
 		{"relay:\n  batch_size: 0\n", "relay.batch_size", "must be between 1 and 10000, got 0"},
+		{"relay:\n  claimers: 0\n", "relay.claimers", "must be between 1 and 16, got 0"},
+		{"relay:\n  claimers: 17\n", "relay.claimers", "must be between 1 and 16, got 17"},
 		{"relay:\n  batch_size: 10001\n", "relay.batch_size", "must be between 1 and 10000, got 10001"},
 		{"relay:\n  poll_interval: 0s\n", "relay.poll_interval", "must be greater than 0, got 0s"},
 		{"relay:\n  max_attempts: 0\n", "relay.max_attempts", "must be at least 1, got 0"},
@@ -517,6 +520,7 @@ relay:
 	const wantRelay = `relay:
   concurrency: 8
   batch_size: 100
+  claimers: 2
   poll_interval: 1s
   listen: true
   max_attempts: 12

@@ -20,6 +20,12 @@ type RelayConfig struct {
 	Name          string        // for logs; default "relay"
 	Concurrency   int           // lanes published at once, default 16
 	BatchSize     int           // lane heads claimed per round, default 100
+	// Claimers is how many claim loops run at once, default 2. A round's claim and
+	// write-back are one statement on one connection, so one loop keeps one
+	// database backend busy; a second claims while the first's batch is written back
+	// and delivered. Lanes stay in order whatever the count: a lane's head is claimed
+	// by one loop only (SKIP LOCKED, the lease), as between replicas.
+	Claimers int
 	PollInterval  time.Duration // default 1s
 	MaxAttempts   int           // then the event is dead; default 12
 	BackoffMin    time.Duration // default 1s
@@ -66,7 +72,7 @@ type Relay struct {
 
 	backoff backoff.Policy
 
-	wake chan struct{}
+	wakes []chan struct{} // one per claim loop
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -76,10 +82,10 @@ type Relay struct {
 	rounds, claimed, sent, retried, dead, fenced, pruned, released atomic.Int64
 	continued                                                      atomic.Int64
 
-	// round holds when the delivery loop's round in flight began (time since
-	// epoch, plus 1), 0 between rounds: Alive reads it.
-	round atomic.Int64
-	epoch time.Time // monotonic
+	// rounds in flight, one per claim loop: when its round began (time since epoch,
+	// plus 1), 0 between rounds. Alive reads them.
+	inRound []atomic.Int64
+	epoch   time.Time // monotonic
 }
 
 // NewRelay returns a relay over store.
@@ -87,6 +93,7 @@ func NewRelay(store Store, cfg RelayConfig) *Relay {
 	cfg.Name = cmp.Or(cfg.Name, "relay")
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 16)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 100)
+	cfg.Claimers = max(cmp.Or(cfg.Claimers, 2), 1)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, time.Second)
 	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, 12)
 	cfg.BackoffMin = cmp.Or(cfg.BackoffMin, time.Second)
@@ -107,7 +114,11 @@ func NewRelay(store Store, cfg RelayConfig) *Relay {
 		only = append(only, name)
 	}
 	slices.Sort(only)
-	return &Relay{store: store, cfg: cfg, only: only, wake: make(chan struct{}, 1), epoch: time.Now(),
+	wakes := make([]chan struct{}, cfg.Claimers)
+	for i := range wakes {
+		wakes[i] = make(chan struct{}, 1)
+	}
+	return &Relay{store: store, cfg: cfg, only: only, wakes: wakes, inRound: make([]atomic.Int64, cfg.Claimers), epoch: time.Now(),
 		backoff: backoff.Policy{Min: cfg.BackoffMin, Max: cfg.BackoffMax, Jitter: cfg.Jitter},
 		log:     cfg.Logger.With("relay", cfg.Name)}
 }
@@ -121,9 +132,11 @@ func (r *Relay) Stats() RelayStats {
 
 // Wake makes an idle relay look for events now.
 func (r *Relay) Wake() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
+	for _, w := range r.wakes {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -137,8 +150,10 @@ func (r *Relay) Start(ctx context.Context) error {
 	loopCtx, cancel := context.WithCancel(ctx)
 	workCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	r.cancel, r.abort = cancel, abort
-	r.wg.Add(2)
-	go func() { defer r.wg.Done(); r.loop(loopCtx, workCtx) }()
+	r.wg.Add(1 + r.cfg.Claimers)
+	for i := range r.cfg.Claimers {
+		go func() { defer r.wg.Done(); r.loop(loopCtx, workCtx, i) }()
+	}
 	go func() { defer r.wg.Done(); r.pruneLoop(loopCtx) }()
 	if r.cfg.Listener != nil {
 		r.wg.Add(1)
@@ -175,7 +190,8 @@ func (r *Relay) Stop() {
 // loop runs rounds back to back while they find events, each round's last results
 // riding with the next round's claim (one round trip between two rounds); before it
 // waits, and when it stops, it writes back what it holds on its own.
-func (r *Relay) loop(ctx, work context.Context) {
+func (r *Relay) loop(ctx, work context.Context, i int) {
+	inRound, wake := &r.inRound[i], r.wakes[i]
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	errDelay := r.cfg.PollInterval
@@ -186,7 +202,7 @@ func (r *Relay) loop(ctx, work context.Context) {
 			return
 		}
 		released := r.released.Load()
-		r.round.Store(int64(time.Since(r.epoch)) + 1)
+		inRound.Store(int64(time.Since(r.epoch)) + 1)
 		n, err := r.runRound(work, &held)
 		// A round that started nothing (every delivery needed more of the lease than
 		// was left) has not moved any lane: it waits like an empty one.
@@ -196,7 +212,7 @@ func (r *Relay) loop(ctx, work context.Context) {
 		if err != nil || n == 0 {
 			r.flushHeld(context.WithoutCancel(work), &held)
 		}
-		r.round.Store(0)
+		inRound.Store(0)
 		switch {
 		case err != nil:
 			r.log.Error("relay round failed", "err", err)
@@ -212,7 +228,7 @@ func (r *Relay) loop(ctx, work context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-r.wake:
+		case <-wake:
 		case <-timer.C:
 		}
 	}
@@ -224,14 +240,16 @@ func (r *Relay) loop(ctx, work context.Context) {
 // StopTimeout). The error names the relay and how long its round has lasted: the
 // service withholds its systemd watchdog ping while there is one.
 func (r *Relay) Alive() error {
-	began := r.round.Load()
-	if began == 0 {
-		return nil
-	}
 	limit := r.cfg.Lease + 4*r.cfg.StopTimeout
-	if d := time.Since(r.epoch) - time.Duration(began-1); d > limit {
-		return fmt.Errorf("outbox relay %q has been in one round for %s, longer than any may take (%s): it is hung",
-			r.cfg.Name, d.Round(100*time.Millisecond), limit)
+	for i := range r.inRound {
+		began := r.inRound[i].Load()
+		if began == 0 {
+			continue
+		}
+		if d := time.Since(r.epoch) - time.Duration(began-1); d > limit {
+			return fmt.Errorf("outbox relay %q has been in one round for %s, longer than any may take (%s): it is hung",
+				r.cfg.Name, d.Round(100*time.Millisecond), limit)
+		}
 	}
 	return nil
 }

@@ -3,7 +3,9 @@ package outbox_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -61,10 +63,20 @@ func BenchmarkRelayThroughput(b *testing.B) {
 		for _, batch := range []int{1, 50, 100, 200, 500} {
 			b.Run(fmt.Sprintf("dest=%s/batch=%d", dest.name, batch), func(b *testing.B) {
 				w := newWorld(b)
-				const events = 5000
+				// ORDERSYNC_BENCH_RELAY_EVENTS sets the backlog a drain works off
+				// (default 5000): a longer one weighs the relay's start less.
+				events := 5000
+				if v, err := strconv.Atoi(os.Getenv("ORDERSYNC_BENCH_RELAY_EVENTS")); err == nil && v > 0 {
+					events = v
+				}
 				cfg := relayConfig(map[string]outbox.Publisher{dest.name: dest.pub})
 				cfg.BatchSize = batch
 				cfg.Concurrency = 16
+				// ORDERSYNC_BENCH_RELAY_CLAIMERS sets the claim loops (default: the
+				// relay's).
+				if v, err := strconv.Atoi(os.Getenv("ORDERSYNC_BENCH_RELAY_CLAIMERS")); err == nil && v > 0 {
+					cfg.Claimers = v
+				}
 				ctx := context.Background()
 				var (
 					elapsed     time.Duration
@@ -85,7 +97,7 @@ func BenchmarkRelayThroughput(b *testing.B) {
 					if err := relay.Start(ctx); err != nil {
 						b.Fatal(err)
 					}
-					for deadline := time.Now().Add(time.Minute); relay.Stats().Sent < events; {
+					for deadline := time.Now().Add(time.Minute); relay.Stats().Sent < int64(events); {
 						if time.Now().After(deadline) {
 							b.Fatalf("%d of %d sent after a minute", relay.Stats().Sent, events)
 						}
@@ -95,7 +107,7 @@ func BenchmarkRelayThroughput(b *testing.B) {
 					elapsed += time.Since(start)
 					b.StopTimer()
 					wal += w.walSince(b, lsn0)
-					u1, h1 := w.updates(b, u0+2*events)
+					u1, h1 := w.updates(b, u0+2*int64(events))
 					upd, hotUpd = upd+u1-u0, hotUpd+h1-h0
 					b.StartTimer()
 				}
