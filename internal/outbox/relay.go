@@ -17,15 +17,15 @@ import (
 // RelayConfig configures a Relay. Zero values take the documented defaults (the
 // relay.* configuration keys).
 type RelayConfig struct {
-	Name          string        // for logs; default "relay"
-	Concurrency   int           // lanes published at once, default 16
-	BatchSize     int           // lane heads claimed per round, default 100
+	Name        string // for logs; default "relay"
+	Concurrency int    // lanes published at once, default 16
+	BatchSize   int    // lane heads claimed per round, default 100
 	// Claimers is how many claim loops run at once, default 2. A round's claim and
 	// write-back are one statement on one connection, so one loop keeps one
 	// database backend busy; a second claims while the first's batch is written back
 	// and delivered. Lanes stay in order whatever the count: a lane's head is claimed
 	// by one loop only (SKIP LOCKED, the lease), as between replicas.
-	Claimers int
+	Claimers      int
 	PollInterval  time.Duration // default 1s
 	MaxAttempts   int           // then the event is dead; default 12
 	BackoffMin    time.Duration // default 1s
