@@ -132,7 +132,7 @@ configuration. Exit status 0 when every snapshot is done, 1 otherwise.`,
 			var keys []string
 			for _, wh := range whs {
 				p := stock.Payload{Schedule: stock.Manual, Warehouse: wh, Slot: now.UTC(), Label: label, Publish: publishFor(wh)}
-				reg, err := scheduler.Register(ctx, env.db.Journal(), p)
+				reg, err := scheduler.Register(withCLIActor(ctx), env.db.Journal(), p)
 				if err != nil {
 					return err
 				}

@@ -151,6 +151,15 @@ func TestStockSnapshotCommandTakesStoresAndPublishes(t *testing.T) {
 				t.Fatalf("first line %q, want <key>: 4 items, 1 warning; output:\n%s", first, out)
 			}
 			manualKey(t, key, "WH1", from, to)
+			// The snapshot taken by hand names who took it, in its timeline.
+			shown, _, code := w.env.cli("", "journal", "show", key, "--format", "json")
+			var d struct {
+				Events []struct{ Action, Actor string }
+			}
+			if err := json.Unmarshal([]byte(shown), &d); err != nil || code != 0 || len(d.Events) == 0 ||
+				d.Events[0].Action != "registered" || d.Events[0].Actor != "cli:"+cliUser() {
+				t.Errorf("the manual snapshot's events %+v (exit %d, %v), want registered by cli:%s", d.Events, code, err, cliUser())
+			}
 			wantLine(t, "snapshot", out, `  warning: SKU-003: negative quantity -4, published as 0`)
 			wantLine(t, "snapshot", out, `  ozon: full publish: 4 sent, 4 published, 0 refused, 0 mismatched, 0 skipped, 0 unchanged`)
 			wantLine(t, "snapshot", out, `  wildberries: full publish: 4 sent, 4 published, 0 refused, 0 mismatched, 0 skipped, 0 unchanged`)
