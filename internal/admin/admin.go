@@ -24,6 +24,8 @@ import (
 	"net/http/pprof"
 	"sync"
 	"time"
+
+	"github.com/ordersync/ordersync/internal/serve"
 )
 
 // CheckFunc is one check: nil error when it passes, with a word on what it saw;
@@ -54,9 +56,7 @@ type Server struct {
 	ready []check
 
 	handler http.Handler
-	srv     *http.Server
-	ln      net.Listener
-	done    chan struct{}
+	ln      *serve.Listener // nil until Start
 }
 
 type check struct {
@@ -134,52 +134,29 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Start binds the address (an error names it) and serves in the background until
 // Stop.
 func (s *Server) Start(ctx context.Context) error {
-	if s.srv != nil {
+	if s.ln != nil {
 		return errors.New("admin: already started")
-	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
-	if err != nil {
-		return err
 	}
 	write := 30 * time.Second
 	if s.cfg.PProf {
 		write = 2 * time.Minute // /debug/pprof/profile and trace take 30s by default
 	}
-	s.ln, s.done = ln, make(chan struct{})
-	s.srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
-		WriteTimeout: write, IdleTimeout: 60 * time.Second,
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
-	go func() {
-		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("admin listener stopped", "err", err)
-		}
-	}()
+	ln, err := serve.Start(ctx, s.cfg.Listen, &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 10 * time.Second, WriteTimeout: write, IdleTimeout: 60 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}, s.log, "admin")
+	if err != nil {
+		return err
+	}
+	s.ln = ln
 	return nil
 }
 
 // Addr is the address listened on (a port 0 resolved), nil before Start.
-func (s *Server) Addr() net.Addr {
-	if s.ln == nil {
-		return nil
-	}
-	return s.ln.Addr()
-}
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
 // Stop closes the listener and waits for the requests in flight until ctx ends,
 // then closes their connections. Safe before Start and twice.
-func (s *Server) Stop(ctx context.Context) error {
-	if s.srv == nil {
-		return nil
-	}
-	err := s.srv.Shutdown(ctx)
-	if err != nil {
-		s.srv.Close()
-	}
-	<-s.done
-	return err
-}
+func (s *Server) Stop(ctx context.Context) error { return s.ln.Stop(ctx) }
 
 func (s *Server) index(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

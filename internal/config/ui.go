@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"net"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -77,14 +76,7 @@ func (u UI) CookieSecure() bool {
 // interface (127.0.0.0/8, ::1, localhost); an empty host is every interface.
 func IsLoopback(listen string) bool {
 	host, _, err := net.SplitHostPort(listen)
-	if err != nil || host == "" {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.IsLoopback()
+	return err == nil && host != "" && isLoopback(host)
 }
 
 func (u UI) validate(h HTTP, admin Admin, p *problems) {

@@ -32,10 +32,12 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/inbox"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/reconcile"
+	"github.com/ordersync/ordersync/internal/serve"
 )
 
 // Roles, as ui.users[].role names them.
@@ -108,9 +110,7 @@ type Server struct {
 	// exportPage is how many operations an export reads at a time (tests make it small).
 	exportPage int
 
-	srv  *http.Server
-	ln   net.Listener
-	done chan struct{}
+	ln *serve.Listener // nil until Start
 }
 
 // New checks cfg and builds the server; it listens once started.
@@ -122,7 +122,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Journal == nil || cfg.Outbox == nil {
 		return nil, errors.New("ui: the journal and the outbox stores are required")
 	}
-	if cfg.Listen != "" && len(cfg.Users) == 0 && !isLoopback(cfg.Listen) {
+	if cfg.Listen != "" && len(cfg.Users) == 0 && !config.IsLoopback(cfg.Listen) {
 		return nil, fmt.Errorf("ui: %s is reachable from other machines, so the pages need users (ui.users); "+
 			"or listen on 127.0.0.1", cfg.Listen)
 	}
@@ -175,35 +175,23 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Start binds the address (an error names it) and serves in the background until
 // Stop.
 func (s *Server) Start(ctx context.Context) error {
-	if s.srv != nil {
+	if s.ln != nil {
 		return errors.New("ui: already started")
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
+	// No WriteTimeout: an export streams every row the filters match, however long
+	// that takes; a client that stops reading is cut off by TCP.
+	ln, err := serve.Start(ctx, s.cfg.Listen, &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}, s.log, "ui")
 	if err != nil {
 		return err
 	}
-	s.ln, s.done = ln, make(chan struct{})
-	// No WriteTimeout: an export streams every row the filters match, however long
-	// that takes; a client that stops reading is cut off by TCP.
-	s.srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
-	go func() {
-		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("ui: listener stopped", "err", err)
-		}
-	}()
+	s.ln = ln
 	return nil
 }
 
 // Addr is the address listened on (a port 0 resolved), nil before Start.
-func (s *Server) Addr() net.Addr {
-	if s.ln == nil {
-		return nil
-	}
-	return s.ln.Addr()
-}
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
 // URL is the journal's address once started: http://host:port/ui/journal.
 func (s *Server) URL() string {
@@ -215,30 +203,7 @@ func (s *Server) URL() string {
 
 // Stop stops serving: requests in flight get until ctx ends, then their connections
 // are closed. Safe before Start and twice.
-func (s *Server) Stop(ctx context.Context) error {
-	if s.srv == nil {
-		return nil
-	}
-	err := s.srv.Shutdown(ctx)
-	if err != nil {
-		s.srv.Close()
-	}
-	<-s.done
-	return err
-}
-
-// isLoopback reports whether listen binds only the loopback interface.
-func isLoopback(listen string) bool {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil || host == "" {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+func (s *Server) Stop(ctx context.Context) error { return s.ln.Stop(ctx) }
 
 // randomToken is 32 random bytes, URL-safe base64.
 func randomToken() string {
