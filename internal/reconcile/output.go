@@ -10,6 +10,8 @@ import (
 
 	"github.com/shopspring/decimal"
 	"github.com/xuri/excelize/v2"
+
+	"github.com/ordersync/ordersync/internal/journal/export"
 )
 
 // WriteJSON writes the report as one JSON object (the public shape of Report).
@@ -102,19 +104,7 @@ func WriteXLSX(w io.Writer, r Report) (err error) {
 		}
 		return cells
 	}
-	moneyCell := func(d *decimal.Decimal) any {
-		if d == nil {
-			return nil
-		}
-		// A spreadsheet keeps binary floats: the decimal becomes one only here, and
-		// only when it comes back exactly; otherwise the cell is its exact text.
-		rd := d.Round(2)
-		v, _ := rd.Float64()
-		if !decimal.NewFromFloat(v).Equal(rd) {
-			return rd.StringFixed(2)
-		}
-		return excelize.Cell{StyleID: moneyStyle, Value: v}
-	}
+	moneyCell := func(d *decimal.Decimal) any { return export.MoneyCell(d, moneyStyle) }
 
 	sw, err := f.NewStreamWriter(SheetItems)
 	if err != nil {

@@ -70,11 +70,12 @@ func (x *xlsxWriter) next(cells []any) error {
 	return x.sw.SetRow(cell, cells)
 }
 
-// money is a total as an XLSX number. A spreadsheet keeps numbers as binary
-// floating point, so the exact decimal becomes one only here, at the edge, and only
-// when it comes back exactly (15 significant digits and fewer: any real order);
-// otherwise the cell is the exact text, never a rounded number.
-func (x *xlsxWriter) moneyCell(d *decimal.Decimal) any {
+// MoneyCell is an amount as an XLSX stream writer's cell with style (a 0.00
+// format), nil for none. A spreadsheet keeps numbers as binary floating point, so
+// the exact decimal becomes one only here, at the edge, and only when it comes back
+// exactly (15 significant digits and fewer: any real order); otherwise the cell is
+// the exact text, never a rounded number.
+func MoneyCell(d *decimal.Decimal, style int) any {
 	if d == nil {
 		return nil
 	}
@@ -83,7 +84,7 @@ func (x *xlsxWriter) moneyCell(d *decimal.Decimal) any {
 	if !decimal.NewFromFloat(f).Equal(r) {
 		return r.StringFixed(2)
 	}
-	return excelize.Cell{StyleID: x.money, Value: f}
+	return excelize.Cell{StyleID: style, Value: f}
 }
 
 // timeCell is t as a date cell: the wall clock in its zone (a spreadsheet's dates
@@ -102,7 +103,7 @@ func (x *xlsxWriter) Write(r Row) error {
 	}
 	created := r.Created
 	return x.next([]any{r.Source, r.MarketplaceNumber, r.ExternalID, r.Key, r.Kind, r.Status, r.Customer, r.Phone,
-		r.OneCNumber, r.OneCDate, r.OneCRef, x.moneyCell(r.Total), r.Currency, x.timeCell(&created), x.timeCell(r.Done),
+		r.OneCNumber, r.OneCDate, r.OneCRef, MoneyCell(r.Total, x.money), r.Currency, x.timeCell(&created), x.timeCell(r.Done),
 		r.Attempts, r.LastError, r.Warnings})
 }
 
