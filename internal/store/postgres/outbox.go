@@ -224,21 +224,27 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 // the event was in flight (a DisableDestination): the destination has it. A failure
 // on a row that died meanwhile leaves it dead.
 //
-// The rows are found by id ($3, through the primary key), not by joining the results
-// against the table: a generic plan of the join read every unsent row to find its
-// batch. It returns how many rows it changed and how many of them it marked sent.
+// The rows are found by id ($3, an index scan), and each row finds its result by
+// its position in $3 (array_position): there is no join for the planner to choose.
+// A join of the unnested results against the table was planned with the table as the
+// outer side, reading the results again for every row (100 × 100 result rows: 5 of a
+// round's 6 ms at a backlog of 50,000), and without "o.id = ANY ($3)" as a walk over
+// every unsent row filtered by token. TestClaimPlans holds both off. (array_position
+// walks $3: n²/2 integer comparisons for a batch of n, microseconds at 1,000.) It
+// returns how many rows it changed and how many of them it marked sent.
 const completeSQL = `
 WITH done AS (
-	UPDATE outbox o SET
-		sent_at = CASE WHEN r.sent THEN $2::timestamptz END,
-		dead_at = CASE WHEN r.sent THEN NULL WHEN r.dead THEN coalesce(o.dead_at, $2) ELSE o.dead_at END,
-		last_error = CASE WHEN r.sent OR (r.released AND r.error = '') THEN o.last_error ELSE r.error END,
-		next_attempt_at = CASE WHEN r.sent OR r.dead THEN o.next_attempt_at ELSE coalesce(r.next, o.next_attempt_at) END,
-		attempts = CASE WHEN r.released AND o.attempts > 0 THEN o.attempts - 1 ELSE o.attempts END,
-		lease_until = NULL
-	FROM unnest($3::bigint[], $4::bool[], $5::bool[], $6::text[], $7::timestamptz[], $8::bool[]) AS r (id, sent, dead, error, next, released)
-	WHERE o.id = ANY ($3::bigint[]) AND o.id = r.id AND o.claim_token = $1 AND o.sent_at IS NULL
-	RETURNING r.sent
+	UPDATE outbox o SET (sent_at, dead_at, last_error, next_attempt_at, attempts, lease_until) = (
+		SELECT CASE WHEN r.sent THEN $2::timestamptz END,
+			CASE WHEN r.sent THEN NULL WHEN r.dead THEN coalesce(o.dead_at, $2) ELSE o.dead_at END,
+			CASE WHEN r.sent OR (r.released AND r.error = '') THEN o.last_error ELSE r.error END,
+			CASE WHEN r.sent OR r.dead THEN o.next_attempt_at ELSE coalesce(r.next, o.next_attempt_at) END,
+			CASE WHEN r.released AND o.attempts > 0 THEN o.attempts - 1 ELSE o.attempts END,
+			NULL::timestamptz
+		FROM (SELECT ($4::bool[])[i], ($5::bool[])[i], ($6::text[])[i], ($7::timestamptz[])[i], ($8::bool[])[i]
+			FROM (SELECT array_position($3::bigint[], o.id)) AS p (i)) AS r (sent, dead, error, next, released))
+	WHERE o.id = ANY ($3::bigint[]) AND o.claim_token = $1 AND o.sent_at IS NULL
+	RETURNING o.sent_at IS NOT NULL AS sent
 )
 SELECT count(*), count(*) FILTER (WHERE sent) FROM done`
 

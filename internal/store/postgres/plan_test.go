@@ -81,7 +81,8 @@ type planCase struct {
 
 // planPrepare is SQL run before a case, off the capture: it puts back what the
 // case's other run used up.
-var planPrepare = map[string]string{"journal WakeWaiting": planWaitingSQL, "journal ApplyWakes": planWakesSQL}
+var planPrepare = map[string]string{"journal WakeWaiting": planWaitingSQL, "journal ApplyWakes": planWakesSQL,
+	"outbox Claim with a write-back": planUnsentSQL, "outbox Complete": planUnsentSQL}
 
 // Sizes of the fill, as functions of n (see planFill).
 func planWaiting(n int) int { return n / 100 } // pending on a transient failure: WakeWaiting wakes them all
@@ -167,6 +168,35 @@ func testClaimPlans(t *testing.T, n int) {
 			}
 			return nil
 		}},
+		// The relay's round trip: the last round's results written back by id, then
+		// the next claim; and a write-back on its own (a relay about to wait or stop).
+		// Each result is found by its id: 100 rows read and 100 written, and the
+		// arrays of results read once, not once a row.
+		{"outbox Claim with a write-back", 1000 + 200, func(ctx context.Context, db *DB) error {
+			done, err := planClaimed(ctx, setup)
+			if err != nil {
+				return err
+			}
+			c, err := db.Outbox().Claim(ctx, outbox.ClaimRequest{Limit: 100, Lease: time.Minute, Complete: done})
+			if err != nil {
+				return err
+			}
+			if c.Completed.Rows != len(done.Results) {
+				return fmt.Errorf("outbox claim: wrote back %d results, want %d", c.Completed.Rows, len(done.Results))
+			}
+			return nil
+		}},
+		{"outbox Complete", 200, func(ctx context.Context, db *DB) error {
+			done, err := planClaimed(ctx, setup)
+			if err != nil {
+				return err
+			}
+			n, err := db.Outbox().Complete(ctx, done.Token, done.Results)
+			if err == nil && n != len(done.Results) {
+				err = fmt.Errorf("outbox complete: wrote back %d results, want %d", n, len(done.Results))
+			}
+			return err
+		}},
 		{"inbox Receive with a wake", lockSlack, func(ctx context.Context, db *DB) error {
 			body := []byte(`{"id":"deal-49"}`)
 			id := fmt.Sprintf("plan-%d", time.Now().UnixNano())
@@ -243,6 +273,10 @@ func checkPlans(t *testing.T, c planCase, n int, mode string, sizes map[string]f
 		for _, s := range seq {
 			t.Errorf("%s (%d rows, %s plans): Seq Scan on %s:\n%s", c.name, n, mode, s, p.text())
 		}
+		if f := planRescannedFunctions(p.Plan); f > 0 {
+			t.Errorf("%s (%d rows, %s plans): a function scan (the statement's arrays, unnested) is read again for every row of another scan, %d times: the statement is quadratic in its batch:\n%s",
+				c.name, n, mode, f, p.text())
+		}
 	}
 	if read > c.maxRows {
 		var b strings.Builder
@@ -291,6 +325,20 @@ func planRowsRead(p planNode, sizes map[string]float64) (rows int, seqScans []st
 		seqScans = append(seqScans, s...)
 	}
 	return rows, seqScans
+}
+
+// planRescannedFunctions is the most loops of any function scan in p with more than
+// one: unnest over a statement's own arrays must be read once (a nested loop that
+// reads it again for each outer row does n×m work for a batch of n).
+func planRescannedFunctions(p planNode) int {
+	loops := 0
+	if p.NodeType == "Function Scan" && p.ActualLoops > 1 {
+		loops = int(p.ActualLoops)
+	}
+	for _, c := range p.Plans {
+		loops = max(loops, planRescannedFunctions(c))
+	}
+	return loops
 }
 
 // planTableSizes is the number of rows of every table, as ANALYZE estimated it.
@@ -437,6 +485,42 @@ func (pc *planCapture) stop() []capturedPlan {
 		panic(pc.err)
 	}
 	return pc.plans
+}
+
+// planUnsentSQL adds 100 due events, each in a lane of its own, for a case that
+// claims them (off the capture) to write their results back.
+const planUnsentSQL = `
+	INSERT INTO outbox (event_id, destination, aggregate_type, aggregate_id, sequence, event_type, data,
+		occurred_at, created_at, next_attempt_at)
+	SELECT gen_random_uuid(), 'crm', 'order', 'site:order:plan-' || gen_random_uuid(), 1, 'order.created',
+		'{"ref":"r","number":"1"}', now() - interval '1 minute', now() - interval '1 minute', now() - interval '1 minute'
+	FROM generate_series(1, 100)`
+
+// planClaimed claims 100 events through db (a pool without the capture) and returns
+// the results a relay would write back for them: one failed (due again later), one
+// dead, one released, the rest sent.
+func planClaimed(ctx context.Context, db *DB) (outbox.Completion, error) {
+	c, err := db.Outbox().Claim(ctx, outbox.ClaimRequest{Limit: 100, Lease: time.Minute})
+	if err != nil {
+		return outbox.Completion{}, err
+	}
+	if len(c.Records) < 4 {
+		return outbox.Completion{}, fmt.Errorf("outbox claim: %d events claimed, want 100", len(c.Records))
+	}
+	done := outbox.Completion{Token: c.Token}
+	for i, r := range c.Records {
+		res := outbox.Result{ID: r.ID, Sent: true}
+		switch i {
+		case 0:
+			res = outbox.Result{ID: r.ID, Error: "HTTP 503", NextAttemptAt: time.Now().Add(time.Minute)}
+		case 1:
+			res = outbox.Result{ID: r.ID, Error: "HTTP 400", Dead: true}
+		case 2:
+			res = outbox.Result{ID: r.ID, Released: true}
+		}
+		done.Results = append(done.Results, res)
+	}
+	return done, nil
 }
 
 // planWakesSQL records planWakes wakes of pending operations spread over the keys;
