@@ -169,9 +169,20 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 	// (BEGIN is queued as a plain query, not with Batch.BeginTx: the pool keeps a
 	// BeginTx batch's connection until its Tx is ended, and this batch commits itself.
 	// Should the batch fail, the pool discards the connection left in a transaction.)
+	//
+	// The transaction commits without waiting for its WAL to reach the disk
+	// (synchronous_commit off, for it alone): it holds only the relay's bookkeeping,
+	// leases and results, and delivery is at least once. A server that crashes may
+	// forget the last fraction of a second of them; those events are then claimed and
+	// delivered again, and the receivers dedupe on the event id, as after a relay that
+	// dies between a delivery and its write-back. The events themselves are written
+	// with the operation's verdict, whose commit waits as every other does. The wait
+	// was about 1 ms of a round's 9 (no-op relay, 50k events: 15.2k -> 17.9k events/s,
+	// medians of 5).
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	b.Queue(`SET LOCAL enable_sort = off`)
+	b.Queue(`SET LOCAL synchronous_commit = off`)
 	if done != nil {
 		b.Queue(completeSQL, done...)
 	}
@@ -180,7 +191,7 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 	br := o.db.pool.SendBatch(ctx, b)
 	var completed outbox.Completed
 	recs, err := func() ([]outbox.Record, error) {
-		for range 2 {
+		for range 3 { // BEGIN, SET LOCAL, SET LOCAL
 			if _, err := br.Exec(); err != nil {
 				return nil, err
 			}
