@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/store/storetest"
@@ -31,6 +33,18 @@ func newDB(t *testing.T, cfg Config) *DB {
 		t.Fatal(err)
 	}
 	return db
+}
+
+// newCountedDB is newDB with every round trip to the server counted in rt. pgxpool
+// pings a connection idle for over a second before handing it out; that is the
+// pool's health check, not the path measured, and would make counts depend on
+// timing, so it is off.
+func newCountedDB(t *testing.T, rt *testdb.RoundTrips) *DB {
+	t.Helper()
+	return newDB(t, Config{ConfigurePool: func(c *pgxpool.Config) {
+		rt.Install(c)
+		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	}})
 }
 
 func TestJournal(t *testing.T) {

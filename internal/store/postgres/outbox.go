@@ -147,7 +147,7 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 		limit = DefaultClaimLimit
 	}
 	now := o.db.nowUTC()
-	var done []any
+	var done [][]any
 	if len(req.Complete.Results) > 0 {
 		var err error
 		if done, err = completeArgs(now, req.Complete.Token, req.Complete.Results); err != nil {
@@ -183,8 +183,8 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 	b.Queue(`BEGIN`)
 	b.Queue(`SET LOCAL enable_sort = off`)
 	b.Queue(`SET LOCAL synchronous_commit = off`)
-	if done != nil {
-		b.Queue(completeSQL, done...)
+	for _, args := range done {
+		b.Queue(completeSQL, args...)
 	}
 	b.Queue(claimSQL, clock, limit, leaseUntil, nonNil(req.SkipDead), nonNil(req.Only), token, req.Lease)
 	b.Queue(`COMMIT`)
@@ -196,10 +196,12 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 				return nil, err
 			}
 		}
-		if done != nil {
-			if err := br.QueryRow().Scan(&completed.Rows, &completed.Sent); err != nil {
+		for range done {
+			var rows, sent int
+			if err := br.QueryRow().Scan(&rows, &sent); err != nil {
 				return nil, err
 			}
+			completed.Rows, completed.Sent = completed.Rows+rows, completed.Sent+sent
 		}
 		rows, err := br.Query()
 		if err != nil {
@@ -241,9 +243,9 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 // outer side, reading the results again for every row (100 × 100 result rows: 5 of a
 // round's 6 ms at a backlog of 50,000), and without "o.id = ANY ($3)" as a walk over
 // every unsent row filtered by token. TestClaimPlans holds both off. (array_position
-// walks $3: n²/2 integer comparisons for a batch of n, 5,000 at the default 100,
-// 50 million at the largest batch allowed, 10,000.) It
-// returns how many rows it changed and how many of them it marked sent.
+// walks $3: n²/2 integer comparisons for n results, so a write-back goes in chunks of
+// completeChunk.) It returns how many rows it changed and how many of them it marked
+// sent.
 const completeSQL = `
 WITH done AS (
 	UPDATE outbox o SET (sent_at, dead_at, last_error, next_attempt_at, attempts, lease_until) = (
@@ -260,8 +262,8 @@ WITH done AS (
 )
 SELECT count(*), count(*) FILTER (WHERE sent) FROM done`
 
-// Complete writes back results under the claim's token in one statement (one round
-// trip) and returns how many rows it changed: fewer than len(results) when another
+// Complete writes back results under the claim's token in one round trip (a
+// statement for each completeChunk of them) and returns how many rows it changed: fewer than len(results) when another
 // claim has taken some over. A failed result with no NextAttemptAt is due now; a
 // released one with no NextAttemptAt keeps its next attempt time (due at once) and,
 // with no Error, its last error. The relay writes most of its results with its next
@@ -270,19 +272,40 @@ func (o *Outbox) Complete(ctx context.Context, token string, results []outbox.Re
 	if len(results) == 0 {
 		return 0, nil
 	}
-	args, err := completeArgs(o.db.nowUTC(), token, results)
+	chunks, err := completeArgs(o.db.nowUTC(), token, results)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: outbox complete: %w", err)
 	}
-	var n, sent int
-	if err := o.db.pool.QueryRow(ctx, completeSQL, args...).Scan(&n, &sent); err != nil {
+	b := &pgx.Batch{}
+	for _, args := range chunks {
+		b.Queue(completeSQL, args...)
+	}
+	br := o.db.pool.SendBatch(ctx, b)
+	n := 0
+	for range chunks {
+		var rows, sent int
+		if err = br.QueryRow().Scan(&rows, &sent); err != nil {
+			break
+		}
+		n += rows
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return 0, fmt.Errorf("postgres: outbox complete: %w", interpretError(err))
 	}
 	return n, nil
 }
 
-// completeArgs checks results and turns them into completeSQL's arguments.
-func completeArgs(now time.Time, token string, results []outbox.Result) ([]any, error) {
+// completeChunk is the most results one completeSQL statement writes back: its
+// array_position lookups cost n²/2 comparisons for n results, 125,000 at 500, and a
+// larger batch is written as several statements in the same round trip.
+const completeChunk = 500
+
+// completeArgs checks results and turns them into completeSQL's arguments, one set
+// for each completeChunk of them.
+func completeArgs(now time.Time, token string, results []outbox.Result) ([][]any, error) {
 	if _, err := uuid.Parse(token); err != nil {
 		return nil, fmt.Errorf("claim token %q is not a UUID", token)
 	}
@@ -315,7 +338,12 @@ func completeArgs(now time.Time, token string, results []outbox.Result) ([]any, 
 		}
 		ids, sent, dead, errs, nexts = append(ids, r.ID), append(sent, r.Sent), append(dead, r.Dead), append(errs, r.Error), append(nexts, next)
 	}
-	return []any{token, now, ids, sent, dead, errs, nexts, rel}, nil
+	var chunks [][]any
+	for lo := 0; lo < n; lo += completeChunk {
+		hi := min(lo+completeChunk, n)
+		chunks = append(chunks, []any{token, now, ids[lo:hi], sent[lo:hi], dead[lo:hi], errs[lo:hi], nexts[lo:hi], rel[lo:hi]})
+	}
+	return chunks, nil
 }
 
 const disableSQL = `

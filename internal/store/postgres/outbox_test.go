@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/outbox"
@@ -212,10 +211,7 @@ func TestOutboxRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	var rt testdb.RoundTrips
-	db := newDB(t, Config{ConfigurePool: func(c *pgxpool.Config) {
-		rt.Install(c)
-		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
-	}})
+	db := newCountedDB(t, &rt)
 	ob := db.Outbox()
 	enqueue := enqueueIn(db)
 	for round := range 3 {
@@ -261,6 +257,74 @@ func TestOutboxRoundTrips(t *testing.T) {
 		if round > 0 && (claim != 1 || complete != 1 || enq != 1) {
 			t.Fatalf("warm path: claim %d, complete %d, enqueue %d round trips; want 1 each", claim, complete, enq)
 		}
+	}
+}
+
+// A write-back of more results than one statement takes (completeChunk) is written
+// in several statements of one round trip, each result on its own row, whether it
+// rides with a claim or goes on its own.
+func TestWriteBackLargerThanAChunk(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var rt testdb.RoundTrips
+	db := newCountedDB(t, &rt)
+	const events, first = 3*completeChunk - 266, completeChunk + 200 // 1234, written back as 700 then 534
+	if _, err := db.Pool().Exec(ctx, `
+		INSERT INTO outbox (event_id, destination, aggregate_type, aggregate_id, sequence, event_type, data,
+			occurred_at, created_at, next_attempt_at)
+		SELECT gen_random_uuid(), 'crm', 'order', 'site:order:' || g, 1, 'order.created', '{"ref":"r"}', now(), now(), now()
+		FROM generate_series(1, $1::int) AS g`, events); err != nil {
+		t.Fatal(err)
+	}
+	ob := db.Outbox()
+	c, err := ob.Claim(ctx, outbox.ClaimRequest{Limit: events, Lease: time.Minute})
+	if err != nil || len(c.Records) != events {
+		t.Fatalf("claimed %d (%v), want %d", len(c.Records), err, events)
+	}
+	later := time.Now().Add(time.Hour)
+	var results []outbox.Result
+	wantSent := 0
+	for i, r := range c.Records {
+		if i%3 == 0 {
+			results = append(results, outbox.Result{ID: r.ID, Error: "HTTP 503", NextAttemptAt: later})
+			continue
+		}
+		results = append(results, outbox.Result{ID: r.ID, Sent: true})
+		wantSent++
+	}
+	firstSent := 0
+	for _, r := range results[:first] {
+		if r.Sent {
+			firstSent++
+		}
+	}
+	next, err := ob.Claim(ctx, outbox.ClaimRequest{Limit: 10, Lease: time.Minute,
+		Complete: outbox.Completion{Token: c.Token, Results: results[:first]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Completed != (outbox.Completed{Rows: first, Sent: firstSent}) || len(next.Records) != 0 {
+		t.Fatalf("claim with a write-back of %d: %+v and %d claimed; want %d rows, %d sent, nothing claimed",
+			first, next.Completed, len(next.Records), first, firstSent)
+	}
+	var n int
+	trips := rt.Measure(func() {
+		if n, err = ob.Complete(ctx, c.Token, results[first:]); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != events-first || trips != 1 {
+		t.Fatalf("complete of %d: %d rows in %d round trips, want %d in 1", events-first, n, trips, events-first)
+	}
+	var sent, failed, leased int
+	if err := db.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE sent_at IS NOT NULL),
+		count(*) FILTER (WHERE sent_at IS NULL AND last_error = 'HTTP 503' AND next_attempt_at > now()),
+		count(*) FILTER (WHERE lease_until IS NOT NULL) FROM outbox`).Scan(&sent, &failed, &leased); err != nil {
+		t.Fatal(err)
+	}
+	if sent != wantSent || failed != events-wantSent || leased != 0 {
+		t.Fatalf("after the write-backs: %d sent, %d failed and due later, %d leased; want %d, %d, 0",
+			sent, failed, leased, wantSent, events-wantSent)
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
@@ -375,13 +374,7 @@ func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	var rt testdb.RoundTrips
-	db := newDB(t, Config{ConfigurePool: func(c *pgxpool.Config) {
-		rt.Install(c)
-		// pgxpool pings a connection idle for over a second before handing it out; that
-		// is the pool's health check, not the journal's path, and would make counts
-		// depend on timing.
-		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
-	}})
+	db := newCountedDB(t, &rt)
 	j := db.Journal()
 
 	type counts struct {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shopspring/decimal"
 
 	"github.com/ordersync/ordersync/internal/journal"
@@ -70,10 +69,7 @@ func TestStockFinishRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	var rt testdb.RoundTrips
-	db := newDB(t, Config{ConfigurePool: func(c *pgxpool.Config) {
-		rt.Install(c)
-		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
-	}})
+	db := newCountedDB(t, &rt)
 	j := db.Journal()
 	var finish int64
 	for i := range 6 {
