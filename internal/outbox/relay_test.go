@@ -377,8 +377,8 @@ func TestGoneDestinationIsDisabledAndItsEventsDie(t *testing.T) {
 // over 3,000 events in 100 aggregates, some write-backs lost as if a relay crashed.
 // Every event arrives at least once, each aggregate in sequence order, each event
 // whose write-back was lost arrives again, and any other duplicate is of an event
-// whose lease ran out before it was written back (a fenced write-back: on a loaded machine a claim
-// over deep lanes can take a good part of the short lease).
+// whose lease ran out before it was written back (a fenced write-back: on a loaded
+// machine a claim over deep lanes can take a good part of the short lease).
 //
 // The lanes are 30 events deep, which real lanes (an order's few events) never are:
 // every claim reads the whole unsent backlog past the lane heads. At 100 deep, on a

@@ -183,9 +183,7 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 	b.Queue(`BEGIN`)
 	b.Queue(`SET LOCAL enable_sort = off`)
 	b.Queue(`SET LOCAL synchronous_commit = off`)
-	for _, args := range done {
-		b.Queue(completeSQL, args...)
-	}
+	queueComplete(b, done)
 	b.Queue(claimSQL, clock, limit, leaseUntil, nonNil(req.SkipDead), nonNil(req.Only), token, req.Lease)
 	b.Queue(`COMMIT`)
 	br := o.db.pool.SendBatch(ctx, b)
@@ -196,12 +194,9 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 				return nil, err
 			}
 		}
-		for range done {
-			var rows, sent int
-			if err := br.QueryRow().Scan(&rows, &sent); err != nil {
-				return nil, err
-			}
-			completed.Rows, completed.Sent = completed.Rows+rows, completed.Sent+sent
+		var err error
+		if completed, err = readCompleted(br, done); err != nil {
+			return nil, err
 		}
 		rows, err := br.Query()
 		if err != nil {
@@ -243,9 +238,8 @@ func (o *Outbox) Claim(ctx context.Context, req outbox.ClaimRequest) (outbox.Cla
 // outer side, reading the results again for every row (100 × 100 result rows: 5 of a
 // round's 6 ms at a backlog of 50,000), and without "o.id = ANY ($3)" as a walk over
 // every unsent row filtered by token. TestClaimPlans holds both off. (array_position
-// walks $3: n²/2 integer comparisons for n results, so a write-back goes in chunks of
-// completeChunk.) It returns how many rows it changed and how many of them it marked
-// sent.
+// makes the statement quadratic in its results: see completeChunk.) It returns how
+// many rows it changed and how many of them it marked sent.
 const completeSQL = `
 WITH done AS (
 	UPDATE outbox o SET (sent_at, dead_at, last_error, next_attempt_at, attempts, lease_until) = (
@@ -263,8 +257,8 @@ WITH done AS (
 SELECT count(*), count(*) FILTER (WHERE sent) FROM done`
 
 // Complete writes back results under the claim's token in one round trip (a
-// statement for each completeChunk of them) and returns how many rows it changed: fewer than len(results) when another
-// claim has taken some over. A failed result with no NextAttemptAt is due now; a
+// statement for each completeChunk of them) and returns how many rows it changed:
+// fewer than len(results) when another claim has taken some over. A failed result with no NextAttemptAt is due now; a
 // released one with no NextAttemptAt keeps its next attempt time (due at once) and,
 // with no Error, its last error. The relay writes most of its results with its next
 // Claim instead (ClaimRequest.Complete).
@@ -277,25 +271,36 @@ func (o *Outbox) Complete(ctx context.Context, token string, results []outbox.Re
 		return 0, fmt.Errorf("postgres: outbox complete: %w", err)
 	}
 	b := &pgx.Batch{}
-	for _, args := range chunks {
-		b.Queue(completeSQL, args...)
-	}
+	queueComplete(b, chunks)
 	br := o.db.pool.SendBatch(ctx, b)
-	n := 0
-	for range chunks {
-		var rows, sent int
-		if err = br.QueryRow().Scan(&rows, &sent); err != nil {
-			break
-		}
-		n += rows
-	}
+	done, err := readCompleted(br, chunks)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return 0, fmt.Errorf("postgres: outbox complete: %w", interpretError(err))
 	}
-	return n, nil
+	return done.Rows, nil
+}
+
+// queueComplete queues completeSQL once for each chunk of completeArgs; readCompleted
+// reads their counts back from the batch, added up.
+func queueComplete(b *pgx.Batch, chunks [][]any) {
+	for _, args := range chunks {
+		b.Queue(completeSQL, args...)
+	}
+}
+
+func readCompleted(br pgx.BatchResults, chunks [][]any) (outbox.Completed, error) {
+	var done outbox.Completed
+	for range chunks {
+		var rows, sent int
+		if err := br.QueryRow().Scan(&rows, &sent); err != nil {
+			return outbox.Completed{}, err
+		}
+		done.Rows, done.Sent = done.Rows+rows, done.Sent+sent
+	}
+	return done, nil
 }
 
 // completeChunk is the most results one completeSQL statement writes back: its
