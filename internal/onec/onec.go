@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/shopspring/decimal"
 )
@@ -228,8 +229,44 @@ type Exchange struct {
 
 // Recorder collects the exchanges of one attempt. Safe for concurrent use.
 type Recorder struct {
+	// Now is the clock MarkSent stamps with: the engine's, which is the database's
+	// (default time.Now).
+	Now func() time.Time
+
 	mu        sync.Mutex
 	exchanges []Exchange
+	sent      time.Time
+}
+
+// MarkSent records that a request that may change 1C (a POST) has just been
+// written whole onto the wire: 1C may act on it from now on. Clients call it when
+// the request is written, not when the call began, so that a wait for a free
+// onec.max_concurrency slot or for a connection is not counted in onec.settle_time.
+// A nil recorder ignores it.
+func (r *Recorder) MarkSent() {
+	if r == nil {
+		return
+	}
+	clock := r.Now
+	if clock == nil {
+		clock = time.Now
+	}
+	now := clock()
+	r.mu.Lock()
+	if now.After(r.sent) {
+		r.sent = now
+	}
+	r.mu.Unlock()
+}
+
+// LastSent is when the last request MarkSent recorded was written, zero when none.
+func (r *Recorder) LastSent() time.Time {
+	if r == nil {
+		return time.Time{}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sent
 }
 
 // Add appends one exchange.
