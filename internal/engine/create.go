@@ -83,8 +83,16 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 			order.CancelKeyOf(op.Key))}
 	}
 	req := ToCreateOrder(o, e.cfg.Location)
-	postedAt := e.cfg.Now()
+	// The settle time counts from the moment the POST was written whole (the client
+	// stamps it on the attempt's recorder), not from before a wait for a free
+	// onec.max_concurrency slot; a client that does not stamp falls back to the
+	// moment the call was made, which is no later.
+	calledAt := e.cfg.Now()
 	created, err := e.client.CreateOrder(ctx, req)
+	postedAt := onec.RecorderFrom(ctx).LastSent()
+	if postedAt.Before(calledAt) {
+		postedAt = calledAt
+	}
 	if err == nil {
 		res := &journal.Result{Ref: created.Ref, Number: created.Number, Date: created.Date}
 		if created.Existing {
@@ -96,11 +104,12 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 
 	class := onec.ClassOf(err)
 	var oe *onec.Error
-	if class == onec.Unknown && errors.As(err, &oe) && oe.Status == 500 {
-		// 1C itself answered 500 after the POST: a business exception, or a failure
-		// after the order was written. 1C has finished with the request, so asking
-		// now settles which. (A 504 is different: a proxy gave up while 1C may still
-		// be writing; that waits for the next attempt.)
+	if class == onec.Unknown && errors.As(err, &oe) && oe.Status == 500 && oe.API {
+		// The service's handler itself answered 500 with the contract's error after
+		// the POST: a business exception, or a failure after the order was written.
+		// 1C has finished with the request, so asking now settles which. Any other
+		// 5xx (a proxy's page, a 504) may come while 1C is still writing; that waits
+		// for the next attempt, after the settle time.
 		again, ferr := e.client.FindOrders(ctx, extID)
 		switch {
 		case ferr != nil:

@@ -38,6 +38,10 @@ type Config struct {
 	// attempt, and any cancel that would conclude "never created", waits this long
 	// from the moment the POST was sent, since 1C may still be writing the order.
 	SettleTime time.Duration
+	// LateVerify is onec.late_verify, default 1h: a create that was ever in doubt is
+	// looked up in 1C once more this long after its newest doubtful POST, so that a
+	// duplicate that a 1C slower than the settle time committed late is still found.
+	LateVerify time.Duration
 	// GiveUpAfter is worker.give_up_after, default 72h: failures that are not the
 	// order's (1C down, a missing publication) never fail an operation before this
 	// has passed since its first attempt. MaxAttempts counts only unknown outcomes.
@@ -136,6 +140,7 @@ func New(store journal.Store, client onec.Client, cfg Config) *Engine {
 	cfg.OneCTimeout = cmp.Or(cfg.OneCTimeout, 30*time.Second)
 	cfg.WaitInterval = cmp.Or(cfg.WaitInterval, 24*time.Hour)
 	cfg.SettleTime = cmp.Or(cfg.SettleTime, 2*time.Minute)
+	cfg.LateVerify = cmp.Or(cfg.LateVerify, time.Hour)
 	cfg.GiveUpAfter = cmp.Or(cfg.GiveUpAfter, 72*time.Hour)
 	cfg.PingInterval = cmp.Or(cfg.PingInterval, 15*time.Second)
 	cfg.VerifyLease = cmp.Or(cfg.VerifyLease, CallBudget(cfg.OneCTimeout))
@@ -431,14 +436,18 @@ func (e *Engine) process(ctx context.Context, claim journal.Claim) error {
 	attempt := claim.Attempt()
 	log := e.log.With("key", op.Key, "attempt", attempt)
 
-	rec := &onec.Recorder{}
+	rec := &onec.Recorder{Now: e.cfg.Now}
 	// The attempt's deadline counts from the moment its row was written, so a claim
-	// that takes it over (TakeoverAfter past that moment) never races its calls.
+	// that takes it over (TakeoverAfter past that moment) never races its calls. That
+	// moment is on the engine's clock (the database's); the deadline is set on this
+	// process's own clock, by what is left of the budget, so that a process clock that
+	// differs from the database's neither cuts the call short nor stretches it.
 	started := op.AttemptStartedAt
 	if started.IsZero() {
 		started = e.cfg.Now()
 	}
-	callCtx, cancel := context.WithDeadline(onec.WithRecorder(ctx, rec), started.Add(CallBudget(e.cfg.OneCTimeout)))
+	left := CallBudget(e.cfg.OneCTimeout) - e.cfg.Now().Sub(started)
+	callCtx, cancel := context.WithTimeout(onec.WithRecorder(ctx, rec), left)
 	v := e.carryOut(callCtx, log, op)
 	cancel()
 
@@ -450,7 +459,11 @@ func (e *Engine) process(ctx context.Context, claim journal.Claim) error {
 			f.Snapshot = v.snapshot
 			f.Messages = snapshotMessages(v.snapshot, v.publish, now)
 		} else {
-			f.Messages = e.cfg.Routes.Address(eventFor(op, v.result, now))
+			announced := op
+			if v.payload != nil {
+				announced.Payload = v.payload // the order fetched, not the push's stub
+			}
+			f.Messages = e.cfg.Routes.Address(eventFor(announced, v.result, now))
 		}
 		if len(v.warnings) > 0 {
 			f.Warnings = mergeWarnings(op.Warnings, v.warnings)
@@ -574,14 +587,21 @@ func (e *Engine) verdictFinish(op journal.Operation, v verdict, attempt int, sta
 	}
 	f := journal.Finish{Status: journal.StatusPending, Class: class, Error: msg, Ref: v.ref}
 	if class == journal.ClassUnknown {
+		// The settle time of this POST is kept whatever the verdict: a create that
+		// fails here may still be being written by 1C, and a cancel, a resync or a
+		// wake of it waits that out (failed is not settled).
+		if !v.postedAt.IsZero() {
+			f.SettleUntil = v.postedAt.Add(e.cfg.SettleTime)
+		}
 		unknown := op.UnknownAttempts + 1
 		if unknown >= e.cfg.MaxAttempts {
 			f.Status = journal.StatusFailed
 			f.Error = fmt.Sprintf("gave up after %d attempts whose outcome was unknown (worker.max_attempts): %s", unknown, msg)
+			if !f.SettleUntil.IsZero() {
+				f.Error += fmt.Sprintf("; its last POST may still be at work in 1C until %s: a cancel or resync waits for that",
+					f.SettleUntil.UTC().Format(time.RFC3339))
+			}
 			return f
-		}
-		if !v.postedAt.IsZero() {
-			f.SettleUntil = v.postedAt.Add(e.cfg.SettleTime)
 		}
 	}
 	if since := now.Sub(first); since >= e.cfg.GiveUpAfter {
