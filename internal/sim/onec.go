@@ -585,7 +585,7 @@ func (s *OneC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f != nil {
 		switch f.Kind {
 		case LockConflict500:
-			s.writeText(w, http.StatusInternalServerError, lockConflictText)
+			s.writeError(w, http.StatusInternalServerError, lockConflictError, nil)
 			return
 		case BusinessError500:
 			s.writeText(w, http.StatusInternalServerError, businessErrorText)
@@ -1033,7 +1033,8 @@ func (s *OneC) lockLocked(externalID string) *createResult {
 			s.mu.Lock()
 		case <-timeout:
 			s.mu.Lock()
-			return &createResult{status: http.StatusInternalServerError, text: lockConflictText}
+			conflict := lockConflictError
+			return &createResult{status: http.StatusInternalServerError, problem: &conflict}
 		case <-s.closed:
 			s.mu.Lock()
 			return &createResult{status: http.StatusServiceUnavailable, text: shutdownText}
@@ -1201,6 +1202,11 @@ type discardWriter struct{ h http.Header }
 func (d discardWriter) Header() http.Header         { return d.h }
 func (d discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (d discardWriter) WriteHeader(int)             {}
+
+// lockConflictError is how the module answers a lock conflict (HTTP 500): the
+// contract's error object, code lock_conflict, with the platform's text. The module
+// tells a lock conflict by the exception's own text; a client, by the code only.
+var lockConflictError = apiError{Code: "lock_conflict", Message: lockConflictText}
 
 const lockConflictText = `{ОбщийМодуль.ordersync.Модуль(118)}: Ошибка при вызове метода контекста (Записать)
 	ДокументОбъект.Записать(РежимЗаписиДокумента.Проведение);

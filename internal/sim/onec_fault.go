@@ -18,7 +18,8 @@ const (
 	Status504
 	// Status406 answers 406 as a publication does when no session or licence is free.
 	Status406
-	// LockConflict500 answers 500 with 1C's text of a managed-lock conflict; the
+	// LockConflict500 answers 500 as the module answers a managed-lock conflict: the
+	// contract's error object, code lock_conflict, its message 1C's text. The
 	// transaction rolled back and nothing was written.
 	LockConflict500
 	// BusinessError500 answers 500 with a 1C exception raised by the module; nothing

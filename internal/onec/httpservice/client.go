@@ -10,20 +10,27 @@
 // once and never again.
 //
 // Classification (Transient: safe to retry; Unknown: a POST may have been carried
-// out, find before creating again; Permanent; Auth: an operator must act):
+// out, find before creating again; Permanent; Auth and Configuration: an operator
+// must act). A lock conflict is 1C's module saying so in the contract's error
+// object, {"error":{"code":"lock_conflict"}}; the words of a body never make one.
+// Whatever else answers a POST with a 5xx or a 2xx that is not JSON leaves its
+// outcome unknown:
 //
 //	no answer, request not written (dial, timeout)    Transient
 //	no answer after a GET was written                 Transient (retried)
 //	no answer after a POST was written                Unknown
 //	an answer larger than onec.max_response           GET: Transient (not retried within the call); POST: Unknown (1C answered: it may have acted)
-//	406, 429, 502, 503                                Transient
-//	504                                               GET: Transient; POST: Unknown (the proxy gave up, 1C may not have)
-//	5xx with a lock-conflict text                     Transient
-//	other 5xx                                         GET: Transient; POST: Unknown
+//	406, 429                                          Transient (no session, licence or turn: the handler never ran)
+//	5xx with the {"error"} object, code lock_conflict Transient (the module's transaction rolled back; API set)
+//	5xx with another {"error"} object (exception)     GET: Transient; POST: Unknown, API set (the handler answered: it has finished)
+//	5xx without the {"error"} object (500, 502, 503,  GET: Transient; POST: Unknown (a web server's or proxy's answer: the
+//	504, a proxy's page, 1C's text of any exception)    handler may not have run, may still be running, or may have finished)
 //	400 on an expired session (no {"error"} body)     Transient; a GET renews the session and goes on
 //	other 3xx and 4xx, 409 except on create           Permanent, with 1C's code, message, field
 //	404, 405 whose body is not the {"error"} object   Configuration (the publication or its URL is wrong)
-//	401, 403, or a 2xx whose body is not JSON         Auth
+//	401, 403                                          Auth
+//	a 2xx whose body is not JSON                      GET: Auth (a publication's login page); POST: Unknown (it may be 1C's
+//	                                                    answer mangled, or the login page: the find that comes next tells)
 //	409 on create with the order                      success: onec.Created{Existing: true}
 //	409 or 2xx on create without the order's ref      Unknown
 package httpservice
@@ -646,11 +653,20 @@ func (c *Client) acquire(ctx context.Context) (*slot, error) {
 func (c *Client) exchange(ctx context.Context, k call, s *slot) (ans answer, sentCookie bool, err error) {
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	var wrote atomic.Bool
+	var wrote, marked atomic.Bool
+	// markSent stamps, once, the moment a request that may change 1C was written
+	// whole: 1C may act on it from then on, not from when the call began, before the
+	// wait for a slot and a connection.
+	markSent := func() {
+		if !k.idempotent() && marked.CompareAndSwap(false, true) {
+			onec.RecorderFrom(ctx).MarkSent()
+		}
+	}
 	rctx = httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{
 		WroteRequest: func(i httptrace.WroteRequestInfo) {
 			if i.Err == nil {
 				wrote.Store(true)
+				markSent()
 			}
 		},
 	})
@@ -676,6 +692,11 @@ func (c *Client) exchange(ctx context.Context, k call, s *slot) (ans answer, sen
 	var hr *http.Response
 	if resp != nil {
 		hr = resp.RawResponse
+	}
+	if hr != nil {
+		// An answer can be read before the transport has run the hook of the
+		// request it answers; a later stamp only makes the settle time longer.
+		markSent()
 	}
 	if herr == nil && hr == nil {
 		herr = errors.New("no response") // not expected from resty; never read a nil response
@@ -863,6 +884,9 @@ func (c *Client) transportError(ctx, rctx context.Context, k call, wrote bool, e
 func (c *Client) judge(k call, ans answer) (answer, error) {
 	st := ans.status
 	if st >= 200 && st < 300 && !isJSON(ans.body) {
+		if !k.idempotent() {
+			return answer{}, c.unreadablePost(k, st, ans.body)
+		}
 		return answer{}, c.authError(k, st, ans.body)
 	}
 	if k.accepts(st) {
@@ -887,20 +911,26 @@ func (c *Client) classify(k call, ans answer) *onec.Error {
 		e.Message = fmt.Sprintf("1C's web server answered %d for %s %s%s with a page that is not the ordersync service's answer: "+
 			"the publication or its URL template is missing, or onec.base_url is wrong (%s)",
 			st, k.method, c.base, k.path, snippet(ans.body))
-	case st == http.StatusGatewayTimeout && !k.idempotent():
-		// A proxy stopped waiting for 1C; 1C may still be writing the order.
-		e.Class = onec.Unknown
-	case st == http.StatusNotAcceptable, st == http.StatusTooManyRequests,
-		st == http.StatusBadGateway, st == http.StatusServiceUnavailable, st == http.StatusGatewayTimeout:
-		// No free session or licence, or the web server could not reach 1C.
+	case st >= 500 && e.API && e.Code == codeLockConflict:
+		// The module's transaction rolled back on a lock conflict: nothing was written.
 		e.Class = onec.Transient
-	case st >= 500 && isLockConflict(ans.body):
-		// The 1C transaction rolled back on a lock conflict: nothing was written.
+	case st == http.StatusNotAcceptable, st == http.StatusTooManyRequests:
+		// No free session or licence, or not our turn: the handler never ran.
 		e.Class = onec.Transient
 	case st >= 500 && k.idempotent():
 		e.Class = onec.Transient
-	case st >= 500:
+	case st >= 500 && e.API:
+		// The module's handler answered its own exception: it has finished, and
+		// whatever it wrote is there for a find to see.
 		e.Class = onec.Unknown
+	case st >= 500:
+		// Not the module's answer: a web server or a proxy answered, or the platform
+		// answered an exception the module did not catch. The handler may not have
+		// run, may still be running behind a proxy that gave up, or may have finished.
+		e.Class = onec.Unknown
+		e.Message = fmt.Sprintf("%s %s was answered HTTP %d with a body that is not the ordersync service's JSON error, so nothing says whether 1C's handler ran: "+
+			"it may not have, it may still be running behind a proxy, or it may have finished; %s (%s)",
+			k.method, k.path, st, mayHaveActed(k), snippet(ans.body))
 	case st >= 300 && st < 400:
 		e.Class = onec.Permanent
 		e.Message = fmt.Sprintf("1C redirected to %q: check onec.base_url %s", ans.header.Get("Location"), c.base)
@@ -908,6 +938,37 @@ func (c *Client) classify(k call, ans answer) *onec.Error {
 		e.Class = onec.Permanent
 	}
 	return e
+}
+
+// codeLockConflict is the code of the contract's error object with which the module
+// answers a lock conflict (HTTP 500): its transaction rolled back.
+const codeLockConflict = "lock_conflict"
+
+// mayHaveActed says what follows from a POST whose outcome is unknown.
+func mayHaveActed(k call) string {
+	if k.op == "create" {
+		return "1C may have created the order, so it is looked up before it is created again"
+	}
+	return "1C may have carried it out"
+}
+
+// unreadablePost classifies a 2xx that is not JSON on a POST: 1C's answer mangled
+// on the way, or the page a publication answers refused credentials with. Only a
+// find can tell which, and it is what comes next.
+func (c *Client) unreadablePost(k call, status int, body []byte) *onec.Error {
+	what := "a body that is not JSON"
+	if looksHTML(body) {
+		what = "an HTML page"
+	}
+	who := fmt.Sprintf("onec.username %q", c.cfg.Username)
+	if c.cfg.Username == "" {
+		who = "no credentials (onec.username is empty)"
+	}
+	msg := fmt.Sprintf("1C answered %s %s with HTTP %d and %s instead of JSON: %s. "+
+		"An HTML page with a 2xx status is also how a publication answers credentials it does not accept (%s at onec.base_url %s); the find that comes next will tell",
+		k.method, k.path, status, what, mayHaveActed(k), who, c.base)
+	return &onec.Error{Class: onec.Unknown, Op: k.op, Path: k.path, Status: status, Message: msg,
+		Err: errors.New("1C answered: " + snippet(body))}
 }
 
 // authError says which configuration keys to check. It never includes the password.
@@ -964,13 +1025,15 @@ func fillAPIError(e *onec.Error, body []byte) {
 	}
 }
 
-// isAPIError reports whether body is an {"error":…} object: the service's handler
-// itself answered.
+// isAPIError reports whether body is the contract's error object,
+// {"error":{"code":…,"message":…,"field":…}} with a code: the service's handler
+// itself answered. Another body, JSON or not ({"error":"…"} from a gateway, say),
+// is not the module's answer.
 func isAPIError(body []byte) bool {
 	var v struct {
-		Error json.RawMessage `json:"error"`
+		Error *apiError `json:"error"`
 	}
-	return json.Unmarshal(body, &v) == nil && len(v.Error) > 0 && string(v.Error) != "null"
+	return json.Unmarshal(body, &v) == nil && v.Error != nil && v.Error.Code != ""
 }
 
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
@@ -983,19 +1046,6 @@ func isJSON(body []byte) bool {
 func looksHTML(body []byte) bool {
 	t := bytes.TrimSpace(body)
 	return len(t) > 0 && t[0] == '<'
-}
-
-// lockMarkers are what 1C writes when a transaction rolled back on a lock.
-var lockMarkers = []string{"конфликт блокировок", "заблокирована", "lock"}
-
-func isLockConflict(body []byte) bool {
-	s := strings.ToLower(string(body))
-	for _, m := range lockMarkers {
-		if strings.Contains(s, m) {
-			return true
-		}
-	}
-	return false
 }
 
 // snippet is the start of a body, on one line, for an error message.

@@ -130,6 +130,7 @@ func asError(t *testing.T, err error) *onec.Error {
 func TestClassification(t *testing.T) {
 	t.Parallel()
 	const lock = "{ОбщийМодуль.ordersync.Модуль(118)}: Конфликт блокировок при выполнении транзакции:\nПревышено максимальное время ожидания предоставления блокировки"
+	const lockJSON = `{"error":{"code":"lock_conflict","message":"Конфликт блокировок при выполнении транзакции"}}`
 	const business = `{ОбщийМодуль.ordersync.Модуль(131)}: Не удалось записать "Заказ клиента"! Поле "Соглашение" не заполнено`
 	const html = "<!DOCTYPE html><html><body>Идентификация пользователя не выполнена</body></html>"
 	const text, jsonType, htmlType = "text/plain; charset=utf-8", "application/json", "text/html; charset=utf-8"
@@ -143,17 +144,18 @@ func TestClassification(t *testing.T) {
 		code     string
 		field    string
 	}{
-		{"503 on create is sent once", "create", reply(503, text, "Service Unavailable"), onec.Transient, 503, 1, "", ""},
+		{"503 on create is sent once, an unknown outcome", "create", reply(503, text, "Service Unavailable"), onec.Unknown, 503, 1, "", ""},
 		{"503 on find is retried", "find", reply(503, text, "Service Unavailable"), onec.Transient, 503, 3, "", ""},
-		{"502 on create", "create", reply(502, text, "Bad Gateway"), onec.Transient, 502, 1, "", ""},
+		{"502 on create is an unknown outcome", "create", reply(502, text, "Bad Gateway"), onec.Unknown, 502, 1, "", ""},
 		{"504 on create is an unknown outcome", "create", reply(504, text, "Gateway Timeout"), onec.Unknown, 504, 1, "", ""},
 		{"504 on stock is retried", "stock", reply(504, text, "Gateway Timeout"), onec.Transient, 504, 3, "", ""},
 		{"406 no licence on create", "create", reply(406, text, "Нет свободной лицензии"), onec.Transient, 406, 1, "", ""},
 		{"406 no licence on ping is retried", "ping", reply(406, text, "Нет свободной лицензии"), onec.Transient, 406, 3, "", ""},
 		{"429 on cancel", "cancel", reply(429, text, "slow down"), onec.Transient, 429, 1, "", ""},
-		{"500 lock conflict on create", "create", reply(500, text, lock), onec.Transient, 500, 1, "", ""},
-		{"500 «заблокирована» on cancel", "cancel", reply(500, text, "Таблица заблокирована другим сеансом"), onec.Transient, 500, 1, "", ""},
-		{"500 LOCK in English on create", "create", reply(500, text, "Lock request timeout"), onec.Transient, 500, 1, "", ""},
+		{"500 lock_conflict on create", "create", reply(500, jsonType, lockJSON), onec.Transient, 500, 1, "lock_conflict", ""},
+		{"500 lock text without the JSON error on create", "create", reply(500, text, lock), onec.Unknown, 500, 1, "", ""},
+		{"500 «заблокирована» on cancel", "cancel", reply(500, text, "Таблица заблокирована другим сеансом"), onec.Unknown, 500, 1, "", ""},
+		{"500 LOCK in English on create", "create", reply(500, text, "Lock request timeout"), onec.Unknown, 500, 1, "", ""},
 		{"500 business exception on create", "create", reply(500, text, business), onec.Unknown, 500, 1, "", ""},
 		{"500 business exception on cancel", "cancel", reply(500, text, business), onec.Unknown, 500, 1, "", ""},
 		{"500 on find is retried", "find", reply(500, text, business), onec.Transient, 500, 3, "", ""},
@@ -178,8 +180,8 @@ func TestClassification(t *testing.T) {
 		{"401 on create", "create", reply(401, text, "Unauthorized"), onec.Auth, 401, 1, "", ""},
 		{"403 on find is not retried", "find", reply(403, text, "Forbidden"), onec.Auth, 403, 1, "", ""},
 		{"200 HTML on find", "find", reply(200, htmlType, html), onec.Auth, 200, 1, "", ""},
-		{"200 HTML on create", "create", reply(200, htmlType, html), onec.Auth, 200, 1, "", ""},
-		{"201 HTML on create", "create", reply(201, htmlType, html), onec.Auth, 201, 1, "", ""},
+		{"200 HTML on create", "create", reply(200, htmlType, html), onec.Unknown, 200, 1, "", ""},
+		{"201 HTML on create", "create", reply(201, htmlType, html), onec.Unknown, 201, 1, "", ""},
 		{"200 plain text on ping", "ping", reply(200, text, "OK"), onec.Auth, 200, 1, "", ""},
 		{"200 HTML on stock behind a BOM", "stock", reply(200, htmlType, "\uFEFF"+html), onec.Auth, 200, 1, "", ""},
 		{"200 JSON of the wrong shape", "find", reply(200, jsonType, `{"orders":"none"}`), onec.Permanent, 200, 1, "", ""},

@@ -82,6 +82,12 @@ func FuzzAnswer(f *testing.F) {
 		{"create", 404, "Не найден шаблон URL"},
 		{"create", 500, "{ОбщийМодуль.ordersync.Модуль(118)}: Конфликт блокировок при выполнении транзакции"},
 		{"create", 504, "Gateway Timeout"},
+		{"create", 500, `{"error":{"code":"lock_conflict","message":"Конфликт блокировок при выполнении транзакции"}}`},
+		{"create", 500, `{"error":{"code":"exception","message":"Lock request timeout"}}`},
+		{"create", 500, `<html><head><style>.e{display:block}</style></head><body>Internal Server Error</body></html>`},
+		{"create", 502, `{"error":"Bad Gateway"}`},
+		{"create", 200, "<!DOCTYPE html><html><body>Идентификация пользователя не выполнена</body></html>"},
+		{"find", 500, `{"error":{"code":"lock_conflict","message":"Конфликт блокировок"}}`},
 		{"create", 401, "Unauthorized"},
 		{"cancel", 200, `{"ref":"r1","status":"cancelled"}`},
 		{"cancel", 200, `{"ref":"x"}`},
@@ -127,6 +133,17 @@ func FuzzAnswer(f *testing.F) {
 			}
 			if bytes.Contains([]byte(err.Error()), []byte(testPassword)) {
 				t.Fatalf("%s %d: error shows the password: %v", op, status, err)
+			}
+			post := op == "create" || op == "cancel"
+			trimmed := bytes.TrimPrefix(body, utf8BOM)
+			if e.API && !isAPIError(trimmed) {
+				t.Fatalf("%s %d: API set for a body that is not the contract's error: %q", op, status, body)
+			}
+			if post && status >= 500 && e.Class == onec.Transient && (!e.API || e.Code != codeLockConflict) {
+				t.Fatalf("%s %d: transient without the lock_conflict error: %v", op, status, err)
+			}
+			if post && status >= 200 && status < 300 && !isJSON(trimmed) && e.Class != onec.Unknown {
+				t.Fatalf("%s %d: a 2xx that is not JSON is %v, want an unknown outcome", op, status, e.Class)
 			}
 			return
 		}
