@@ -230,9 +230,10 @@ func TestMetricsAfterAScriptedRunEqualTheJournalAndTheSimulator(t *testing.T) {
 				st, err := w.db.Outbox().Status(ctx, 1)
 				return err == nil && len(st) == 1 && st[0].Dead == 1
 			})
-			// 1C refuses M-3 for good; M-4's first create is answered 503.
+			// 1C refuses M-3 for good; M-4's first create is answered 406 (no free
+			// session: the handler never ran, a transient failure even on a POST).
 			e.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status422, ExternalID: "site:M-3"})
-			e.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status503, ExternalID: "site:M-4"})
+			e.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status406, ExternalID: "site:M-4"})
 			for i := 2; i <= 4; i++ {
 				body := []byte(orderJSON(fmt.Sprintf("M-%d", i), "SKU-1", "2", "15.50"))
 				if st, b := post(t, hook, "application/json", signed(fmt.Sprintf("msg_%d", i), body), body); st != 200 {

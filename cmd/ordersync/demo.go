@@ -445,12 +445,14 @@ func (d *demo) lostReply(ctx context.Context) (string, error) {
 	return fmt.Sprintf("1C created it and hung up; attempt %d found it in 1C: 1 order, not 2", det.Attempts), nil
 }
 
-// 6. Transient failures: two 503s on one create, a lock conflict on another.
+// 6. Transient failures: two 406s (no free 1C session) on one create, a lock
+// conflict on another. (A 503 on a POST is an unknown outcome: it waits the settle
+// time and is found first.)
 func (d *demo) transientFaults(ctx context.Context) (string, error) {
 	const posting, wbID = "70000003-0001-1", 4100003
 	ozonExt := d.expect("ozon", posting)
 	wbExt := d.expect("wb", fmt.Sprint(wbID))
-	d.sims.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status503, Times: 2, ExternalID: ozonExt})
+	d.sims.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status406, Times: 2, ExternalID: ozonExt})
 	d.sims.onec.Inject(sim.Fault{Op: "create", Kind: sim.LockConflict500, ExternalID: wbExt})
 	d.sims.addOzon(posting, "SKU-COFFEE", "Кофе в зёрнах, 1 кг", 1, "1530.0000")
 	d.sims.addWB(wbID, "SKU-MUG", 153099)

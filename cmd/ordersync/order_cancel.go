@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 func (a *app) orderCancelCommand() *cobra.Command {
 	var reason, format string
+	var beforeCreate bool
 	c := &cobra.Command{
 		Use:   "cancel SOURCE EXTERNAL_ID",
 		Short: "Register the cancel of an order and carry it out now",
@@ -22,6 +24,11 @@ marketplace poller registers when the marketplace cancels an order, and carries 
 out now, as resync does (handed to a running service on an embedded database):
 the order's create is settled first, then 1C cancels the order. An order never
 created in 1C ends done with a note saying there was nothing to cancel.
+
+A cancel of an order the journal has never seen is refused unless --before-create
+is given: it would stay as a tombstone, and a create of that order registered later
+would not be made, so a mistyped id would lose a future order. With the flag it is
+recorded, and the journal shows it (and any create it stops) as a warning.
 
 Registering the same cancel again is a duplicate (the saved operation, carried out
 if it is not done yet); the same cancel with another reason is a conflict, recorded
@@ -53,6 +60,17 @@ and not applied. Exit status 0 when the cancel ends done, 1 otherwise.`,
 			}
 			defer db.Close()
 
+			if !beforeCreate {
+				seen, err := seenOrder(ctx, db.Journal(), c)
+				if err != nil {
+					return fmt.Errorf("order cancel: %w", err)
+				}
+				if !seen {
+					return usageError(fmt.Errorf("order cancel: the journal holds no create of %s %s (%s) and no cancel of it: "+
+						"check SOURCE and EXTERNAL_ID; to record the cancel before the order arrives (its create will then "+
+						"not be made), pass --before-create", c.Source, c.ExternalID, c.CreateKey))
+				}
+			}
 			reg, err := db.Journal().Register(ctx, journal.CancelOrder(c))
 			if err != nil {
 				return fmt.Errorf("order cancel: register %s: %w", order.CancelKeyOf(c.CreateKey), err)
@@ -99,7 +117,34 @@ and not applied. Exit status 0 when the cancel ends done, 1 otherwise.`,
 	}
 	c.Flags().StringVar(&reason, "reason", "", "why the order is cancelled (sent to 1C)")
 	c.Flags().StringVar(&format, "format", "table", "output: table or json")
+	c.Flags().BoolVar(&beforeCreate, "before-create", false,
+		"record the cancel of an order the journal has not seen yet (its create, if it comes, is not made)")
 	return c
+}
+
+// seenOrder reports whether the journal holds the order's create (under its order key
+// or any other key of the same source and external id, such as an Ozon posting's) or
+// this cancel already.
+func seenOrder(ctx context.Context, j journal.Store, c order.Cancel) (bool, error) {
+	for _, key := range []string{c.CreateKey, order.CancelKeyOf(c.CreateKey)} {
+		_, err := j.Get(ctx, key)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, journal.ErrNotFound) {
+			return false, err
+		}
+	}
+	ops, err := j.List(ctx, journal.Filter{Source: c.Source, Kind: order.KindCreate, Query: c.ExternalID, Limit: 20})
+	if err != nil {
+		return false, err
+	}
+	for _, op := range ops {
+		if op.ExternalID == c.ExternalID {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // newCancel checks SOURCE and EXTERNAL_ID by the canonical order's rules (they make

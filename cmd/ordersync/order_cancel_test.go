@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
+	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/sim"
 )
@@ -80,10 +82,46 @@ func TestOrderCancel(t *testing.T) {
 				t.Fatalf("1C's order changed after a conflicting cancel: %+v", o)
 			}
 
-			// An order 1C never heard of: done, with a note saying so.
+			// An order the journal never saw (a mistyped id, perhaps): refused unless
+			// the operator says the cancel really comes first.
 			out, stderr, code = e.cli("", "order", "cancel", "site", "NEVER-1")
+			if code != 2 || !strings.Contains(stderr, "--before-create") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+				t.Fatalf("cancel of an unseen order: exit %d out %q err %q, want 2 and one line naming --before-create", code, out, stderr)
+			}
+			if _, err := e.store().Get(t.Context(), "site:order:NEVER-1:cancel"); !errors.Is(err, journal.ErrNotFound) {
+				t.Fatalf("the refused cancel was registered: %v", err)
+			}
+			// With the flag: done, with a note saying so, and a warning on the tombstone.
+			out, stderr, code = e.cli("", "order", "cancel", "site", "NEVER-1", "--before-create")
 			if code != 0 || !strings.Contains(out, "nothing to cancel") {
-				t.Fatalf("cancel of an unknown order: exit %d out %q err %q", code, out, stderr)
+				t.Fatalf("cancel --before-create of an unknown order: exit %d out %q err %q", code, out, stderr)
+			}
+			tomb, err := e.store().Get(t.Context(), "site:order:NEVER-1:cancel")
+			if err != nil || len(tomb.Warnings) != 1 || tomb.Warnings[0].Code != journal.WarningCancelBeforeCreate {
+				t.Fatalf("the tombstone's warnings %+v (%v), want one cancel_before_create", tomb.Warnings, err)
+			}
+			// The order arrives later: it is not created, and the journal says why.
+			e.cli(orderJSON("NEVER-1", "SKU-8812", "1", "10.00"), "order", "import")
+			if backend == "postgres" {
+				e.cli("", "resync", "site:order:NEVER-1:create")
+			}
+			if n := e.onec.CountExternal("site:NEVER-1"); n != 0 {
+				t.Fatalf("1C holds %d orders site:NEVER-1 after its cancel came first, want 0", n)
+			}
+			out, stderr, code = e.cli("", "journal", "list", "--warnings", "--format", "json")
+			var listed []struct {
+				Key string `json:"key"`
+			}
+			if err := json.Unmarshal([]byte(out), &listed); code != 0 || err != nil {
+				t.Fatalf("journal list --warnings: exit %d %v out %q err %q", code, err, out, stderr)
+			}
+			var keys []string
+			for _, l := range listed {
+				keys = append(keys, l.Key)
+			}
+			if got := strings.Join(keys, ","); !strings.Contains(got, "site:order:NEVER-1:create") || !strings.Contains(got, "site:order:NEVER-1:cancel") {
+				d, _ := e.store().Show(t.Context(), "site:order:NEVER-1:create")
+				t.Fatalf("journal list --warnings lists %s, want the tombstone and the create it stopped (create: %s %q %+v)", got, d.Status, d.LastError, d.Warnings)
 			}
 		})
 	}

@@ -48,7 +48,17 @@ func (e *Engine) cancelOrder(ctx context.Context, log *slog.Logger, op journal.O
 	create, err := e.store.Get(ctx, createKey)
 	switch {
 	case errors.Is(err, journal.ErrNotFound):
-		return e.cancelIfPresent(ctx, extID, c.Reason, "no create operation was registered")
+		v := e.cancelIfPresent(ctx, extID, c.Reason, "no create operation was registered")
+		if v.err == nil && v.result.Ref == "" {
+			// Nothing in 1C and nothing in the journal: the cancel stays as a
+			// tombstone, so that a create of this order that comes later is not made
+			// (a marketplace may send the cancel first). A mistyped id would lose a
+			// future order that way, so it is a warning a person sees.
+			v.warnings = []journal.Warning{{Code: journal.WarningCancelBeforeCreate, At: e.cfg.Now().UTC(), Refs: []string{},
+				Message: fmt.Sprintf("recorded before ordersync saw the order: if %s is ever registered it will not be created "+
+					"in 1C; if the id was mistyped, that order must be created by hand", createKey)}}
+		}
+		return v
 	case err != nil:
 		return verdict{class: onec.Transient, err: fmt.Errorf("read %s: %w", createKey, err)}
 	case create.Status == journal.StatusDone:
@@ -84,11 +94,11 @@ func (e *Engine) cancelOrder(ctx context.Context, log *slog.Logger, op journal.O
 		lock.Release(ctx)
 		return e.cancelIfPresent(ctx, extID, c.Reason, "its create failed: "+cur.LastError)
 	}
-	found, err := e.client.FindOrders(ctx, extID)
+	all, err := e.client.FindOrders(ctx, extID)
 	if err != nil {
 		return verdict{class: onec.ClassOf(err), err: err}
 	}
-	if len(found) > 0 {
+	if found, _ := sameExternalID(extID, all); len(found) > 0 {
 		// A create whose reply was lost: the order is there. Cancel it; the create
 		// will find it and end done.
 		log.WarnContext(ctx, "1C holds the order its pending create is still retrying; cancelling it")
@@ -120,12 +130,20 @@ func (e *Engine) unsettled(createKey string, create journal.Operation) (verdict,
 // cancelIfPresent cancels the order when 1C holds it, and otherwise ends done with a
 // note saying why there was nothing to cancel.
 func (e *Engine) cancelIfPresent(ctx context.Context, extID, reason, why string) verdict {
-	found, err := e.client.FindOrders(ctx, extID)
+	all, err := e.client.FindOrders(ctx, extID)
 	if err != nil {
 		return verdict{class: onec.ClassOf(err), err: err}
 	}
+	found, others := sameExternalID(extID, all)
 	if len(found) == 0 {
-		return verdict{result: &journal.Result{Note: fmt.Sprintf("nothing to cancel: 1C holds no order %s (%s)", extID, why)}}
+		note := fmt.Sprintf("nothing to cancel: 1C holds no order %s (%s)", extID, why)
+		if len(others) > 0 {
+			// Cancelling by this id in 1C would cancel the other order, which 1C
+			// does not tell from it.
+			note += fmt.Sprintf("; it holds %s (№ %s) of external id %q, which differs only in letter case and is not touched",
+				others[0].Ref, others[0].Number, others[0].ExternalID)
+		}
+		return verdict{result: &journal.Result{Note: note}}
 	}
 	return e.cancelIn1C(ctx, extID, reason)
 }

@@ -67,20 +67,33 @@ func (e *Engine) orderOf(ctx context.Context, op journal.Operation) (order.Order
 func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op journal.Operation, o order.Order) verdict {
 	extID := o.OneCExternalID()
 
-	found, err := e.client.FindOrders(ctx, extID)
+	all, err := e.client.FindOrders(ctx, extID)
 	if err != nil {
 		return verdict{class: onec.ClassOf(err), err: err}
 	}
+	found, others := sameExternalID(extID, all)
 	if len(found) > 0 {
 		res, ws := foundResult(extID, found, "1C already held the order: nothing was created", e.cfg.Now())
 		return verdict{result: res, warnings: ws}
+	}
+	if len(others) > 0 {
+		return caseConflict(extID, others, e.cfg.Now())
 	}
 
 	if op.CancelRequested {
 		// The marketplace cancelled it before it reached 1C: creating it now would
 		// leave a created, uncancelled order.
-		return verdict{class: onec.Permanent, err: fmt.Errorf("cancelled (%s) before it was created in 1C: not created",
-			order.CancelKeyOf(op.Key))}
+		cancelKey := order.CancelKeyOf(op.Key)
+		v := verdict{class: onec.Permanent, err: fmt.Errorf("cancelled (%s) before it was created in 1C: not created", cancelKey)}
+		if c, err := e.store.Get(ctx, cancelKey); err == nil && c.CreatedAt.Before(op.CreatedAt) {
+			// The cancel was there before this order was: a tombstone, perhaps of a
+			// mistyped id, that a person should see.
+			msg := fmt.Sprintf("not created: the cancel %s was recorded %s, before this order was registered "+
+				"(a cancel that came first, or one given for a mistyped id); if the order is live, create it in 1C by hand",
+				cancelKey, c.CreatedAt.UTC().Format(time.RFC3339))
+			v.warnings = []journal.Warning{{Code: journal.WarningCancelBeforeCreate, Message: msg, Refs: []string{}, At: e.cfg.Now().UTC()}}
+		}
+		return v
 	}
 	req := ToCreateOrder(o, e.cfg.Location)
 	// The settle time counts from the moment the POST was written whole (the client
@@ -94,6 +107,11 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 		postedAt = calledAt
 	}
 	if err == nil {
+		if created.Existing && created.ExternalID != "" && created.ExternalID != extID {
+			// 1C's lock took this order for another one it holds.
+			return caseConflict(extID, []onec.Order{{Ref: created.Ref, Number: created.Number, Date: created.Date,
+				ExternalID: created.ExternalID}}, e.cfg.Now())
+		}
 		res := &journal.Result{Ref: created.Ref, Number: created.Number, Date: created.Date}
 		if created.Existing {
 			res.Found = true
@@ -111,6 +129,7 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 		// 5xx (a proxy's page, a 504) may come while 1C is still writing; that waits
 		// for the next attempt, after the settle time.
 		again, ferr := e.client.FindOrders(ctx, extID)
+		again, others := sameExternalID(extID, again)
 		switch {
 		case ferr != nil:
 			return verdict{class: onec.Unknown, postedAt: postedAt, err: fmt.Errorf("%w; and the find that should settle it failed: %v", err, ferr)}
@@ -118,6 +137,8 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 			log.WarnContext(ctx, "1C answered an error but holds the order", "err", err)
 			res, ws := foundResult(extID, again, "1C answered an error after creating the order: "+err.Error(), e.cfg.Now())
 			return verdict{result: res, warnings: ws}
+		case len(others) > 0:
+			return caseConflict(extID, others, e.cfg.Now())
 		default:
 			return verdict{class: onec.Permanent, err: fmt.Errorf("%w (1C holds no order %s, so nothing was created)", err, extID)}
 		}
@@ -128,6 +149,44 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 		return verdict{class: class, err: err, postedAt: postedAt}
 	}
 	return verdict{class: class, err: err}
+}
+
+// sameExternalID splits what 1C found for extID into the orders whose external id is
+// extID exactly and the others. 1C compares strings without regard to letter case
+// (its queries and the reference module's lock key do), while ordersync's external
+// ids are case-sensitive: site:AB12 and site:ab12 are two orders to ordersync and
+// one to 1C's search.
+func sameExternalID(extID string, found []onec.Order) (same, others []onec.Order) {
+	for _, o := range found {
+		if o.ExternalID == extID {
+			same = append(same, o)
+		} else {
+			others = append(others, o)
+		}
+	}
+	return same, others
+}
+
+// caseConflict is the verdict on a create whose external id 1C cannot tell from
+// another's: 1C holds an order whose external id differs from extID only in letter
+// case (or is otherwise not extID). Creating it would give 1C two orders that its
+// search, its lock and a cancel take for one, so nothing is created: the operation
+// fails with a warning naming the other order, for a person to decide.
+func caseConflict(extID string, others []onec.Order, now time.Time) verdict {
+	refs := make([]string, len(others))
+	numbers := make([]string, len(others))
+	var named []string
+	for i, o := range others {
+		refs[i], numbers[i] = o.Ref, o.Number
+		named = append(named, fmt.Sprintf("%s (№ %s, external id %q)", o.Ref, o.Number, o.ExternalID))
+	}
+	msg := fmt.Sprintf("1C's search for external id %q found %s, an order with another external id that 1C does not tell "+
+		"from this one (they differ only in letter case): nothing was created, so that 1C does not hold two orders it "+
+		"takes for one; give one of the orders another id in its source, or create it in 1C by hand",
+		extID, strings.Join(named, ", "))
+	return verdict{class: onec.Permanent, err: errors.New(msg), warnings: []journal.Warning{{
+		Code: journal.WarningExternalIDConflict, Message: msg, Refs: refs, Numbers: numbers, At: now.UTC(),
+	}}}
 }
 
 // foundResult picks the earliest of the orders 1C holds for one external id and

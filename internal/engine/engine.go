@@ -465,13 +465,15 @@ func (e *Engine) process(ctx context.Context, claim journal.Claim) error {
 			}
 			f.Messages = e.cfg.Routes.Address(eventFor(announced, v.result, now))
 		}
-		if len(v.warnings) > 0 {
-			f.Warnings = mergeWarnings(op.Warnings, v.warnings)
-			if added := len(f.Warnings) - len(op.Warnings); added > 0 {
-				if ev, ok := duplicateEvent(op, f.Warnings[len(op.Warnings):], now); ok {
-					e.duplicates.Add(1)
-					f.Messages = append(f.Messages, e.cfg.Routes.Address(ev)...)
-				}
+	}
+	// Warnings are kept whatever the verdict: a create refused for a conflict in 1C,
+	// or stopped by a cancel that came first, says so in `journal list --warnings`.
+	if len(v.warnings) > 0 {
+		f.Warnings = mergeWarnings(op.Warnings, v.warnings)
+		if added := len(f.Warnings) - len(op.Warnings); added > 0 && f.Status == journal.StatusDone {
+			if ev, ok := duplicateEvent(op, f.Warnings[len(op.Warnings):], e.cfg.Now()); ok {
+				e.duplicates.Add(1)
+				f.Messages = append(f.Messages, e.cfg.Routes.Address(ev)...)
 			}
 		}
 	}
@@ -493,15 +495,15 @@ func (e *Engine) process(ctx context.Context, claim journal.Claim) error {
 			e.found.Add(1)
 		}
 		log.InfoContext(ctx, "operation done", "ref", f.Result.Ref, "number", f.Result.Number, "found", f.Result.Found)
-		for _, w := range v.warnings {
-			log.WarnContext(ctx, "1C warning", "code", w.Code, "warning", w.Message, "refs", w.Refs)
-		}
 	case journal.StatusPending:
 		e.retried.Add(1)
 		log.WarnContext(ctx, "attempt failed, will retry", "err", f.Error, "next_attempt_at", f.NextAttemptAt)
 	case journal.StatusFailed:
 		e.failed.Add(1)
 		log.ErrorContext(ctx, "operation failed", "err", f.Error)
+	}
+	for _, w := range v.warnings {
+		log.WarnContext(ctx, "1C warning", "code", w.Code, "warning", w.Message, "refs", w.Refs)
 	}
 	return nil
 }

@@ -397,7 +397,7 @@ func TestTransientFailuresAreRetriedUntilDone(t *testing.T) {
 	h := newHarness(t, sim.OneCOptions{})
 	o := testOrder("A-1006")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status503})
+	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status406})
 	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status406})
 	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.LockConflict500})
 	h.onec.Inject(sim.Fault{Op: "find", Kind: sim.Status503, Times: 2}) // retried inside the find
@@ -489,7 +489,9 @@ func TestTransientFailuresDoNotCountTowardMaxAttempts(t *testing.T) {
 	h := newHarness(t, sim.OneCOptions{})
 	o := testOrder("A-1016")
 	h.register(o)
-	for _, k := range []sim.FaultKind{sim.Status503, sim.Status406, sim.LockConflict500, sim.Status503, sim.Status406, sim.LockConflict500} {
+	// On a POST only a failure that proves the handler never ran is transient: no
+	// free session (406), the service's own lock_conflict error.
+	for _, k := range []sim.FaultKind{sim.Status406, sim.LockConflict500, sim.Status406, sim.LockConflict500, sim.Status406, sim.LockConflict500} {
 		h.onec.Inject(sim.Fault{Op: "create", Kind: k})
 	}
 	h.drain(h.engine(nil, engine.Config{MaxAttempts: 2}))
@@ -511,7 +513,7 @@ func TestTransientFailuresFailOnlyAfterGiveUpAfter(t *testing.T) {
 	h := newHarness(t, sim.OneCOptions{})
 	o := testOrder("A-1017")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status503, Times: -1})
+	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status406, Times: -1})
 	// MaxAttempts 1: a second attempt proves transient failures are not counted. The
 	// give-up time leaves room for several even when one attempt is slow on a
 	// loaded machine (300ms did not).

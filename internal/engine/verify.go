@@ -38,12 +38,13 @@ func (e *Engine) Verify(ctx context.Context, op journal.Operation) error {
 	ctx, cancel := context.WithTimeout(ctx, CallBudget(e.cfg.OneCTimeout))
 	defer cancel()
 	extID := order.OneCExternalID(op.Source, op.ExternalID)
-	found, err := e.client.FindOrders(ctx, extID)
+	all, err := e.client.FindOrders(ctx, extID)
 	if err != nil {
 		return err
 	}
 	e.verified.Add(1)
 	now := e.cfg.Now()
+	found, _ := sameExternalID(extID, all) // another id's order is not this one's duplicate
 	ws := warningsFor(extID, sortFound(found), now)
 	if len(found) == 0 {
 		ws = append(ws, journal.Warning{Code: journal.WarningMissingIn1C,

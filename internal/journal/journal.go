@@ -52,6 +52,14 @@ const (
 	WarningDeletedIn1C = "deleted_in_1c"
 	// WarningMissingIn1C: a done create's order is no longer found in 1C.
 	WarningMissingIn1C = "missing_in_1c"
+	// WarningExternalIDConflict: 1C's search for the operation's external id found an
+	// order of another external id (one that differs only in letter case): nothing
+	// was done in 1C.
+	WarningExternalIDConflict = "external_id_conflict"
+	// WarningCancelBeforeCreate: a cancel was recorded for an order ordersync had not
+	// seen (a tombstone: the create, if it ever comes, is not made), or a create met
+	// such a cancel and was not made.
+	WarningCancelBeforeCreate = "cancel_before_create"
 )
 
 // Warning is something about a done operation that a person must look at: a

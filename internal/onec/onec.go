@@ -73,12 +73,15 @@ type CreateOrder struct {
 }
 
 // Created is the answer to a create. Existing is true when 1C answered 409: the
-// order was already there, nothing new was created, and the fields describe it.
+// order was already there, nothing new was created, and the fields describe it;
+// ExternalID is then the existing order's, when 1C said it (its lock, like its
+// search, may not tell letter case apart).
 type Created struct {
-	Ref      string `json:"ref"`
-	Number   string `json:"number"`
-	Date     string `json:"date"`
-	Existing bool   `json:"-"`
+	Ref        string `json:"ref"`
+	Number     string `json:"number"`
+	Date       string `json:"date"`
+	Existing   bool   `json:"-"`
+	ExternalID string `json:"-"`
 }
 
 // Cancelled is the answer to POST /orders/cancel.

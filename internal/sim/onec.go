@@ -307,7 +307,13 @@ func (s *OneC) Count() int {
 func (s *OneC) CountExternal(externalID string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.findLocked(externalID))
+	n := 0
+	for _, o := range s.orders {
+		if o.ExternalID == externalID { // exactly: what a test counts
+			n++
+		}
+	}
+	return n
 }
 
 // PlantedOrder is an order put straight into the base (PlantOrder), as an operator
@@ -588,7 +594,8 @@ func (s *OneC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, http.StatusInternalServerError, lockConflictError, nil)
 			return
 		case BusinessError500:
-			s.writeText(w, http.StatusInternalServerError, businessErrorText)
+			// The module answers an exception of its own as the contract's error.
+			s.writeError(w, http.StatusInternalServerError, apiError{Code: "exception", Message: businessErrorText}, nil)
 			return
 		case Status422:
 			s.writeError(w, http.StatusUnprocessableEntity, apiError{Code: "rejected", Message: "Заказ отклонён обработчиком (внедрённая ошибка симулятора)"}, nil)
@@ -847,10 +854,13 @@ func (s *OneC) drop(w http.ResponseWriter) {
 	panic(http.ErrAbortHandler)
 }
 
+// findLocked is 1C's search by the external-ID attribute: like a query of a real
+// base (and the reference module's lock key), it does not tell letter case apart,
+// so site:AB12 finds site:ab12's order too.
 func (s *OneC) findLocked(externalID string) []*OneCOrder {
 	var out []*OneCOrder
 	for _, o := range s.orders {
-		if o.ExternalID == externalID {
+		if strings.EqualFold(o.ExternalID, externalID) {
 			out = append(out, o)
 		}
 	}

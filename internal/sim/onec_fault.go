@@ -22,7 +22,8 @@ const (
 	// contract's error object, code lock_conflict, its message 1C's text. The
 	// transaction rolled back and nothing was written.
 	LockConflict500
-	// BusinessError500 answers 500 with a 1C exception raised by the module; nothing
+	// BusinessError500 answers 500 with a 1C exception raised by the module, as the
+	// contract's {"error":{"code":"exception",…}} object; nothing
 	// was written.
 	BusinessError500
 	// Status422 answers 422 with an {"error":…} body; nothing was written.

@@ -317,7 +317,7 @@ func TestOneCFaults(t *testing.T) {
 		{Status504, 504, "", 0},
 		{Status406, 406, "лицензи", 0},
 		{LockConflict500, 500, `{"error":{"code":"lock_conflict","message":"{ОбщийМодуль.ordersync.Модуль(118)}: Ошибка при вызове метода контекста (Записать)`, 0},
-		{BusinessError500, 500, `{ОбщийМодуль.ordersync.Модуль(131)}: Не удалось записать "Заказ клиента"`, 0},
+		{BusinessError500, 500, `"code":"exception"`, 0},
 		{Status422, 422, `"error"`, 0},
 		{HTMLLogin200, 200, "<html", 0},
 		{HTML404, 404, "<html>", 0},

@@ -310,7 +310,8 @@ func (c *Client) createResult(_ call, ans answer) (onec.Created, error) {
 			fillAPIError(e, ans.body)
 			return onec.Created{}, e
 		}
-		return onec.Created{Ref: v.Order.Ref, Number: v.Order.Number, Date: v.Order.Date, Existing: true}, nil
+		return onec.Created{Ref: v.Order.Ref, Number: v.Order.Number, Date: v.Order.Date, Existing: true,
+			ExternalID: v.Order.ExternalID}, nil
 	}
 	var created onec.Created
 	if err := json.Unmarshal(ans.body, &created); err != nil || created.Ref == "" {

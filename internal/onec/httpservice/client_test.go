@@ -256,7 +256,8 @@ func TestCreateSuccessAndConflict(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := (onec.Created{Ref: "77aa", Number: "ЗК-000007", Date: "2026-09-15T09:00:00", Existing: true}); got != want {
+		if want := (onec.Created{Ref: "77aa", Number: "ЗК-000007", Date: "2026-09-15T09:00:00", Existing: true,
+			ExternalID: "kaspi:512344101"}); got != want {
 			t.Fatalf("created = %+v, want %+v", got, want)
 		}
 		if got := srv.count(); got != 1 {

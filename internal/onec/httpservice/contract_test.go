@@ -183,7 +183,7 @@ func TestContractConflictIsFound(t *testing.T) {
 	if err != nil {
 		t.Fatalf("409 came back as an error: %v", err)
 	}
-	if want := (onec.Created{Ref: first.Ref, Number: first.Number, Date: first.Date, Existing: true}); again != want {
+	if want := (onec.Created{Ref: first.Ref, Number: first.Number, Date: first.Date, Existing: true, ExternalID: "kaspi:1"}); again != want {
 		t.Fatalf("second create = %+v, want %+v", again, want)
 	}
 	if got := f.sim.CountExternal("kaspi:1"); got != 1 {

@@ -1,0 +1,227 @@
+package engine_test
+
+// Exactly once at its edges: a doubt that outlives worker.max_attempts, a duplicate
+// that 1C commits after the settle time, a found order whose external id is not the
+// one asked for, the fetched order in order.created, and the settle time counted
+// from the moment the POST was written. Each test counts what the simulated 1C holds.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ordersync/ordersync/internal/engine"
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/onec"
+	"github.com/ordersync/ordersync/internal/onec/httpservice"
+	"github.com/ordersync/ordersync/internal/order"
+	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/sim"
+)
+
+// A create whose unknown outcomes reach worker.max_attempts fails, but its newest
+// POST may still be at work in 1C. A cancel that comes then must not conclude
+// "nothing to cancel" before that POST has settled, and a resync must not POST
+// again: failed is not settled. With max_attempts 2 the first POST is lost before
+// 1C runs it (its settle time is long past) and the second is slow.
+func TestDoubtThatReachesMaxAttemptsKeepsItsSettleTime(t *testing.T) {
+	t.Parallel()
+	for _, maxAttempts := range []int{1, 2} {
+		for _, path := range []string{"cancel", "resync"} {
+			t.Run(fmt.Sprintf("max_attempts=%d/%s", maxAttempts, path), func(t *testing.T) {
+				t.Parallel()
+				h := newHarness(t, sim.OneCOptions{})
+				h.client = h.scaledClient(scaledTimeout)
+				o := testOrder(fmt.Sprintf("MAX%d-%s", maxAttempts, path))
+				ext := o.OneCExternalID()
+				h.register(o)
+				if maxAttempts == 2 {
+					h.onec.Inject(sim.Fault{Op: "create", Kind: sim.DropBeforeCreate})
+				}
+				h.onec.Inject(sim.Fault{Op: "create", Kind: sim.SlowCreate, Delay: slowCreate})
+				e := running(t, h.engine(nil, engine.Config{Workers: 2, MaxAttempts: maxAttempts,
+					OneCTimeout: scaledTimeout, SettleTime: scaledSettle,
+					BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}))
+
+				failed := h.waitStatus(o.CreateKey(), journal.StatusFailed)
+				if failed.UnknownAttempts != maxAttempts {
+					t.Fatalf("create failed after %d unknown outcomes (%q), want %d", failed.UnknownAttempts, failed.LastError, maxAttempts)
+				}
+				if got := h.onec.Stats().Requests["create"]; got != maxAttempts {
+					t.Fatalf("1C received %d creates, want %d", got, maxAttempts)
+				}
+				// The newest POST is still being written by 1C: the journal must say so.
+				if failed.SettleUntil == nil || !failed.SettleUntil.After(failed.History[maxAttempts-1].StartedAt) {
+					t.Errorf("failed create settles until %v, want after its newest POST (attempt %d started %s)",
+						failed.SettleUntil, maxAttempts, failed.History[maxAttempts-1].StartedAt)
+				}
+
+				switch path {
+				case "cancel":
+					cancelKey := h.registerCancel(o, "the buyer cancelled")
+					c := h.waitStatus(cancelKey, journal.StatusDone)
+					// Whatever the cancel concluded, 1C commits the slow create by now.
+					waitFor(t, func() bool { return h.onec.CountExternal(ext) == 1 })
+					held := h.onec.Orders()[0]
+					if !held.Cancelled {
+						t.Fatalf("1C holds %s live, but the journal's cancel is done: %+v", held.Ref, c.Result)
+					}
+					if c.Result.Ref != held.Ref {
+						t.Fatalf("cancel result %+v, want 1C's ref %s", c.Result, held.Ref)
+					}
+				case "resync":
+					op, err := e.RunKey(context.Background(), o.CreateKey())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if op.Status == journal.StatusDone && !op.Result.Found {
+						t.Fatalf("the resync created the order again: %+v", op.Result)
+					}
+					d := h.waitStatus(o.CreateKey(), journal.StatusDone)
+					if !d.Result.Found {
+						t.Fatalf("result %+v, want the order the slow POST created, found", d.Result)
+					}
+				}
+				h.wantOneCOrders(ext, 1)
+				if got := h.onec.Stats().Requests["create"]; got != maxAttempts {
+					t.Fatalf("1C received %d creates, want %d: a POST was sent before the last one settled", got, maxAttempts)
+				}
+			})
+		}
+	}
+}
+
+// order.created for a create registered with a fetch payload (a push that only
+// named the order) carries the order that was fetched and created, not the stub.
+func TestOrderCreatedOfAFetchPayloadCarriesTheFetchedOrder(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{})
+	o := testOrder("ignored")
+	f := &stubFetcher{orders: map[string]order.Order{"91": o}}
+	key := h.registerFetch("bitrix24", "91")
+	routes := outbox.Routes{}
+	routes.Add("crm", "", outbox.OrderCreated)
+	h.drain(h.engine(nil, engine.Config{Routes: routes, Fetchers: map[string]engine.Fetcher{"bitrix24": f}}))
+
+	events, err := h.db.Outbox().List(context.Background(), outbox.ListFilter{AggregateID: order.AggregateOfKey(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 1 || events[0].Type != outbox.OrderCreated {
+		t.Fatalf("events %+v, want one order.created", events)
+	}
+	var data struct {
+		Order order.Order `json:"order"`
+	}
+	if err := json.Unmarshal(events[0].Data, &data); err != nil {
+		t.Fatal(err)
+	}
+	want := o
+	want.Source, want.ExternalID = "bitrix24", "91"
+	if got := data.Order; got.ExternalID != "91" || len(got.Lines) != 1 || got.Customer.Name != o.Customer.Name ||
+		!bytes.Equal(got.Canonical(), want.Canonical()) {
+		t.Fatalf("order.created carries %s, want the fetched order %s", events[0].Data, want.Canonical())
+	}
+}
+
+// The settle time counts from the moment the POST was written, not from before the
+// client waited for one of the onec.max_concurrency slots: with the only slot taken
+// by a slow find of another order just as the create is sent, the create's settle
+// time ends no sooner than settle_time after that find gave the slot back.
+func TestSettleTimeCountsFromThePostNotFromTheSlotWait(t *testing.T) {
+	t.Parallel()
+	const hold = 800 * time.Millisecond
+	h := newHarness(t, sim.OneCOptions{})
+	h.client = h.newClient("ordersync", testPassword, 1) // one slot
+	o := testOrder("SLOT-1")
+	h.register(o)
+	// The create's POST is answered 504 by a proxy: unknown.
+	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Gateway504After, Delay: 10 * time.Millisecond, Hold: 10 * time.Millisecond})
+	h.onec.Inject(sim.Fault{Op: "find", Kind: sim.SlowCreate, Delay: hold, ExternalID: "site:OTHER"})
+	const settle = 300 * time.Millisecond
+	slotTaker := &slotTakingClient{Client: h.client, sim: h.onec, freed: make(chan time.Time, 1)}
+	e := engine.New(h.store, slotTaker, engine.Config{Workers: 1, SettleTime: settle, OneCTimeout: 5 * time.Second,
+		BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond, Logger: h.logger()})
+
+	if ran, err := e.RunDue(context.Background()); !ran || err != nil {
+		t.Fatalf("RunDue: %v %v", ran, err)
+	}
+	freed := <-slotTaker.freed
+	d := h.show(o.CreateKey())
+	if d.Status != journal.StatusPending || d.History[0].Class != journal.ClassUnknown || d.SettleUntil == nil {
+		t.Fatalf("after the 504: %s %+v settle %v, want pending on an unknown outcome", d.Status, d.History[0], d.SettleUntil)
+	}
+	// The POST went out after the find gave the slot back; freed was read after the
+	// find returned, so allow for the moment between the two.
+	if earliest := freed.Add(settle - 50*time.Millisecond); d.SettleUntil.Before(earliest) {
+		t.Fatalf("settles until %s, before the slot was free (%s) plus the settle time: the slot wait was counted",
+			d.SettleUntil.Format(time.RFC3339Nano), freed.Format(time.RFC3339Nano))
+	}
+}
+
+// slotTakingClient has another caller take the client's only slot with a slow find
+// right before each create, so that the create waits for it.
+type slotTakingClient struct {
+	*httpservice.Client
+	sim   *sim.OneC
+	freed chan time.Time
+}
+
+func (c *slotTakingClient) CreateOrder(ctx context.Context, req onec.CreateOrder) (onec.Created, error) {
+	finds := c.sim.Stats().Requests["find"]
+	go func() {
+		_, _ = c.Client.FindOrders(context.Background(), "site:OTHER")
+		c.freed <- time.Now()
+	}()
+	// The slow find is in 1C, holding the slot, before the create asks for it.
+	for c.sim.Stats().Requests["find"] == finds {
+		time.Sleep(time.Millisecond)
+	}
+	return c.Client.CreateOrder(ctx, req)
+}
+
+// 1C's search ignores letter case; ordersync's external ids do not. site:AB12 and
+// site:ab12 are two orders: the second must not be taken for the first (and a
+// cancel of it must not cancel the first). It is refused with a warning, and
+// nothing is created for it.
+func TestAFoundOrderOfAnotherExternalIDIsNotTakenForThisOne(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{})
+	e := h.engine(nil, engine.Config{})
+	upper, lower := testOrder("AB12"), testOrder("ab12")
+	h.register(upper)
+	h.drain(e)
+	h.register(lower)
+	h.drain(e)
+
+	h.wantOneCOrders("site:AB12", 1)
+	if n := h.onec.Count(); n != 1 {
+		t.Fatalf("1C holds %d orders, want AB12's only", n)
+	}
+	d := h.show(lower.CreateKey())
+	if d.Status != journal.StatusFailed || !strings.Contains(d.LastError, "letter case") {
+		t.Fatalf("site:ab12's create is %s (%q, result %+v), want failed naming the conflict", d.Status, d.LastError, d.Result)
+	}
+	held := h.onec.Orders()[0]
+	if len(d.Warnings) != 1 || d.Warnings[0].Code != journal.WarningExternalIDConflict || d.Warnings[0].Refs[0] != held.Ref {
+		t.Fatalf("warnings %+v, want an external_id_conflict naming %s", d.Warnings, held.Ref)
+	}
+	listed, err := h.store.List(context.Background(), journal.Filter{WarningsOnly: true})
+	if err != nil || len(listed) != 1 || listed[0].Key != lower.CreateKey() {
+		t.Fatalf("journal list --warnings: %+v %v, want site:ab12's create", listed, err)
+	}
+
+	// A cancel of site:ab12 leaves AB12's order alone.
+	key := h.registerCancel(lower, "mistyped")
+	h.drain(e)
+	if c := h.show(key); c.Status != journal.StatusDone || !strings.Contains(c.Result.Note, "nothing to cancel") {
+		t.Fatalf("cancel of site:ab12 %s %+v, want done with nothing to cancel", c.Status, c.Result)
+	}
+	if _, cancelled := h.cancelledIn1C("site:AB12"); cancelled {
+		t.Fatal("the cancel of site:ab12 cancelled site:AB12's order in 1C")
+	}
+}
