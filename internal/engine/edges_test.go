@@ -9,8 +9,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,5 +225,70 @@ func TestAFoundOrderOfAnotherExternalIDIsNotTakenForThisOne(t *testing.T) {
 	}
 	if _, cancelled := h.cancelledIn1C("site:AB12"); cancelled {
 		t.Fatal("the cancel of site:ab12 cancelled site:AB12's order in 1C")
+	}
+}
+
+// outageStore is the journal's database going away and coming back: while down,
+// every call the engine's loops make fails as a refused connection does.
+type outageStore struct {
+	journal.Store
+	down                      atomic.Bool
+	failedClaims, failedWakes atomic.Int64
+}
+
+var errDatabaseDown = errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+
+func (s *outageStore) ClaimDue(ctx context.Context, worker string) (journal.Claim, error) {
+	if s.down.Load() {
+		s.failedClaims.Add(1)
+		return nil, errDatabaseDown
+	}
+	return s.Store.ClaimDue(ctx, worker)
+}
+
+func (s *outageStore) ApplyWakes(ctx context.Context) (int, error) {
+	if s.down.Load() {
+		s.failedWakes.Add(1)
+		return 0, errDatabaseDown
+	}
+	return s.Store.ApplyWakes(ctx)
+}
+
+func (s *outageStore) ClaimVerification(ctx context.Context, lease time.Duration) (journal.Operation, error) {
+	if s.down.Load() {
+		return journal.Operation{}, errDatabaseDown
+	}
+	return s.Store.ClaimVerification(ctx, lease)
+}
+
+// While the database is away the claim loops log one ERROR per kind of failure
+// (with a count later), not one a try; when it is back they resume at once rather
+// than at the end of a backoff that grew during the outage.
+func TestADatabaseOutageLogsOnceAndTheLoopsResumeWhenItReturns(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, sim.OneCOptions{})
+	store := &outageStore{Store: h.store}
+	store.down.Store(true)
+	running(t, h.engine(store, engine.Config{Workers: 2, PollInterval: 20 * time.Millisecond}))
+	// Long enough for each loop's backoff to have doubled many times.
+	waitFor(t, func() bool { return store.failedClaims.Load() >= 14 && store.failedWakes.Load() >= 10 })
+	store.down.Store(false)
+	back := time.Now()
+	o := testOrder("BACK-1")
+	h.register(o)
+	h.waitStatus(o.CreateKey(), journal.StatusDone)
+	t.Logf("after %d failed claims and %d failed wake rounds, the order registered when the database came back was done %s later",
+		store.failedClaims.Load(), store.failedWakes.Load(), time.Since(back).Round(time.Millisecond))
+	h.wantOneCOrders(o.OneCExternalID(), 1)
+
+	logs := h.logs.String()
+	if n := countLogs(t, logs, "ERROR", "claim failed"); n != 1 {
+		t.Errorf("%d ERROR lines about failed claims for %d failures, want 1", n, store.failedClaims.Load())
+	}
+	if n := countLogs(t, logs, "ERROR", "could not apply recorded wakes"); n != 1 {
+		t.Errorf("%d ERROR lines about recorded wakes for %d failures, want 1", n, store.failedWakes.Load())
+	}
+	if n := countLogs(t, logs, "INFO", "recovered: claim failed"); n != 1 {
+		t.Errorf("%d INFO lines saying the claims recovered, want 1", n)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ordersync/ordersync/internal/backoff"
 	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/logging"
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
@@ -111,6 +112,8 @@ type Engine struct {
 	log     *slog.Logger
 	backoff backoff.Policy
 	health  *health
+	// repeats keeps a database outage to one ERROR line per kind of failure.
+	repeats logging.Repeats
 
 	wake chan struct{}
 
@@ -330,22 +333,29 @@ func (e *Engine) loop(claimCtx, callCtx context.Context, worker string, step *at
 		switch {
 		case err == nil:
 			errDelay = e.cfg.PollInterval
+			e.databaseAnswers(claimCtx, msgClaimFailed)
 			e.process(callCtx, claim)
 			continue
 		case errors.Is(err, journal.ErrNothingDue):
+			errDelay = e.cfg.PollInterval
+			e.databaseAnswers(claimCtx, msgClaimFailed)
 			if e.verifyDue(callCtx, claimCtx, worker) {
 				continue
 			}
 		case claimCtx.Err() != nil:
 			return
 		default:
-			e.log.Error("claim failed", "worker", worker, "err", err)
-			errDelay = min(errDelay*2, 30*time.Second)
+			// The database is away or failing: one ERROR for the run, not one a try.
+			// The loop tries again soon (the database's return must not wait out a
+			// long backoff), and any loop that finds it back wakes the others.
+			e.repeats.Fail(claimCtx, e.log, msgClaimFailed, err, "worker", worker)
+			errDelay = min(errDelay*2, maxDatabaseRetry)
 			idle.Reset(errDelay)
 			step.Store(0)
 			select {
 			case <-claimCtx.Done():
 				return
+			case <-e.wake:
 			case <-idle.C:
 			}
 			continue
@@ -358,6 +368,23 @@ func (e *Engine) loop(claimCtx, callCtx context.Context, worker string, step *at
 		case <-e.wake:
 		case <-idle.C:
 		}
+	}
+}
+
+// Messages of the runs of database failures that the engine logs once (Repeats).
+const (
+	msgClaimFailed       = "claim failed: the journal's database does not answer or refuses the claim"
+	msgApplyWakesFailed  = "could not apply recorded wakes"
+	msgWakeWaitingFailed = "could not make the operations waiting on 1C due"
+	msgClaimVerifyFailed = "claim a verification failed"
+	maxDatabaseRetry     = time.Second // how long a claim loop waits, at most, to try a failing database again
+)
+
+// databaseAnswers ends the run of failures msg, if there was one: the database
+// answers again, so every claim loop, whatever its backoff, looks for work now.
+func (e *Engine) databaseAnswers(ctx context.Context, msg string) {
+	if e.repeats.OK(ctx, e.log, msg) {
+		e.wakeAll()
 	}
 }
 

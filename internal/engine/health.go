@@ -243,7 +243,12 @@ func (e *Engine) watch(ctx context.Context) {
 			n, err := e.store.WakeWaiting(ctx)
 			switch {
 			case err != nil && ctx.Err() == nil:
-				e.log.Error("could not make the operations waiting on 1C due", "err", err)
+				e.repeats.Fail(ctx, e.log, msgWakeWaitingFailed, err)
+			case err == nil:
+				e.repeats.OK(ctx, e.log, msgWakeWaitingFailed)
+			}
+			switch {
+			case err != nil:
 			case n > 0:
 				e.woken.Add(int64(n))
 				e.log.Info("operations waiting on 1C are due now", "operations", n)
@@ -265,10 +270,17 @@ func (e *Engine) watch(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-wakes.C:
-			if n, err := e.store.ApplyWakes(ctx); err != nil && ctx.Err() == nil {
-				e.log.Error("could not apply recorded wakes", "err", err)
-			} else if n > 0 {
-				e.wakeAll()
+			n, err := e.store.ApplyWakes(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				e.repeats.Fail(ctx, e.log, msgApplyWakesFailed, err)
+			case err == nil:
+				// The database answers again: the claim loops need not wait out
+				// their backoff to find it.
+				e.databaseAnswers(ctx, msgApplyWakesFailed)
+				if n > 0 {
+					e.wakeAll()
+				}
 			}
 		case <-e.health.signal:
 			e.health.mu.Lock()

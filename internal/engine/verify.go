@@ -18,13 +18,15 @@ func (e *Engine) verifyDue(callCtx, claimCtx context.Context, worker string) boo
 	op, err := e.store.ClaimVerification(claimCtx, e.cfg.VerifyLease)
 	switch {
 	case errors.Is(err, journal.ErrNothingDue):
+		e.repeats.OK(claimCtx, e.log, msgClaimVerifyFailed)
 		return false
 	case err != nil:
 		if claimCtx.Err() == nil {
-			e.log.Error("claim a verification failed", "worker", worker, "err", err)
+			e.repeats.Fail(claimCtx, e.log, msgClaimVerifyFailed, err, "worker", worker)
 		}
 		return false
 	}
+	e.repeats.OK(claimCtx, e.log, msgClaimVerifyFailed)
 	if err := e.Verify(callCtx, op); err != nil {
 		e.log.Warn("verification of a create that was in doubt failed; it is tried again when its lease ends",
 			"key", op.Key, "err", err)
