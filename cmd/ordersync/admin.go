@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -278,8 +279,15 @@ func (a *adminSide) checkEngine(context.Context) (string, error) {
 	if eng == nil {
 		return "", errors.New("not started yet")
 	}
-	if paused, reason := eng.Paused(); paused {
-		return "", fmt.Errorf("paused by a configuration problem, claiming nothing until a ping of 1C succeeds: %s", reason)
+	if broken := eng.Broken(); len(broken) > 0 {
+		// The operations that need these endpoints wait; the others go on.
+		var parts []string
+		for _, b := range broken {
+			parts = append(parts, fmt.Sprintf("%s %s since %s (%d failures): %s", b.Path, b.Class,
+				b.Since.Format(time.RFC3339), b.Failures, b.Error))
+		}
+		return "", fmt.Errorf("claiming, but 1C endpoints fail with a configuration or authentication problem; "+
+			"the operations that need them wait: %s", strings.Join(parts, "; "))
 	}
 	return "claiming", nil
 }

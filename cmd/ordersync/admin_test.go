@@ -417,7 +417,7 @@ func TestReadyzFollows1C(t *testing.T) {
 	took = waitReady("1C back", interval+slack, 200, func(admin.Report) bool { return true })
 	t.Logf("/readyz 200 %s after 1C came back", took.Round(time.Millisecond))
 
-	// A missing publication: the engine's first call pauses it.
+	// A missing publication: the engine's first call names the failing endpoint.
 	e.onec.SetMissing()
 	if _, err := w.db.Journal().Register(t.Context(), journal.NewOperation{Key: "site:order:P-1:create", Kind: order.KindCreate,
 		Source: "site", ExternalID: "site:P-1", Payload: json.RawMessage(orderJSON("P-1", "SKU-1", "1", "10"))}); err != nil {
@@ -426,7 +426,7 @@ func TestReadyzFollows1C(t *testing.T) {
 	w.eng.Wake()
 	waitReady("publication missing", 30*time.Second, 503, func(r admin.Report) bool {
 		c := checkOf(r, "engine")
-		return !c.OK && strings.Contains(c.Reason, "paused by a configuration problem")
+		return !c.OK && strings.Contains(c.Reason, "/orders configuration")
 	})
 	e.onec.ClearMissing()
 	waitReady("publication back", 30*time.Second, 200, func(admin.Report) bool { return true })

@@ -297,9 +297,10 @@ func TestOutageLongerThanMaxAttemptsFailsNothing(t *testing.T) {
 }
 
 // A publication that lost its service answers 404 pages: nothing is the orders'
-// fault, so nothing fails; the engine logs one ERROR naming the URL and path, and
-// finishes everything once the page comes back.
-func TestMissingPublicationPausesAndResumes(t *testing.T) {
+// fault, so nothing fails; the engine logs one ERROR naming the URL and path (then
+// at most one per worker.backoff_max, with a count), and finishes everything once
+// the page comes back.
+func TestMissingPublicationWaitsAndResumes(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, sim.OneCOptions{})
 	h.onec.SetMissing() // every path
@@ -312,13 +313,20 @@ func TestMissingPublicationPausesAndResumes(t *testing.T) {
 	}
 	running(t, h.engine(nil, engine.Config{Workers: 2, MaxAttempts: 1,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 30 * time.Millisecond, PingInterval: 30 * time.Millisecond}))
-	waitFor(t, func() bool { return h.onec.Stats().Requests["ping"] >= 5 }) // paused, pinging
+	waitFor(t, func() bool { // each waits and is tried again, past max_attempts
+		for _, k := range keys {
+			if h.show(k).Attempts < 3 {
+				return false
+			}
+		}
+		return true
+	})
 	for _, k := range keys {
 		if d := h.show(k); d.Status != journal.StatusPending {
 			t.Fatalf("%s %s (%q) while the publication is missing, want pending", k, d.Status, d.LastError)
 		}
 	}
-	if errs := countLogs(t, h.logs.String(), "ERROR", "publication is not there"); errs != 1 {
+	if errs := countFirstLogs(t, h.logs.String(), "ERROR", "publication is not there"); errs != 1 {
 		t.Fatalf("%d ERROR lines about the missing publication, want 1; log:\n%s", errs, h.logs.String())
 	}
 	if !strings.Contains(h.logs.String(), h.onec.URL()) || !strings.Contains(h.logs.String(), `"path":"/`) {
@@ -451,6 +459,24 @@ func sameSet(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// countFirstLogs counts the JSON log lines at level whose message contains msg and
+// that are not a repeat of an earlier one (no "repeated" count).
+func countFirstLogs(t *testing.T, logs, level, msg string) int {
+	t.Helper()
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		var rec struct {
+			Level    string `json:"level"`
+			Msg      string `json:"msg"`
+			Repeated *int   `json:"repeated"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Level == level && strings.Contains(rec.Msg, msg) && rec.Repeated == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // countLogs counts the JSON log lines at level whose message contains msg.

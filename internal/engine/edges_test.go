@@ -292,3 +292,58 @@ func TestADatabaseOutageLogsOnceAndTheLoopsResumeWhenItReturns(t *testing.T) {
 		t.Errorf("%d INFO lines saying the claims recovered, want 1", n)
 	}
 }
+
+// One endpoint missing from the publication (POST /orders/cancel) holds back only
+// the operations that need it: they back off, each try at least its backoff after
+// the last instead of at every successful ping, the ERROR is logged once for the
+// endpoint, creates go on meanwhile, and the engine names the endpoint until a
+// call to it works again.
+func TestOneMissingEndpointHoldsBackOnlyWhatNeedsIt(t *testing.T) {
+	t.Parallel()
+	const backoffMin, backoffMax = 20 * time.Millisecond, 2 * time.Second
+	h := newHarness(t, sim.OneCOptions{})
+	e := running(t, h.engine(nil, engine.Config{Workers: 2, BackoffMin: backoffMin, BackoffMax: backoffMax,
+		PingInterval: 30 * time.Millisecond}))
+	o := testOrder("EP-1")
+	h.register(o)
+	h.waitStatus(o.CreateKey(), journal.StatusDone)
+
+	h.onec.SetMissing("cancel")
+	cancelKey := h.registerCancel(o, "")
+	var others []string
+	for i := range 4 {
+		other := testOrder(fmt.Sprintf("EP-OK-%d", i))
+		h.register(other)
+		others = append(others, other.CreateKey())
+	}
+	for _, k := range others {
+		h.waitStatus(k, journal.StatusDone) // the creates go on
+	}
+	waitFor(t, func() bool { return h.show(cancelKey).Attempts >= 5 })
+	d := h.show(cancelKey)
+	if d.Status != journal.StatusPending || d.RetryClass != journal.ClassConfiguration {
+		t.Fatalf("cancel %s class %q (%q), want pending on a configuration problem", d.Status, d.RetryClass, d.LastError)
+	}
+	for k := 1; k < len(d.History); k++ {
+		want := min(backoffMin<<(k-1), backoffMax) // the backoff after attempt k
+		if gap := d.History[k].StartedAt.Sub(d.History[k-1].StartedAt); gap < want-2*time.Millisecond {
+			t.Fatalf("attempt %d came %s after attempt %d, sooner than its backoff %s (outcomes %s)",
+				k+1, gap, k, want, outcomes(d))
+		}
+	}
+	if n := countFirstLogs(t, h.logs.String(), "ERROR", "/orders/cancel"); n != 1 {
+		t.Fatalf("%d ERROR lines first naming /orders/cancel for %d attempts, want 1", n, d.Attempts)
+	}
+	if b := e.Broken(); len(b) != 1 || b[0].Path != "/orders/cancel" || b[0].Class != journal.ClassConfiguration {
+		t.Fatalf("broken endpoints %+v, want /orders/cancel (configuration)", b)
+	}
+
+	h.onec.ClearMissing()
+	h.waitStatus(cancelKey, journal.StatusDone)
+	if _, cancelled := h.cancelledIn1C(o.OneCExternalID()); !cancelled {
+		t.Fatal("not cancelled in 1C once the endpoint came back")
+	}
+	if b := e.Broken(); len(b) != 0 {
+		t.Fatalf("broken endpoints %+v after the cancel went through, want none", b)
+	}
+}

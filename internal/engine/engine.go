@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -170,7 +171,7 @@ func New(store journal.Store, client onec.Client, cfg Config) *Engine {
 	e := &Engine{store: store, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, cfg.Workers),
 		backoff: backoff.Policy{Min: cfg.BackoffMin, Max: cfg.BackoffMax, Jitter: cfg.Jitter},
 		steps:   make([]atomic.Int64, cfg.Workers), epoch: time.Now()}
-	e.health = newHealth(cfg.Logger)
+	e.health = newHealth(cfg.Logger, cfg.BackoffMax)
 	e.client, e.raw = watchedClient{Client: client, h: e.health}, client
 	return e
 }
@@ -291,18 +292,25 @@ func (e *Engine) stepLimit() time.Duration {
 	return 2*CallBudget(e.cfg.OneCTimeout) + 10*time.Second + 2*e.verdictTimeout()
 }
 
-// OneCState says what the engine knows of 1C from its last call or ping: "up",
-// "not answering" or "paused (configuration)" (a missing publication or refused
-// credentials: nothing is claimed until a ping succeeds).
+// OneCState says what the engine knows of 1C from its last call or ping: "up" or
+// "not answering", and the endpoints that answer a configuration or authentication
+// failure, if any ("up; failing: /orders/cancel (configuration)").
 func (e *Engine) OneCState() string {
 	e.health.mu.Lock()
-	defer e.health.mu.Unlock()
-	return stateName(e.health.state)
+	state := stateName(e.health.state)
+	e.health.mu.Unlock()
+	var failing []string
+	for _, b := range e.Broken() {
+		failing = append(failing, fmt.Sprintf("%s (%s)", b.Path, b.Class))
+	}
+	if len(failing) > 0 {
+		state += "; failing: " + strings.Join(failing, ", ")
+	}
+	return state
 }
 
 // PingOneC pings 1C through the engine's client, so that what it learns counts as
-// any other call does: 1C not answering has the engine ping it until it does, and
-// a configuration problem pauses claiming (OneCState).
+// any other call does: 1C not answering has the engine ping it until it does.
 func (e *Engine) PingOneC(ctx context.Context) (onec.Info, error) { return e.client.Ping(ctx) }
 
 // loop is one claim loop. step holds when the step it is in began, 0 while it waits.
@@ -318,16 +326,6 @@ func (e *Engine) loop(claimCtx, callCtx context.Context, worker string, step *at
 		case <-claimCtx.Done():
 			return
 		default:
-		}
-		if paused := e.health.pausedCh(); paused != nil {
-			// A configuration problem: nothing is claimed until a ping succeeds.
-			step.Store(0)
-			select {
-			case <-claimCtx.Done():
-				return
-			case <-paused:
-			}
-			continue
 		}
 		claim, err := e.store.ClaimDue(claimCtx, worker)
 		switch {
@@ -639,11 +637,10 @@ func (e *Engine) verdictFinish(op journal.Operation, v verdict, attempt int, sta
 			since.Round(time.Second), first.UTC().Format(time.RFC3339), e.cfg.GiveUpAfter, msg)
 		return f
 	}
+	// A configuration or authentication failure of one endpoint backs off like any
+	// other, up to worker.backoff_max; it is woken sooner when a call to that
+	// endpoint works again (watch), never by a ping of another.
 	delay := e.Backoff(attempt)
-	if class == journal.ClassConfiguration || class == journal.ClassAuth {
-		// Woken at once when a ping succeeds; until then it waits the longest.
-		delay = e.cfg.BackoffMax
-	}
 	f.NextAttemptAt = now.Add(delay)
 	for _, t := range []time.Time{f.SettleUntil, v.retryAt} {
 		if t.After(f.NextAttemptAt) {

@@ -3,53 +3,75 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/logging"
 	"github.com/ordersync/ordersync/internal/onec"
 )
 
-// healthState is what the engine knows of 1C from its last answers.
+// healthState is what the engine knows of 1C as a whole from its last answers.
 type healthState int
 
 const (
 	healthUp      healthState = iota // the last call was answered
 	healthFailing                    // 1C cannot be reached (refused, 502/503/504): pinged until it answers
-	healthPaused                     // a configuration or authentication problem: nothing is claimed until a ping succeeds
 )
 
 // health follows 1C's answers. When 1C answers again after failing, every operation
 // that waits on a transient, configuration or authentication failure is made due at
-// once (watch); while a configuration problem lasts, workers claim nothing.
+// once (watch). A configuration or authentication failure is 1C's answer about one
+// endpoint (a publication without POST /orders/cancel, a user without rights to
+// stock): it is remembered for that endpoint alone. The operations that need it
+// wait with their own backoff, the others go on, and it ends when a call to that
+// endpoint succeeds.
 type health struct {
 	log *slog.Logger
 
-	mu     sync.Mutex
-	state  healthState
-	paused chan struct{} // open while paused; closed when the pause ends
-	// recover is set on a return to healthUp, for watch to wake the waiting.
-	recover bool
-	// byPing: the last return to healthUp came from a ping only; a pause right
-	// after it is the same problem, logged once.
-	byPing bool
-	signal chan struct{} // cap 1: the state changed
-	// reason is the error that paused the engine, "" when it is not paused.
-	reason string
+	mu      sync.Mutex
+	state   healthState
+	recover bool          // set on a return to healthUp or an endpoint that works again, for watch to wake the waiting
+	signal  chan struct{} // cap 1: the state changed
+	broken  map[string]*BrokenEndpoint
+	// repeats logs each broken endpoint once, then at most once per
+	// worker.backoff_max with a count.
+	repeats logging.Repeats
 }
 
-// Paused reports whether a configuration or authentication problem keeps the
-// workers from claiming (until a ping of 1C succeeds), and the 1C error that
-// paused them. The admin listener's /readyz reports it.
-func (e *Engine) Paused() (paused bool, reason string) {
+// BrokenEndpoint is a 1C endpoint whose last answer was a configuration or
+// authentication failure: the publication does not serve it (a web server's 404 or
+// 405 page), or 1C refuses the credentials for it. /readyz and the metrics name it.
+type BrokenEndpoint struct {
+	Op       string    `json:"op"`   // ping, find, create, cancel, stock, list
+	Path     string    `json:"path"` // below onec.base_url, e.g. /orders/cancel
+	Class    string    `json:"class"`
+	Since    time.Time `json:"since"`
+	Failures int       `json:"failures"`
+	Error    string    `json:"error"`
+}
+
+// Broken lists the 1C endpoints that answer a configuration or authentication
+// failure, by path.
+func (e *Engine) Broken() []BrokenEndpoint {
 	e.health.mu.Lock()
 	defer e.health.mu.Unlock()
-	return e.health.state == healthPaused, e.health.reason
+	out := make([]BrokenEndpoint, 0, len(e.health.broken))
+	for _, b := range e.health.broken {
+		out = append(out, *b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
 }
 
-func newHealth(log *slog.Logger) *health {
-	return &health{log: log, signal: make(chan struct{}, 1)}
+func newHealth(log *slog.Logger, every time.Duration) *health {
+	return &health{log: log, signal: make(chan struct{}, 1), broken: map[string]*BrokenEndpoint{},
+		repeats: logging.Repeats{Every: every}}
 }
 
 func (h *health) notify() {
@@ -57,16 +79,6 @@ func (h *health) notify() {
 	case h.signal <- struct{}{}:
 	default:
 	}
-}
-
-// pausedCh is the channel to wait on while paused, nil otherwise.
-func (h *health) pausedCh() <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.state != healthPaused {
-		return nil
-	}
-	return h.paused
 }
 
 // snapshot returns the state and whether a recovery is to be acted on (cleared).
@@ -78,11 +90,11 @@ func (h *health) snapshot() (healthState, bool) {
 	return h.state, r
 }
 
-// observe updates the state from one call's outcome. Calls cut short by their own
-// context say nothing about 1C.
-func (h *health) observe(ctx context.Context, err error) {
+// observe updates the state from one call of op's outcome. Calls cut short by
+// their own context say nothing about 1C.
+func (h *health) observe(ctx context.Context, op string, err error) {
 	if err == nil {
-		h.answered(false)
+		h.answered(ctx, op)
 		return
 	}
 	if ctx.Err() != nil {
@@ -94,47 +106,49 @@ func (h *health) observe(ctx context.Context, err error) {
 	}
 	switch oe.Class {
 	case onec.Configuration, onec.Auth:
-		h.pause(oe)
-	case onec.Transient:
+		h.breaks(ctx, op, oe)
+	case onec.Transient, onec.Unknown:
 		if unreachable(oe) {
 			h.failing()
 		}
-		// 406 (no free session), 429 and lock conflicts: 1C is there, only busy.
+		// 406 (no free session), 429 and lock conflicts: 1C is there, only busy;
+		// a timeout after a POST: 1C is slow.
 	case onec.Permanent:
-		h.answered(false) // 1C's own answer
+		h.answered(ctx, op) // 1C's own answer
 	}
 }
 
-// unreachable tells a transient failure that means 1C cannot be reached from one
-// where it answered busy.
+// unreachable tells a failure that means 1C cannot be reached from one where it
+// answered busy or slow: no answer before anything was sent, or the web server's
+// 502/503/504 rather than the service's own error.
 func unreachable(e *onec.Error) bool {
-	switch e.Status {
-	case 0, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+	switch {
+	case e.API:
+		return false
+	case e.Status == 0:
+		return e.Class == onec.Transient // an unknown outcome with no answer is a slow 1C
+	case e.Status == http.StatusBadGateway, e.Status == http.StatusServiceUnavailable, e.Status == http.StatusGatewayTimeout:
 		return true
 	}
 	return false
 }
 
-// answered records an answer from 1C (byPing: to a ping of watch's).
-func (h *health) answered(byPing bool) {
+// answered records an answer from 1C to a call of op.
+func (h *health) answered(ctx context.Context, op string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !byPing {
-		h.byPing = false
+	if b := h.broken[op]; b != nil {
+		delete(h.broken, op)
+		h.repeats.OK(ctx, h.log, brokenMessage(b), "path", b.Path)
+		h.recover = true
+		h.notify()
 	}
 	if h.state == healthUp {
 		return
 	}
-	was := h.state
 	h.state = healthUp
-	h.reason = ""
 	h.recover = true
-	h.byPing = byPing
-	if h.paused != nil {
-		close(h.paused)
-		h.paused = nil
-	}
-	h.log.Info("1C answers again: operations waiting on it are due now", "was", stateName(was))
+	h.log.Info("1C answers again: operations waiting on it are due now", "was", stateName(healthFailing))
 	h.notify()
 }
 
@@ -149,34 +163,48 @@ func (h *health) failing() {
 	h.notify()
 }
 
-func (h *health) pause(e *onec.Error) {
+// breaks records a configuration or authentication failure of op's endpoint and
+// logs it: at once the first time, then at most once per worker.backoff_max.
+func (h *health) breaks(ctx context.Context, op string, e *onec.Error) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.state == healthPaused {
-		return
+	b := h.broken[op]
+	if b == nil {
+		b = &BrokenEndpoint{Op: op, Path: e.Path, Since: time.Now().UTC()}
+		h.broken[op] = b
+		h.notify()
 	}
-	h.state = healthPaused
-	h.paused = make(chan struct{})
-	h.reason = e.Error()
-	msg := "1C's publication is not there: the engine stops calling 1C until a ping succeeds; no operation fails for it"
-	if e.Class == onec.Auth {
-		msg = "1C refuses the credentials: the engine stops calling 1C until a ping succeeds; no operation fails for it"
+	b.Failures++
+	b.Class, b.Error = classOf(e.Class), e.Error()
+	msg := brokenMessage(b)
+	h.mu.Unlock()
+	h.repeats.Fail(ctx, h.log, msg, e, "path", e.Path, "status", e.Status)
+}
+
+// brokenMessage is what the log says of a broken endpoint; one run of lines per
+// endpoint and class.
+func brokenMessage(b *BrokenEndpoint) string {
+	what := "1C's publication is not there for " + b.Path
+	if b.Class == journal.ClassAuth {
+		what = "1C refuses the credentials for " + b.Path
 	}
-	if h.byPing {
-		// The same problem as before the ping that ended the last pause.
-		h.log.Debug(msg, "path", e.Path, "status", e.Status, "err", e.Error())
-	} else {
-		h.log.Error(msg, "path", e.Path, "status", e.Status, "err", e.Error())
+	return what + ": the operations that need it wait, up to worker.backoff_max between tries, and the others go on; " +
+		"none fails for it before worker.give_up_after"
+}
+
+// brokenSummary names the broken endpoints, "" when there is none.
+func (e *Engine) brokenSummary() string {
+	var parts []string
+	for _, b := range e.Broken() {
+		parts = append(parts, fmt.Sprintf("%s (%s since %s, %d failures: %s)", b.Path, b.Class,
+			b.Since.Format(time.RFC3339), b.Failures, b.Error))
 	}
-	h.notify()
+	return strings.Join(parts, "; ")
 }
 
 func stateName(s healthState) string {
 	switch s {
 	case healthFailing:
 		return "not answering"
-	case healthPaused:
-		return "paused (configuration)"
 	default:
 		return "up"
 	}
@@ -190,42 +218,43 @@ type watchedClient struct {
 
 func (w watchedClient) Ping(ctx context.Context) (onec.Info, error) {
 	v, err := w.Client.Ping(ctx)
-	w.h.observe(ctx, err)
+	w.h.observe(ctx, "ping", err)
 	return v, err
 }
 
 func (w watchedClient) FindOrders(ctx context.Context, externalID string) ([]onec.Order, error) {
 	v, err := w.Client.FindOrders(ctx, externalID)
-	w.h.observe(ctx, err)
+	w.h.observe(ctx, "find", err)
 	return v, err
 }
 
 func (w watchedClient) CreateOrder(ctx context.Context, req onec.CreateOrder) (onec.Created, error) {
 	v, err := w.Client.CreateOrder(ctx, req)
-	w.h.observe(ctx, err)
+	w.h.observe(ctx, "create", err)
 	return v, err
 }
 
 func (w watchedClient) CancelOrder(ctx context.Context, externalID, reason string) (onec.Cancelled, error) {
 	v, err := w.Client.CancelOrder(ctx, externalID, reason)
-	w.h.observe(ctx, err)
+	w.h.observe(ctx, "cancel", err)
 	return v, err
 }
 
 func (w watchedClient) Stock(ctx context.Context, warehouse string) (onec.Stock, error) {
 	v, err := w.Client.Stock(ctx, warehouse)
-	w.h.observe(ctx, err)
+	w.h.observe(ctx, "stock", err)
 	return v, err
 }
 
 func (w watchedClient) ListOrders(ctx context.Context, q onec.ListQuery) ([]onec.Order, error) {
 	v, err := w.Client.ListOrders(ctx, q)
-	w.h.observe(ctx, err)
+	w.h.observe(ctx, "list", err)
 	return v, err
 }
 
-// watch applies left-over wakes each poll, pings 1C while it fails or while the engine is paused (BackoffMin after the
-// trouble began, doubling up to PingInterval), and when 1C answers again makes every
+// watch applies left-over wakes each poll, pings 1C while it fails (BackoffMin after
+// the trouble began, doubling up to PingInterval), and when 1C answers again, or an
+// endpoint that failed works again, makes every
 // operation waiting on it due at once and wakes the workers: they claim them one at
 // a time each, so 1C sees no more than onec.max_concurrency of them at once.
 func (e *Engine) watch(ctx context.Context) {
@@ -258,6 +287,7 @@ func (e *Engine) watch(ctx context.Context) {
 		switch {
 		case state == healthUp:
 			nextPing = time.Time{}
+			delay = e.cfg.BackoffMin
 		case nextPing.IsZero():
 			nextPing = time.Now().Add(delay)
 		}
@@ -283,20 +313,13 @@ func (e *Engine) watch(ctx context.Context) {
 				}
 			}
 		case <-e.health.signal:
-			e.health.mu.Lock()
-			byPing := e.health.byPing
-			e.health.mu.Unlock()
-			if !byPing {
-				delay = e.cfg.BackoffMin
-				nextPing = time.Time{}
-			}
 		case <-tick:
 			nextPing = time.Time{}
 			pctx, cancel := context.WithTimeout(ctx, e.cfg.OneCTimeout)
 			_, err := e.raw.Ping(pctx)
 			cancel()
 			if err == nil {
-				e.health.answered(true)
+				e.health.answered(ctx, "ping")
 			} else {
 				e.log.Debug("1C ping failed", "err", err)
 				delay = min(delay*2, e.cfg.PingInterval)
