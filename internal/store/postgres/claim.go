@@ -51,13 +51,17 @@ const lockKeySQL = `SELECT ` + opColumns + openStartedColumn + ` FROM (
 // :cancel for :create: the engine then never creates it); when the newest open attempt
 // started (a worker that may still be at work in 1C); whether an earlier attempt
 // was in doubt (an unknown outcome, or interrupted), so the done create is verified;
-// and the operation's pending trigger, which the attempt records.
+// the operation's pending trigger, which the attempt records; and the database's
+// clock once the row is locked (the outer list is computed for the row the locking
+// subquery returns), which decides whether the earlier attempt has settled and
+// stamps the new one (clock.go).
 const claimExtras = `,
 	operations.key LIKE '%:create' AND EXISTS (
 		SELECT 1 FROM operations c WHERE c.key = left(operations.key, -7) || ':cancel')` + openStartedColumn + `,
 	EXISTS (SELECT 1 FROM operation_attempts d WHERE d.operation_key = operations.key
 		AND (d.outcome = 'interrupted' OR d.class = 'unknown')),
-	operations.triggered_by`
+	operations.triggered_by,
+	clock_timestamp()`
 
 const openStartedColumn = `,
 	(SELECT max(started_at) FROM operation_attempts o WHERE o.operation_key = operations.key AND o.finished_at IS NULL)`
@@ -161,7 +165,9 @@ func (j *Journal) ClaimKey(ctx context.Context, key, worker string) (journal.Cla
 // A row whose earlier attempt may still be at work in 1C — its settle_until ahead, or
 // an open attempt younger than TakeoverAfter — is not claimed: it is made due when
 // that has settled and committed, and ClaimDue goes on to the next due row (ClaimKey
-// answers *journal.UnsettledError).
+// answers *journal.UnsettledError). "Ahead" and "younger" are judged on the
+// database's clock under the row lock (unless Config.Now injects one), and the new
+// attempt starts at that time: replicas whose clocks disagree judge alike.
 func (j *Journal) claim(ctx context.Context, worker, key string) (_ journal.Claim, err error) {
 	db := j.db
 	what := "claim due"
@@ -192,8 +198,9 @@ func (j *Journal) claim(ctx context.Context, worker, key string) (_ journal.Clai
 		now         time.Time
 	)
 	for deferrals := 0; ; deferrals++ {
-		now = db.nowUTC()
-		op, openStarted, trigger, err = j.lockForClaim(ctx, conn, key, now)
+		var locked time.Time // the database's clock under the row lock
+		due := db.nowUTC()
+		op, openStarted, trigger, locked, err = j.lockForClaim(ctx, conn, key, due)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows) && key == "":
 			return nil, journal.ErrNothingDue
@@ -201,6 +208,10 @@ func (j *Journal) claim(ctx context.Context, worker, key string) (_ journal.Clai
 			return nil, fmt.Errorf("postgres: %s: %w", what, interpretError(err))
 		case op.Status != journal.StatusPending:
 			return nil, &journal.NotPendingError{Operation: op}
+		}
+		now = locked
+		if db.injectedClock {
+			now = due
 		}
 		until := journal.UnsettledUntil(op.SettleUntil, openStarted, db.cfg.TakeoverAfter)
 		if until == nil || !until.After(now) {
@@ -252,10 +263,10 @@ func (j *Journal) claim(ctx context.Context, worker, key string) (_ journal.Clai
 }
 
 // lockForClaim begins a transaction on conn and locks the row to claim: the first
-// due one (key == "") or key's. It returns the operation with its claim extras and
-// when its newest open attempt started (nil when none is open), and its pending
-// trigger.
-func (j *Journal) lockForClaim(ctx context.Context, conn *pgxpool.Conn, key string, now time.Time) (journal.Operation, *time.Time, string, error) {
+// due one at now (key == "") or key's. It returns the operation with its claim extras,
+// when its newest open attempt started (nil when none is open), its pending trigger,
+// and the database's clock once the row was locked.
+func (j *Journal) lockForClaim(ctx context.Context, conn *pgxpool.Conn, key string, now time.Time) (journal.Operation, *time.Time, string, time.Time, error) {
 	db := j.db
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
@@ -270,6 +281,7 @@ func (j *Journal) lockForClaim(ctx context.Context, conn *pgxpool.Conn, key stri
 	var (
 		openStarted *time.Time
 		trigger     string
+		locked      time.Time
 	)
 	op, err := func() (journal.Operation, error) {
 		for range b.Len() - 1 { // BEGIN and the settings
@@ -278,7 +290,7 @@ func (j *Journal) lockForClaim(ctx context.Context, conn *pgxpool.Conn, key stri
 			}
 		}
 		var cancelRequested, doubted bool
-		op, err := scanOperation(br.QueryRow(), &cancelRequested, &openStarted, &doubted, &trigger)
+		op, err := scanOperation(br.QueryRow(), &cancelRequested, &openStarted, &doubted, &trigger, &locked)
 		op.CancelRequested, op.Doubted = cancelRequested, doubted
 		return op, err
 	}()
@@ -288,7 +300,7 @@ func (j *Journal) lockForClaim(ctx context.Context, conn *pgxpool.Conn, key stri
 	if err != nil {
 		_ = endTxKeep(ctx, conn)
 	}
-	return op, utcPtr(openStarted), trigger, err
+	return op, utcPtr(openStarted), trigger, locked.UTC().Truncate(time.Microsecond), err
 }
 
 // endTxKeep rolls back what is left of a transaction on conn and keeps the

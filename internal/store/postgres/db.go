@@ -68,8 +68,25 @@ type Config struct {
 	// onec.settle_time, so that a worker whose session died is never raced while its
 	// POST may still be at work in 1C (default 3m30s: 3 × 30s + 2m).
 	TakeoverAfter time.Duration
-	// Now is the clock (default time.Now).
+	// Now, when set, is the store's clock as is (tests' fake clocks): every time the
+	// store writes and every comparison it makes, the outbox's leases included. It
+	// excludes ProcessClock.
+	//
+	// When Now is nil the store's clock is the database's: replicas whose clocks
+	// disagree judge alike whether an earlier attempt may still be at work in 1C.
+	// A claim compares and stamps its attempt with the server's clock_timestamp()
+	// taken under the row lock, a verification lease and the outbox's leases are
+	// reckoned on now() in SQL, and every other time (DB.Now, which the engine is
+	// given for its settle, verification and retry times) is the process's clock
+	// corrected by the difference measured at Open and every ClockCheckInterval.
 	Now func() time.Time
+	// ProcessClock is this process's clock, which DB.Now corrects by the measured
+	// difference (default time.Now; tests set one that runs ahead).
+	ProcessClock func() time.Time
+	// ClockCheckInterval is how often the difference between the database's clock
+	// and the process's is measured again after Open (default DefaultClockCheckInterval;
+	// negative: only at Open). Unused when Now is set.
+	ClockCheckInterval time.Duration
 	// Logger receives notices such as applied migrations and interrupted attempts
 	// (default: discarded).
 	Logger *slog.Logger
@@ -85,6 +102,9 @@ const (
 	DefaultClaimIdleTimeout = 2 * time.Minute
 	DefaultClaimLockTimeout = 30 * time.Second
 	DefaultTakeoverAfter    = 3*time.Minute + 30*time.Second
+	// DefaultClockCheckInterval is how often the database's clock is compared with
+	// the process's.
+	DefaultClockCheckInterval = time.Minute
 )
 
 // The connections a store opens besides its main pool.
@@ -138,13 +158,13 @@ type DB struct {
 	listenConn *pgx.ConnConfig
 	listener   *listenHub
 	cfg        Config
-	now        func() time.Time
 	log        *slog.Logger
 	target     string // host:port/database, for messages
 	journal    *Journal
-	// injectedClock: Config.Now was set (tests); otherwise outbox leases are
-	// reckoned on the database's clock.
+	// injectedClock: Config.Now was set (tests); otherwise the store's clock is the
+	// database's (clock.go).
 	injectedClock bool
+	clock         dbClock
 
 	// claimSlots bounds the claims and locks open at once to MaxConns-1: each holds a
 	// connection, and writing a claim's attempt row needs another.
@@ -168,6 +188,9 @@ type DB struct {
 func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if strings.TrimSpace(cfg.URL) == "" {
 		return nil, errors.New("postgres: the database URL is empty")
+	}
+	if cfg.Now != nil && cfg.ProcessClock != nil {
+		return nil, errors.New("postgres: set Now (a clock used as is) or ProcessClock (corrected by the database's), not both")
 	}
 	if cfg.MaxConnections < 0 || cfg.MaxConns < 0 || cfg.ClaimIdleTimeout < 0 || cfg.ClaimLockTimeout < 0 || cfg.TakeoverAfter < 0 {
 		return nil, errors.New("postgres: MaxConnections, MaxConns, ClaimIdleTimeout, ClaimLockTimeout and TakeoverAfter must not be negative")
@@ -197,9 +220,10 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	cfg.TakeoverAfter = cmp.Or(cfg.TakeoverAfter, DefaultTakeoverAfter)
 	cfg.CloseTimeout = cmp.Or(cfg.CloseTimeout, 5*time.Second)
 	injected := cfg.Now != nil
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.ProcessClock == nil {
+		cfg.ProcessClock = time.Now
 	}
+	cfg.ClockCheckInterval = cmp.Or(cfg.ClockCheckInterval, DefaultClockCheckInterval)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -246,7 +270,6 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		conns:      conns,
 		listenConn: lc,
 		cfg:        cfg,
-		now:        cfg.Now,
 		log:        cfg.Logger,
 		target:     target,
 		claimSlots: make(chan struct{}, pc.MaxConns-1),
@@ -255,6 +278,11 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	}
 	db.journal = &Journal{db: db}
 	db.listener = &listenHub{db: db}
+	if err := db.startClock(ctx); err != nil {
+		pool.Close()
+		writers.Close()
+		return nil, &ConnectError{Target: target, Err: err}
+	}
 	return db, nil
 }
 
@@ -271,6 +299,7 @@ func (db *DB) Close() {
 	}
 	closed := make(chan struct{})
 	go func() {
+		db.stopClock()
 		db.listener.close()
 		db.pool.Close()
 		db.writers.Close()
@@ -321,8 +350,8 @@ func (db *DB) Connections() Connections { return db.conns }
 // String names the server as host:port/database.
 func (db *DB) String() string { return db.target }
 
-// nowUTC is the injected clock at the database's precision.
-func (db *DB) nowUTC() time.Time { return db.now().UTC().Truncate(time.Microsecond) }
+// nowUTC is the store's clock (Now) at the database's precision.
+func (db *DB) nowUTC() time.Time { return db.Now().UTC().Truncate(time.Microsecond) }
 
 func describeTarget(c *pgx.ConnConfig) string {
 	s := net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))) + "/" + c.Database

@@ -437,7 +437,7 @@ func TestInboxInjectedClock(t *testing.T) {
 func TestInboxRoundTrips(t *testing.T) {
 	t.Parallel()
 	var rt testdb.RoundTrips
-	db := newDB(t, Config{ConfigurePool: func(c *pgxpool.Config) {
+	db := newDB(t, Config{ClockCheckInterval: -1, ConfigurePool: func(c *pgxpool.Config) {
 		rt.Install(c)
 		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	}})

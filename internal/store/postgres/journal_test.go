@@ -38,10 +38,11 @@ func newDB(t *testing.T, cfg Config) *DB {
 // newCountedDB is newDB with every round trip to the server counted in rt. pgxpool
 // pings a connection idle for over a second before handing it out; that is the
 // pool's health check, not the path measured, and would make counts depend on
-// timing, so it is off.
+// timing, so it is off; so is the store's measurement of the database's clock after
+// Open (once a minute).
 func newCountedDB(t *testing.T, rt *testdb.RoundTrips) *DB {
 	t.Helper()
-	return newDB(t, Config{ConfigurePool: func(c *pgxpool.Config) {
+	return newDB(t, Config{ClockCheckInterval: -1, ConfigurePool: func(c *pgxpool.Config) {
 		rt.Install(c)
 		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	}})

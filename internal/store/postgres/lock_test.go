@@ -420,7 +420,7 @@ func TestRoundTripsConnectors(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	var rt testdb.RoundTrips
-	db := newDB(t, Config{ConfigurePool: func(c *pgxpool.Config) {
+	db := newDB(t, Config{ClockCheckInterval: -1, ConfigurePool: func(c *pgxpool.Config) {
 		rt.Install(c)
 		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	}})

@@ -61,12 +61,14 @@ func (j *Journal) ApplyWakes(ctx context.Context) (int, error) {
 }
 
 // claimVerificationSQL leases the done operation whose verification is due first:
-// its verify_at moves ahead by the lease, so that no other replica verifies it while
-// this one asks 1C, and no lock is held meanwhile.
-const claimVerificationSQL = `UPDATE operations SET verify_at = $2
+// its verify_at moves ahead by the lease ($3), so that no other replica verifies it
+// while this one asks 1C, and no lock is held meanwhile. Due-ness and the lease are
+// reckoned on the database's clock (now()), as the outbox's leases are; $1 and $2
+// replace it only when the store runs on an injected clock (tests).
+const claimVerificationSQL = `UPDATE operations SET verify_at = coalesce($2, now() + $3::interval)
 WHERE key = (
 	SELECT key FROM operations
-	WHERE verify_at IS NOT NULL AND verify_at <= $1 AND status = 'done'
+	WHERE verify_at IS NOT NULL AND verify_at <= coalesce($1, now()) AND status = 'done'
 	ORDER BY verify_at
 	LIMIT 1
 	FOR NO KEY UPDATE SKIP LOCKED)
@@ -75,8 +77,13 @@ RETURNING ` + opColumns
 // ClaimVerification leases the done operation whose verification is due first.
 // journal.ErrNothingDue when none is. One round trip.
 func (j *Journal) ClaimVerification(ctx context.Context, lease time.Duration) (journal.Operation, error) {
-	now := j.db.nowUTC()
-	op, err := scanOperation(j.db.pool.QueryRow(ctx, claimVerificationSQL, now, now.Add(lease)))
+	var clock, until *time.Time // nil: the database's clock
+	if j.db.injectedClock {
+		now := j.db.nowUTC()
+		u := now.Add(lease)
+		clock, until = &now, &u
+	}
+	op, err := scanOperation(j.db.pool.QueryRow(ctx, claimVerificationSQL, clock, until, lease))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return journal.Operation{}, journal.ErrNothingDue
 	}

@@ -13,7 +13,11 @@
 //     waiting on busy_timeout across processes (a CLI command beside the service);
 //   - an in-process notifier stands in for LISTEN/NOTIFY.
 //
-// Times are stored as INTEGER microseconds since the epoch, UTC; JSON as TEXT.
+// Times are stored as INTEGER microseconds since the epoch, UTC; JSON as TEXT. They
+// are the process's clock (Config.Now): the file lives on the machine that works it,
+// the processes that open it share that machine's clock, and so there is no other
+// clock to agree with (PostgreSQL replicas judge on the server's, see
+// internal/store/postgres).
 package sqlite
 
 import (
@@ -59,8 +63,10 @@ type Config struct {
 	// onec.settle_time, since a killed worker's POST may still be at work in 1C
 	// (default 3m30s: 3 × 30s + 2m).
 	TakeoverAfter time.Duration
-	Now           func() time.Time
-	Logger        *slog.Logger
+	// Now is the store's clock (default time.Now): every process that opens the file
+	// runs on its machine, whose clock they share.
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Defaults.
@@ -167,6 +173,18 @@ func (db *DB) SQL() *sql.DB { return db.sql }
 
 // Keys are the in-process key locks (the FOR UPDATE stand-in).
 func (db *DB) Keys() *KeyLocks { return db.keys }
+
+// Now is the store's clock, Config.Now: the machine's, which every process that
+// opens the file shares (the engine is given it, as it is given PostgreSQL's DB.Now).
+func (db *DB) Now() time.Time { return db.now() }
+
+// ClockOffset is the difference between the database's clock and the process's:
+// always 0, the file has no clock of its own.
+func (db *DB) ClockOffset() time.Duration { return 0 }
+
+// WatchClock calls f once with ClockOffset, 0 (as PostgreSQL's DB.WatchClock calls it
+// after each measurement).
+func (db *DB) WatchClock(f func(offset time.Duration)) { f(0) }
 
 // nowUTC is the store's clock, truncated to the microsecond it stores.
 func (db *DB) nowUTC() time.Time { return db.now().UTC().Truncate(time.Microsecond) }
