@@ -12,6 +12,7 @@ package metrics
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -46,6 +47,8 @@ type Metrics struct {
 
 	refreshed     prometheus.Gauge
 	refreshErrors *prometheus.CounterVec // what
+
+	clockOffset prometheus.Gauge
 
 	onec onecTracker
 
@@ -114,6 +117,11 @@ func New(version string) *Metrics {
 		Namespace: namespace, Name: "metrics_refresh_errors_total",
 		Help: "Refreshes of the gauges read from the database that failed, by what was read (operations, outbox, connectors).",
 	}, []string{"what"})
+	m.clockOffset = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "clock_offset_seconds",
+		Help: "The database's clock minus this process's, as last measured (PostgreSQL: at start and every minute; 0 on SQLite, one machine). " +
+			"ordersync judges settle and takeover times on the database's clock; beyond a second, check NTP on both.",
+	})
 	// Every kind's outcomes start at 0, so that rate() and increase() see the first.
 	for _, kind := range []string{order.KindCreate, order.KindCancel, stock.KindSnapshot} {
 		for _, o := range []journal.Outcome{journal.OutcomeDone, journal.OutcomeRetry, journal.OutcomeFailed, journal.OutcomeInterrupted} {
@@ -135,7 +143,7 @@ func New(version string) *Metrics {
 		buildInfo, m.operations, m.attempts, m.onecDuration, m.onecUp,
 		m.outboxPending, m.outboxInFlight, m.outboxDead, m.outboxLag,
 		m.connectorLastSuccess, m.connectorLastPoll, m.connectorErrors,
-		m.refreshed, m.refreshErrors,
+		m.refreshed, m.refreshErrors, m.clockOffset,
 		inboxCollector{m}, relayCollector{m},
 	)
 	return m
@@ -143,6 +151,10 @@ func New(version string) *Metrics {
 
 // Registry is what /metrics gathers.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// SetClockOffset sets ordersync_clock_offset_seconds: the database's clock minus the
+// process's (postgres.DB.ClockOffset), each time it is measured.
+func (m *Metrics) SetClockOffset(d time.Duration) { m.clockOffset.Set(d.Seconds()) }
 
 // SetInbox makes ordersync_inbox_deliveries_total{source,outcome} read the webhook
 // server's counters (server.Server.Stats) at each scrape; nil stops it.

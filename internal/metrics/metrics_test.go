@@ -126,6 +126,18 @@ func TestBuildInfoAndRuntimeCollectors(t *testing.T) {
 	wantValue(t, m, 0, "ordersync_onec_up")
 }
 
+// ordersync_clock_offset_seconds is the database's clock minus the process's, in
+// seconds, as last set.
+func TestClockOffset(t *testing.T) {
+	t.Parallel()
+	m := New("1.2.3")
+	wantValue(t, m, 0, "ordersync_clock_offset_seconds")
+	m.SetClockOffset(-2500 * time.Millisecond)
+	wantValue(t, m, -2.5, "ordersync_clock_offset_seconds")
+	m.SetClockOffset(300 * time.Second)
+	wantValue(t, m, 300, "ordersync_clock_offset_seconds")
+}
+
 // Every call through the wrapped client is timed under its endpoint and outcome,
 // and the last one that ended says whether 1C is up.
 func TestClientTimesCallsAndFollows1C(t *testing.T) {
