@@ -40,6 +40,15 @@ type database interface {
 	CheckSchema(ctx context.Context) error
 	Close()
 	String() string
+	// Now is the store's clock, the database's (PostgreSQL: the process's corrected
+	// by the measured difference; SQLite: the machine's): the engine reckons its
+	// settle, verification and retry times on it, so that replicas whose clocks
+	// disagree judge alike.
+	Now() time.Time
+	// ClockOffset is the database's clock minus the process's, as last measured (0
+	// on SQLite); WatchClock hears it now and at each later measurement.
+	ClockOffset() time.Duration
+	WatchClock(f func(offset time.Duration))
 	// embedded is the SQLite store, nil for PostgreSQL: one process works its file.
 	embedded() *sqlite.DB
 }
@@ -210,6 +219,7 @@ func (a *app) openDB(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 		ClaimLockTimeout: engine.CallBudget(cfg.OneC.Timeout) + 10*time.Second,
 		TakeoverAfter:    engine.TakeoverAfter(cfg.OneC.Timeout, cfg.OneC.SettleTime),
 		CloseTimeout:     cfg.Worker.ShutdownTimeout,
+		ProcessClock:     a.processClock,
 		Logger:           log,
 	}
 	wait := time.Duration(0)

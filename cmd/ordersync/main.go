@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -51,6 +52,9 @@ type app struct {
 	// database.url ("journal /var/lib/ordersync/ordersync.db (the service's state
 	// directory)"): Main says it once the command is done.
 	opened string
+	// processClock, when set (tests), is the process's clock the PostgreSQL store
+	// corrects by the database's (postgres.Config.ProcessClock); nil: time.Now.
+	processClock func() time.Time
 }
 
 // role is the name this command holds an embedded database's run lock under.

@@ -82,9 +82,13 @@ func getRetries(n int) int {
 	return n
 }
 
+// newEngine builds the engine on db's journal and db's clock: the database's, so that
+// its settle times (postedAt + onec.settle_time), verification and retry times and a
+// cancel's "is the create settled" agree with what every replica's claims read.
 func newEngine(db database, client onec.Client, cfg *config.Config, routes outbox.Routes,
 	fetchers map[string]engine.Fetcher, log *slog.Logger) *engine.Engine {
 	return engine.New(db.Journal(), client, engine.Config{
+		Now:             db.Now,
 		Workers:         cfg.OneC.MaxConcurrency,
 		MaxAttempts:     cfg.Worker.MaxAttempts,
 		BackoffMin:      cfg.Worker.BackoffMin,
