@@ -97,6 +97,7 @@ func newEngine(db database, client onec.Client, cfg *config.Config, routes outbo
 		ShutdownTimeout: cfg.Worker.ShutdownTimeout,
 		OneCTimeout:     cfg.OneC.Timeout,
 		SettleTime:      cfg.OneC.SettleTime,
+		LateVerify:      cfg.OneC.LateVerify,
 		GiveUpAfter:     cfg.Worker.GiveUpAfter,
 		PingInterval:    cfg.OneC.PingInterval,
 		Location:        cfg.OneC.Location(),

@@ -111,6 +111,10 @@ type OneC struct {
 	// waiting (a timeout, a proxy's 504): no attempt follows an unknown outcome, and no
 	// cancel concludes "never created", sooner.
 	SettleTime time.Duration `koanf:"settle_time"`
+	// LateVerify is how long after a doubtful POST a create that was ever in doubt
+	// is looked up in 1C once more, for a 1C slower than the settle time: a stale
+	// POST it commits that late is still found and reported as a duplicate.
+	LateVerify time.Duration `koanf:"late_verify"`
 	// MaxResponse bounds the body of one answer from 1C, in bytes: a larger one is
 	// not read (the call fails naming this key).
 	MaxResponse int64 `koanf:"max_response"`
@@ -201,6 +205,7 @@ func defaults() Config {
 			Timezone:       "Asia/Almaty",
 			GetRetries:     3,
 			SettleTime:     2 * time.Minute,
+			LateVerify:     time.Hour,
 			MaxResponse:    64 << 20,
 			PingInterval:   15 * time.Second,
 		},
@@ -518,6 +523,10 @@ func (o OneC) validate(p *problems) {
 	if o.Timeout > 0 && o.SettleTime <= o.Timeout {
 		p.add("onec.settle_time", fmt.Sprintf("must be greater than onec.timeout (%s), and than any proxy timeout in front of 1C, got %s",
 			formatDuration(o.Timeout), formatDuration(o.SettleTime)))
+	}
+	if o.LateVerify <= o.SettleTime {
+		p.add("onec.late_verify", fmt.Sprintf("must be greater than onec.settle_time (%s): it is the second look for a duplicate "+
+			"that a 1C slower than the settle time committed late, got %s", formatDuration(o.SettleTime), formatDuration(o.LateVerify)))
 	}
 }
 

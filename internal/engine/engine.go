@@ -592,9 +592,21 @@ func (e *Engine) verdictFinish(op journal.Operation, v verdict, attempt int, sta
 	if v.err == nil {
 		f := journal.Finish{Status: journal.StatusDone, Result: v.result, Ref: v.result.Ref}
 		if op.Kind == order.KindCreate && (op.Doubted || op.UnknownAttempts > 0) {
+			// Looked up again once its newest doubtful POST has settled (by now, as a
+			// rule), and once more onec.late_verify after that POST, for a 1C slower
+			// than the settle time. The POST's time is its settle time less
+			// settle_time; a doubt known only from an interrupted attempt counts
+			// from now, which is later than any POST that attempt made.
 			f.VerifyAt = now
-			if op.SettleUntil != nil && op.SettleUntil.After(now) {
-				f.VerifyAt = *op.SettleUntil
+			base := now
+			if op.SettleUntil != nil {
+				if op.SettleUntil.After(now) {
+					f.VerifyAt = *op.SettleUntil
+				}
+				base = op.SettleUntil.Add(-e.cfg.SettleTime)
+			}
+			if late := base.Add(e.cfg.LateVerify); late.After(f.VerifyAt) {
+				f.LateVerifyAt = late
 			}
 		}
 		return f

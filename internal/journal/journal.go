@@ -207,6 +207,10 @@ type Operation struct {
 	// VerifyAt: a done create that was ever in doubt is looked up in 1C once more
 	// then, to find duplicates.
 	VerifyAt *time.Time `json:"verify_at,omitempty"`
+	// LateVerifyAt: that create is looked up once more then (its newest doubtful
+	// POST plus onec.late_verify), for a 1C slower than the settle time; it becomes
+	// VerifyAt when the verification before it ends.
+	LateVerifyAt *time.Time `json:"late_verify_at,omitempty"`
 	// Warnings a person must look at (duplicates in 1C); never null in JSON.
 	Warnings []Warning `json:"warnings"`
 
@@ -395,6 +399,9 @@ type Finish struct {
 	SettleUntil time.Time
 	// VerifyAt, when set on a done create, schedules its verification find.
 	VerifyAt time.Time
+	// LateVerifyAt, when set on a done create, schedules a second verification,
+	// after the first (FinishVerification moves it to VerifyAt).
+	LateVerifyAt time.Time
 	// FirstAttemptAt is kept as the operation's FirstAttemptAt unless it has one.
 	FirstAttemptAt time.Time
 	// Warnings, when not nil, replace the operation's warnings (the caller holds the
@@ -473,8 +480,10 @@ type Store interface {
 	// and leases it (its VerifyAt moves lease ahead), so no other replica verifies it
 	// meanwhile; no lock is held. ErrNothingDue when none is.
 	ClaimVerification(ctx context.Context, lease time.Duration) (Operation, error)
-	// FinishVerification clears the operation's VerifyAt, replaces its warnings with
-	// warnings when not nil, and enqueues messages, in one transaction.
+	// FinishVerification ends the verification due: the operation's VerifyAt becomes
+	// its LateVerifyAt (and that is cleared), so a late verification still to come is
+	// then due; it replaces the warnings with warnings when not nil, and enqueues
+	// messages, in one transaction.
 	FinishVerification(ctx context.Context, key string, warnings []Warning, messages []outbox.Message) error
 }
 

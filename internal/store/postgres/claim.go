@@ -101,7 +101,7 @@ FROM opened`
 // $10 the retry class (kept only while pending), $11 whether the attempt's outcome was
 // unknown (counted), $12 a settle time (the later one is kept), $13 the verification
 // time, $14 the first attempt's time (kept if there is one), $15 and $16 whether to
-// replace the warnings and with what.
+// replace the warnings and with what, $17 the late verification's time.
 //
 // A wake recorded while the claim held the row (operation_wakes: a webhook that did
 // not wait) is applied here: unless the verdict is done, the operation is pending
@@ -126,6 +126,7 @@ SET status = CASE WHEN $2 <> 'done' AND EXISTS (SELECT FROM woken) THEN 'pending
 	unknown_attempts = unknown_attempts + CASE WHEN $11 THEN 1 ELSE 0 END,
 	settle_until = greatest(settle_until, $12),
 	verify_at = CASE WHEN $2 = 'done' THEN $13 ELSE verify_at END,
+	late_verify_at = CASE WHEN $2 = 'done' THEN $17 ELSE late_verify_at END,
 	first_attempt_at = coalesce(first_attempt_at, $14),
 	warnings = CASE WHEN $15 THEN $16 ELSE warnings END,
 	triggered_by = '` + journal.ActorRetry + `'
@@ -424,7 +425,7 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 	b := &pgx.Batch{}
 	b.Queue(finishOperationSQL, key, string(f.Status), result, lastError, c.attempt, next, now, payload, payloadSHA256,
 		f.Class, f.Class == journal.ClassUnknown, timeOrNil(f.SettleUntil), timeOrNil(f.VerifyAt),
-		timeOrNil(f.FirstAttemptAt), f.Warnings != nil, warnings)
+		timeOrNil(f.FirstAttemptAt), f.Warnings != nil, warnings, timeOrNil(f.LateVerifyAt))
 	b.Queue(finishAttemptSQL, key, c.attempt, now, string(outcome), f.Error, f.Ref, exchanges, f.Class)
 	if snapshot != nil {
 		snapshot.queue(b, now)

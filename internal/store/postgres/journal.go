@@ -28,7 +28,7 @@ const DefaultListLimit = 100
 
 const opColumns = `key, kind, source, external_id, status, payload, payload_sha256, result,
 	attempts, last_error, next_attempt_at, created_at, updated_at,
-	settle_until, first_attempt_at, unknown_attempts, retry_class, verify_at, warnings`
+	settle_until, first_attempt_at, unknown_attempts, retry_class, verify_at, warnings, late_verify_at`
 
 // scanOperation reads opColumns, then any extra columns into extra.
 func scanOperation(row pgx.Row, extra ...any) (journal.Operation, error) {
@@ -39,7 +39,7 @@ func scanOperation(row pgx.Row, extra ...any) (journal.Operation, error) {
 	)
 	dest := append([]any{&op.Key, &op.Kind, &op.Source, &op.ExternalID, &status, &payload, &op.PayloadSHA256, &result,
 		&op.Attempts, &op.LastError, &op.NextAttemptAt, &op.CreatedAt, &op.UpdatedAt,
-		&op.SettleUntil, &op.FirstAttemptAt, &op.UnknownAttempts, &op.RetryClass, &op.VerifyAt, &warnings}, extra...)
+		&op.SettleUntil, &op.FirstAttemptAt, &op.UnknownAttempts, &op.RetryClass, &op.VerifyAt, &warnings, &op.LateVerifyAt}, extra...)
 	err := row.Scan(dest...)
 	if err != nil {
 		return journal.Operation{}, err
@@ -61,6 +61,7 @@ func scanOperation(row pgx.Row, extra ...any) (journal.Operation, error) {
 	op.CreatedAt = op.CreatedAt.UTC()
 	op.UpdatedAt = op.UpdatedAt.UTC()
 	op.SettleUntil, op.FirstAttemptAt, op.VerifyAt = utcPtr(op.SettleUntil), utcPtr(op.FirstAttemptAt), utcPtr(op.VerifyAt)
+	op.LateVerifyAt = utcPtr(op.LateVerifyAt)
 	return op, nil
 }
 

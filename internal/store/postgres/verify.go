@@ -93,7 +93,8 @@ func (j *Journal) ClaimVerification(ctx context.Context, lease time.Duration) (j
 	return op, nil
 }
 
-// FinishVerification clears the verification of key, replaces its warnings when
+// FinishVerification ends the verification of key (its late verification, if one is
+// still to come, becomes due at its time), replaces its warnings when
 // warnings is not nil (and then marks it updated), and enqueues messages, in one
 // transaction: one round trip.
 func (j *Journal) FinishVerification(ctx context.Context, key string, warnings []journal.Warning, messages []outbox.Message) error {
@@ -115,7 +116,7 @@ func (j *Journal) FinishVerification(ctx context.Context, key string, warnings [
 	defer endTx(ctx, conn)
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	b.Queue(`UPDATE operations SET verify_at = NULL,
+	b.Queue(`UPDATE operations SET verify_at = late_verify_at, late_verify_at = NULL,
 			warnings = CASE WHEN $2 THEN $3 ELSE warnings END,
 			updated_at = CASE WHEN $2 THEN $4 ELSE updated_at END
 		WHERE key = $1`, key, warnings != nil, enc, now)

@@ -70,7 +70,8 @@ RETURNING attempt`
 // unknown (counted), ?12 a settle time (the later one is kept), ?13 the verification
 // time, ?14 the first attempt's time (kept if there is one), ?15 and ?16 whether to
 // replace the warnings and with what, ?17 the search_phone of the new payload (when
-// ?8 is set), ?18 and ?19 the result's search_result_number and search_result_ref.
+// ?8 is set), ?18 and ?19 the result's search_result_number and search_result_ref,
+// ?20 the late verification's time.
 //
 // The verdict spends the pending trigger: the attempts after this one are the
 // engine's retries (journal.ActorRetry) until a registration or requeue sets another.
@@ -86,6 +87,7 @@ SET status = ?2, result = ?3, last_error = ?4, attempts = ?5,
 	unknown_attempts = unknown_attempts + CASE WHEN ?11 THEN 1 ELSE 0 END,
 	settle_until = CASE WHEN ?12 IS NOT NULL AND (settle_until IS NULL OR ?12 > settle_until) THEN ?12 ELSE settle_until END,
 	verify_at = CASE WHEN ?2 = 'done' THEN ?13 ELSE verify_at END,
+	late_verify_at = CASE WHEN ?2 = 'done' THEN ?20 ELSE late_verify_at END,
 	first_attempt_at = coalesce(first_attempt_at, ?14),
 	warnings = CASE WHEN ?15 THEN ?16 ELSE warnings END
 WHERE key = ?1`
@@ -416,7 +418,8 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 		res, err = tx.ExecContext(ctx, finishOperationSQL, key, string(status), result, lastError, c.attempt,
 			next, ts(now), payload, payloadSHA256,
 			f.Class, f.Class == journal.ClassUnknown, tsOrNil(f.SettleUntil), tsOrNil(f.VerifyAt),
-			tsOrNil(f.FirstAttemptAt), f.Warnings != nil, warnings, payloadSearch, resultNumber, resultRef)
+			tsOrNil(f.FirstAttemptAt), f.Warnings != nil, warnings, payloadSearch, resultNumber, resultRef,
+			tsOrNil(f.LateVerifyAt))
 		if err != nil {
 			return err
 		}

@@ -35,7 +35,7 @@ const DefaultListLimit = 100
 
 const opColumns = `key, kind, source, external_id, status, payload, payload_sha256, result,
 	attempts, last_error, next_attempt_at, created_at, updated_at,
-	settle_until, first_attempt_at, unknown_attempts, retry_class, verify_at, warnings`
+	settle_until, first_attempt_at, unknown_attempts, retry_class, verify_at, warnings, late_verify_at`
 
 // rowScanner is *sql.Row or *sql.Rows.
 type rowScanner interface{ Scan(dest ...any) error }
@@ -48,14 +48,16 @@ func scanOperation(row rowScanner, extra ...any) (journal.Operation, error) {
 		result, warnings        sql.NullString
 		next, created, updated  int64
 		settle, first, verifyAt sql.NullInt64
+		lateVerify              sql.NullInt64
 	)
 	dest := append([]any{&op.Key, &op.Kind, &op.Source, &op.ExternalID, &status, &payload, &op.PayloadSHA256, &result,
 		&op.Attempts, &op.LastError, &next, &created, &updated,
-		&settle, &first, &op.UnknownAttempts, &op.RetryClass, &verifyAt, &warnings}, extra...)
+		&settle, &first, &op.UnknownAttempts, &op.RetryClass, &verifyAt, &warnings, &lateVerify}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return journal.Operation{}, err
 	}
 	op.SettleUntil, op.FirstAttemptAt, op.VerifyAt = nullTS(settle), nullTS(first), nullTS(verifyAt)
+	op.LateVerifyAt = nullTS(lateVerify)
 	var err error
 	if op.Warnings, err = journal.DecodeWarnings([]byte(warnings.String)); err != nil {
 		return journal.Operation{}, fmt.Errorf("operation %s: %w", op.Key, err)

@@ -113,7 +113,8 @@ func (j *Journal) ClaimVerification(ctx context.Context, lease time.Duration) (j
 	return op, nil
 }
 
-// FinishVerification clears the verification of key, replaces its warnings when
+// FinishVerification ends the verification of key (its late verification, if one is
+// still to come, becomes due at its time), replaces its warnings when
 // warnings is not nil (and then marks it updated), and enqueues messages, in one
 // write transaction; listeners are notified after a commit with messages.
 func (j *Journal) FinishVerification(ctx context.Context, key string, warnings []journal.Warning, messages []outbox.Message) error {
@@ -135,7 +136,7 @@ func (j *Journal) FinishVerification(ctx context.Context, key string, warnings [
 	}
 	err := j.db.write(ctx, func(tx *sql.Tx) error {
 		now := ts(j.db.nowUTC())
-		res, err := tx.ExecContext(ctx, `UPDATE operations SET verify_at = NULL,
+		res, err := tx.ExecContext(ctx, `UPDATE operations SET verify_at = late_verify_at, late_verify_at = NULL,
 				warnings = CASE WHEN ?2 THEN ?3 ELSE warnings END,
 				updated_at = CASE WHEN ?2 THEN ?4 ELSE updated_at END
 			WHERE key = ?1`, key, warnings != nil, enc, now)

@@ -60,6 +60,7 @@ func Doubt(t *testing.T, newStores func(t *testing.T, clock *Clock) DoubtStores)
 		{"FinishCountsUnknownOutcomesAndRequeueResets", testFinishCountsUnknownOutcomes},
 		{"WakeWaitingWakesWhatWaitsOn1C", testWakeWaiting},
 		{"VerificationIsLeasedAndRecordsWarnings", testVerification},
+		{"LateVerificationFollowsTheFirst", testLateVerification},
 		{"ListByErrorTextAndWarnings", testListByErrorAndWarnings},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -293,6 +294,50 @@ func testVerification(t *testing.T, s DoubtStores, clock *Clock) {
 	}
 	if err := j.FinishVerification(t.Context(), "no:such:key", nil, nil); !errors.Is(err, journal.ErrNotFound) {
 		t.Fatalf("finish verification of an unknown key: %v, want ErrNotFound", err)
+	}
+}
+
+// A done create that was in doubt is verified twice: when its first verification
+// ends, its late verification (onec.late_verify after the doubtful POST) becomes due
+// at its own time, and when that one ends nothing more is.
+func testLateVerification(t *testing.T, s DoubtStores, clock *Clock) {
+	j := s.Journal
+	key := "kaspi:order:78:create"
+	registerNew(t, j, key)
+	c := claimDue(t, j, "w")
+	verifyAt, lateAt := clock.Now(), clock.Now().Add(time.Hour)
+	finish(t, c, journal.Finish{Status: journal.StatusDone, Result: &journal.Result{Ref: "ref-1", Number: "1"},
+		VerifyAt: verifyAt, LateVerifyAt: lateAt})
+	if op := get(t, j, key); op.LateVerifyAt == nil || !op.LateVerifyAt.Equal(lateAt) {
+		t.Fatalf("done: late verify at %v, want %v", op.LateVerifyAt, lateAt)
+	}
+	op, err := j.ClaimVerification(t.Context(), time.Minute)
+	if err != nil || op.Key != key {
+		t.Fatalf("first verification: %v %q", err, op.Key)
+	}
+	if err := j.FinishVerification(t.Context(), key, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if op := get(t, j, key); op.VerifyAt == nil || !op.VerifyAt.Equal(lateAt) || op.LateVerifyAt != nil {
+		t.Fatalf("after the first verification: verify at %v late %v, want %v and none", op.VerifyAt, op.LateVerifyAt, lateAt)
+	}
+	clock.Advance(2 * time.Minute) // past the first one's lease, before the late one
+	if _, err := j.ClaimVerification(t.Context(), time.Minute); !errors.Is(err, journal.ErrNothingDue) {
+		t.Fatalf("the late verification before its time: %v, want ErrNothingDue", err)
+	}
+	clock.Advance(time.Hour)
+	if op, err := j.ClaimVerification(t.Context(), time.Minute); err != nil || op.Key != key {
+		t.Fatalf("late verification: %v %q", err, op.Key)
+	}
+	if err := j.FinishVerification(t.Context(), key, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if op := get(t, j, key); op.VerifyAt != nil || op.LateVerifyAt != nil {
+		t.Fatalf("after the late verification: verify at %v late %v, want none", op.VerifyAt, op.LateVerifyAt)
+	}
+	clock.Advance(2 * time.Minute)
+	if _, err := j.ClaimVerification(t.Context(), time.Minute); !errors.Is(err, journal.ErrNothingDue) {
+		t.Fatalf("a third verification: %v, want ErrNothingDue", err)
 	}
 }
 
