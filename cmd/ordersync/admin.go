@@ -126,6 +126,13 @@ func (a *adminSide) Attach(eng *engine.Engine, srv *server.Server, relays ...*ou
 	}
 	if eng != nil {
 		a.eng.Store(eng)
+		a.metrics.SetFailingEndpoints(func() []metrics.FailingEndpoint {
+			var out []metrics.FailingEndpoint
+			for _, b := range eng.Broken() {
+				out = append(out, metrics.FailingEndpoint{Path: b.Path, Class: b.Class})
+			}
+			return out
+		})
 		if l, ok := any(eng).(aliveChecker); ok {
 			a.srv.Live("engine", aliveCheck(l, "every claim loop goes round"))
 		}

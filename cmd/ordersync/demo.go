@@ -36,9 +36,9 @@ and a webhook receiver standing for a CRM; then it runs the real service
 (` + "`ordersync run`" + `, as a child process, on an embedded SQLite journal in that
 directory, configured through its environment only) and plays a scripted day: new
 marketplace orders, a site order delivered twice at once over a signed webhook, a
-changed redelivery, 1C losing a reply after creating, 503s and a lock conflict, a
-cancellation, and a kill -9 of the service while 1C is creating an order, followed
-by a restart.
+changed redelivery, 1C losing a reply after creating, no free 1C session (406)
+and a lock conflict, a cancellation, and a kill -9 of the service while 1C is
+creating an order, followed by a restart.
 
 It ends with a table read from the journal and the simulators, and the journal of
 the order that went through the crash. It exits 0 only when 1C holds each order
@@ -142,7 +142,7 @@ func (d *demo) play(ctx context.Context) error {
 		{"a site order over a signed webhook, delivered twice at once", d.webhookTwice},
 		{"a changed redelivery: the same webhook-id, another body", d.changedRedelivery},
 		{"1C drops the reply after creating an order", d.lostReply},
-		{"503s and a lock conflict in 1C", d.transientFaults},
+		{"no free 1C session and a lock conflict", d.transientFaults},
 		{"a cancellation at Wildberries", d.cancellation},
 		{"a crash: kill -9 while 1C is creating an order", d.crash},
 		{"restart the service and let it finish", d.restart},

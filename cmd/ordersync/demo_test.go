@@ -79,7 +79,7 @@ func TestDemoExitsZeroAndItsCountsHold(t *testing.T) {
 	if n := demoCount(t, out, "interrupted attempts"); n < 1 {
 		t.Errorf("interrupted attempts %d, want at least the one killed", n)
 	}
-	// Two 503s, a lock conflict and a lost reply each end an attempt with "retry".
+	// Two 406s, a lock conflict and a lost reply each end an attempt with "retry".
 	if n := demoCount(t, out, "retries"); n < 4 {
 		t.Errorf("retries %d, want at least 4", n)
 	}

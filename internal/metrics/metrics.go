@@ -52,8 +52,9 @@ type Metrics struct {
 
 	onec onecTracker
 
-	inbox  atomic.Pointer[func() map[server.StatKey]uint64]
-	relays atomic.Pointer[[]func() outbox.RelayStats]
+	inbox     atomic.Pointer[func() map[server.StatKey]uint64]
+	relays    atomic.Pointer[[]func() outbox.RelayStats]
+	endpoints atomic.Pointer[func() []FailingEndpoint]
 }
 
 // Buckets of ordersync_onec_request_duration_seconds: from a fast find to a create
@@ -144,7 +145,7 @@ func New(version string) *Metrics {
 		m.outboxPending, m.outboxInFlight, m.outboxDead, m.outboxLag,
 		m.connectorLastSuccess, m.connectorLastPoll, m.connectorErrors,
 		m.refreshed, m.refreshErrors, m.clockOffset,
-		inboxCollector{m}, relayCollector{m},
+		inboxCollector{m}, relayCollector{m}, endpointCollector{m},
 	)
 	return m
 }
@@ -155,6 +156,18 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // SetClockOffset sets ordersync_clock_offset_seconds: the database's clock minus the
 // process's (postgres.DB.ClockOffset), each time it is measured.
 func (m *Metrics) SetClockOffset(d time.Duration) { m.clockOffset.Set(d.Seconds()) }
+
+// FailingEndpoint is a 1C endpoint whose last answer was a configuration or
+// authentication failure (engine.Engine.Broken).
+type FailingEndpoint struct {
+	Path  string // below onec.base_url, e.g. /orders/cancel
+	Class string // configuration or auth
+}
+
+// SetFailingEndpoints makes ordersync_onec_endpoint_failing{endpoint,class} read the
+// engine's failing endpoints at each scrape: 1 for each, none when every endpoint
+// works.
+func (m *Metrics) SetFailingEndpoints(f func() []FailingEndpoint) { m.endpoints.Store(&f) }
 
 // SetInbox makes ordersync_inbox_deliveries_total{source,outcome} read the webhook
 // server's counters (server.Server.Stats) at each scrape; nil stops it.
@@ -204,6 +217,26 @@ func (c inboxCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, n := range sums {
 		ch <- prometheus.MustNewConstMetric(inboxDesc, prometheus.CounterValue, float64(n), k.source, k.outcome)
+	}
+}
+
+var endpointDesc = prometheus.NewDesc(namespace+"_onec_endpoint_failing",
+	"1 for each 1C endpoint (path below onec.base_url) whose last answer was a configuration problem (the publication does not serve it) "+
+		"or refused credentials (class auth): the operations that need it wait, the others go on. Absent when every endpoint works.",
+	[]string{"endpoint", "class"}, nil)
+
+// endpointCollector reports the engine's failing endpoints.
+type endpointCollector struct{ m *Metrics }
+
+func (c endpointCollector) Describe(ch chan<- *prometheus.Desc) { ch <- endpointDesc }
+
+func (c endpointCollector) Collect(ch chan<- prometheus.Metric) {
+	f := c.m.endpoints.Load()
+	if f == nil {
+		return
+	}
+	for _, e := range (*f)() {
+		ch <- prometheus.MustNewConstMetric(endpointDesc, prometheus.GaugeValue, 1, e.Path, e.Class)
 	}
 }
 
