@@ -27,13 +27,13 @@ import (
 
 // A create whose unknown outcomes reach worker.max_attempts fails, but its newest
 // POST may still be at work in 1C. A cancel that comes then must not conclude
-// "nothing to cancel" before that POST has settled, and a resync must not POST
-// again: failed is not settled. With max_attempts 2 the first POST is lost before
+// "nothing to cancel" before that POST has settled, and a resync or a wake must not
+// POST again: failed is not settled. With max_attempts 2 the first POST is lost before
 // 1C runs it (its settle time is long past) and the second is slow.
 func TestDoubtThatReachesMaxAttemptsKeepsItsSettleTime(t *testing.T) {
 	t.Parallel()
 	for _, maxAttempts := range []int{1, 2} {
-		for _, path := range []string{"cancel", "resync"} {
+		for _, path := range []string{"cancel", "resync", "wake"} {
 			t.Run(fmt.Sprintf("max_attempts=%d/%s", maxAttempts, path), func(t *testing.T) {
 				t.Parallel()
 				h := newHarness(t, sim.OneCOptions{})
@@ -83,6 +83,15 @@ func TestDoubtThatReachesMaxAttemptsKeepsItsSettleTime(t *testing.T) {
 					if op.Status == journal.StatusDone && !op.Result.Found {
 						t.Fatalf("the resync created the order again: %+v", op.Result)
 					}
+					d := h.waitStatus(o.CreateKey(), journal.StatusDone)
+					if !d.Result.Found {
+						t.Fatalf("result %+v, want the order the slow POST created, found", d.Result)
+					}
+				case "wake": // a webhook about the order, or a page's requeue button
+					if _, err := h.store.Requeue(context.Background(), o.CreateKey()); err != nil {
+						t.Fatal(err)
+					}
+					e.Wake()
 					d := h.waitStatus(o.CreateKey(), journal.StatusDone)
 					if !d.Result.Found {
 						t.Fatalf("result %+v, want the order the slow POST created, found", d.Result)

@@ -55,6 +55,7 @@ func Doubt(t *testing.T, newStores func(t *testing.T, clock *Clock) DoubtStores)
 		fn   func(t *testing.T, s DoubtStores, clock *Clock)
 	}{
 		{"SettleUntilDefersTheClaim", testSettleUntilDefersTheClaim},
+		{"FailedKeepsItsSettleTime", testFailedKeepsItsSettleTime},
 		{"YoungOpenAttemptIsNotTakenOver", testYoungOpenAttemptIsNotTakenOver},
 		{"LockReportsAnOpenAttemptAsUnsettled", testLockReportsAnOpenAttemptAsUnsettled},
 		{"FinishCountsUnknownOutcomesAndRequeueResets", testFinishCountsUnknownOutcomes},
@@ -108,6 +109,46 @@ func testSettleUntilDefersTheClaim(t *testing.T, s DoubtStores, clock *Clock) {
 		t.Fatalf("attempt started at %v, want the claim's time %v", got, clock.Now())
 	}
 	finish(t, c, journal.Finish{Status: journal.StatusDone, Result: &journal.Result{Ref: "r1", Found: true}, VerifyAt: clock.Now()})
+}
+
+// A create that fails on its unknown outcomes keeps the settle time of its last POST:
+// the store records it with the failure, Lock reports it to a cancel, and a requeue
+// (a resync, a page's button, a webhook's wake) is not claimed before it.
+func testFailedKeepsItsSettleTime(t *testing.T, s DoubtStores, clock *Clock) {
+	j := s.Journal
+	key := "site:order:gaveup:create"
+	registerNew(t, j, key)
+	c := claimDue(t, j, "w1")
+	settle := clock.Now().Add(30 * time.Second)
+	finish(t, c, journal.Finish{Status: journal.StatusFailed, Class: journal.ClassUnknown,
+		Error: "gave up after 1 attempts whose outcome was unknown", SettleUntil: settle})
+	op := get(t, j, key)
+	if op.Status != journal.StatusFailed || op.SettleUntil == nil || !op.SettleUntil.Equal(settle) {
+		t.Fatalf("failed on an unknown outcome: %s settle %v, want failed settling until %v", op.Status, op.SettleUntil, settle)
+	}
+	l, err := j.Lock(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Operation().SettleUntil; got == nil || !got.Equal(settle) {
+		t.Fatalf("Lock reports settle %v, want %v", got, settle)
+	}
+	if err := l.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Requeue(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	wantNothingDue(t, j)
+	if _, err := j.ClaimKey(t.Context(), key, "resync"); !errors.Is(err, journal.ErrUnsettled) {
+		t.Fatalf("ClaimKey of a requeued create whose last POST has not settled: %v, want ErrUnsettled", err)
+	}
+	clock.Advance(31 * time.Second)
+	c = claimDue(t, j, "w2")
+	if c.Attempt() != 2 || !c.Operation().Doubted {
+		t.Fatalf("claim after the settle time: attempt %d doubted %v, want a doubted attempt 2", c.Attempt(), c.Operation().Doubted)
+	}
+	finish(t, c, journal.Finish{Status: journal.StatusDone, Result: &journal.Result{Ref: "r1", Found: true}})
 }
 
 func testYoungOpenAttemptIsNotTakenOver(t *testing.T, s DoubtStores, clock *Clock) {
