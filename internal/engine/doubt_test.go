@@ -465,6 +465,16 @@ func sameSet(a, b []string) bool {
 // that are not a repeat of an earlier one (no "repeated" count).
 func countFirstLogs(t *testing.T, logs, level, msg string) int {
 	t.Helper()
+	return countLogLines(logs, level, msg, false)
+}
+
+// countLogs counts the JSON log lines at level whose message contains msg.
+func countLogs(t *testing.T, logs, level, msg string) int {
+	t.Helper()
+	return countLogLines(logs, level, msg, true)
+}
+
+func countLogLines(logs, level, msg string, repeats bool) int {
 	n := 0
 	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
 		var rec struct {
@@ -472,23 +482,8 @@ func countFirstLogs(t *testing.T, logs, level, msg string) int {
 			Msg      string `json:"msg"`
 			Repeated *int   `json:"repeated"`
 		}
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Level == level && strings.Contains(rec.Msg, msg) && rec.Repeated == nil {
-			n++
-		}
-	}
-	return n
-}
-
-// countLogs counts the JSON log lines at level whose message contains msg.
-func countLogs(t *testing.T, logs, level, msg string) int {
-	t.Helper()
-	n := 0
-	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
-		var rec struct {
-			Level string `json:"level"`
-			Msg   string `json:"msg"`
-		}
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Level == level && strings.Contains(rec.Msg, msg) {
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Level == level && strings.Contains(rec.Msg, msg) &&
+			(repeats || rec.Repeated == nil) {
 			n++
 		}
 	}
