@@ -69,15 +69,20 @@ func (a *app) role() string {
 // Cancelling ctx is how a signal reaches `run`.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, environ: environ}
-	root := a.rootCommand()
+	return a.execute(ctx, a.rootCommand(), args)
+}
+
+// execute runs the command line args of root, and says on stderr what went wrong, if
+// anything: Main with the command tree given (tests add commands to it).
+func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) int {
 	if c, _, err := root.Find(args); err == nil && c != root {
 		a.command = strings.TrimPrefix(c.CommandPath(), root.Name()+" ")
 	}
 	root.SetArgs(args)
-	root.SetIn(stdin)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	root.SetIn(a.stdin)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	err := executeTyped(ctx, root, args)
 	// Which journal a command found by looking is said on stderr, in its one line
 	// when it failed; `run` logs it.
 	opened := ""
@@ -86,7 +91,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 	if err == nil {
 		if opened != "" {
-			fmt.Fprintln(stderr, "ordersync: "+opened)
+			fmt.Fprintln(a.stderr, "ordersync: "+opened)
 		}
 		return exitOK
 	}
@@ -97,7 +102,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if opened != "" {
 		opened = " [" + opened + "]"
 	}
-	fmt.Fprintln(stderr, "ordersync: "+oneLine(err)+opened)
+	fmt.Fprintln(a.stderr, "ordersync: "+oneLine(err)+opened)
 	return codeOf(err)
 }
 
@@ -168,40 +173,6 @@ func requireSubcommands(c *cobra.Command) {
 		}
 		requireSubcommands(sub)
 	}
-}
-
-// exitError carries an exit code with an error.
-type exitError struct {
-	code   int
-	err    error
-	silent bool // already reported on stdout/stderr
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
-// usageError marks err as a usage or configuration error: exit 2.
-func usageError(err error) error { return &exitError{code: exitUsage, err: err} }
-
-// failedQuietly ends a command that has already said what went wrong with exit 1.
-func failedQuietly(err error) error { return &exitError{code: exitFailed, err: err, silent: true} }
-
-func codeOf(err error) int {
-	var ex *exitError
-	if errors.As(err, &ex) {
-		return ex.code
-	}
-	var ce *config.Error
-	if errors.As(err, &ce) {
-		return exitUsage
-	}
-	msg := err.Error()
-	if strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") ||
-		strings.Contains(msg, "accepts ") || strings.Contains(msg, "requires at least") ||
-		strings.Contains(msg, "required flag") {
-		return exitUsage
-	}
-	return exitFailed
 }
 
 // oneLine folds a multi-line error (a configuration with several problems) into the
