@@ -1,11 +1,9 @@
-package main
+package demo
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
@@ -14,9 +12,9 @@ import (
 	"github.com/ordersync/ordersync/internal/order"
 )
 
-// demoNumbers are the counts of the demo's table, read from the service's journal,
+// counts are the counts of the demo's table, read from the service's journal,
 // inbox, outbox and connector cursors, and from the simulators.
-type demoNumbers struct {
+type counts struct {
 	seen     int            // create operations in the journal: distinct orders
 	bySource map[string]int // of them, per source
 
@@ -33,12 +31,12 @@ type demoNumbers struct {
 	outboxSent                       int
 }
 
-func (n demoNumbers) duplicates() int { return n.webhookDup + n.found + n.resightings }
-func (n demoNumbers) conflicts() int  { return n.inboxConflicts + n.journalConflicts }
-func (n demoNumbers) delivered() int  { return n.crm + n.kaspiAcks + n.ozonAcks + n.wbAcks }
+func (n counts) duplicates() int { return n.webhookDup + n.found + n.resightings }
+func (n counts) conflicts() int  { return n.inboxConflicts + n.journalConflicts }
+func (n counts) delivered() int  { return n.crm + n.kaspiAcks + n.ozonAcks + n.wbAcks }
 
-func (d *demo) numbers(ctx context.Context) (demoNumbers, error) {
-	n := demoNumbers{bySource: map[string]int{}, webhookDup: d.webhookDup}
+func (d *script) numbers(ctx context.Context) (counts, error) {
+	n := counts{bySource: map[string]int{}, webhookDup: d.webhookDup}
 	ops, err := d.db.Journal().List(ctx, journal.Filter{Limit: 100000})
 	if err != nil {
 		return n, err
@@ -85,7 +83,7 @@ func (d *demo) numbers(ctx context.Context) (demoNumbers, error) {
 	}
 	n.crm = d.sims.sink.Unique()
 	n.kaspiAcks, n.ozonAcks, n.wbAcks = d.sims.acks()
-	st, err := d.db.Outbox().Status(ctx, strugglingAttempts)
+	st, err := d.db.Outbox().Status(ctx, d.cfg.StrugglingAttempts)
 	if err != nil {
 		return n, err
 	}
@@ -96,7 +94,7 @@ func (d *demo) numbers(ctx context.Context) (demoNumbers, error) {
 }
 
 // report prints the table and the journal of the order that went through the crash.
-func (d *demo) report(ctx context.Context) error {
+func (d *script) report(ctx context.Context) error {
 	n, err := d.numbers(ctx)
 	if err != nil {
 		return fmt.Errorf("read the journal: %w", err)
@@ -126,17 +124,15 @@ func (d *demo) report(ctx context.Context) error {
 `)
 
 	fmt.Fprintf(w, "\nThe journal of the order the service was creating when it was killed (ordersync journal show %s):\n\n", d.trouble)
-	var errb bytes.Buffer
-	args := []string{"journal", "show", d.trouble, "--config", os.DevNull}
-	if code := Main(ctx, args, strings.NewReader(""), w, &errb, d.env); code != 0 {
-		return fmt.Errorf("journal show %s: exit %d: %s", d.trouble, code, strings.TrimSpace(errb.String()))
+	if err := d.cfg.ShowJournal(ctx, w, d.env, d.trouble); err != nil {
+		return err
 	}
 	return nil
 }
 
 // verify is the demo's verdict: 1C holds every order the script sent exactly once,
 // nothing else, and the cancelled one is cancelled.
-func (d *demo) verify() error {
+func (d *script) verify() error {
 	count := map[string]int{}
 	for _, o := range d.sims.onec.Orders() {
 		count[o.ExternalID]++

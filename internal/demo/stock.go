@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 // 11. Stock: the schedule's snapshot of WH1 reaches Ozon and Wildberries through
 // the outbox, and Kaspi pulls it from the service's feed (then gets 304).
-func (d *demo) stock(ctx context.Context) (string, error) {
+func (d *script) stock(ctx context.Context) (string, error) {
 	var snap stock.Snapshot
 	published := map[string]stock.Publish{}
 	err := d.waitFor(ctx, 30*time.Second, "a snapshot of WH1 published to Ozon and Wildberries", func() (bool, error) {
@@ -38,15 +38,15 @@ func (d *demo) stock(ctx context.Context) (string, error) {
 		return "", err
 	}
 	// What the marketplaces hold is what 1C holds, in whole units.
-	for _, it := range demoStock {
+	for _, it := range wh1Stock {
 		want, _ := stock.Amount(it.Quantity, 0)
-		if got, ok := d.sims.ozon.Stock(it.SKU, demoOzonWarehouse); !ok || got != want {
+		if got, ok := d.sims.ozon.Stock(it.SKU, ozonWarehouse); !ok || got != want {
 			return "", fmt.Errorf("Ozon holds %d of %s (known %v), 1C %s", got, it.SKU, ok, it.Quantity)
 		}
 	}
-	wb := d.sims.wb.StockAmounts(demoWBWarehouse)
-	if len(wb) != len(demoStock) {
-		return "", fmt.Errorf("Wildberries holds %d items of warehouse %d, want %d", len(wb), demoWBWarehouse, len(demoStock))
+	wb := d.sims.wb.StockAmounts(wbWarehouse)
+	if len(wb) != len(wh1Stock) {
+		return "", fmt.Errorf("Wildberries holds %d items of warehouse %d, want %d", len(wb), wbWarehouse, len(wh1Stock))
 	}
 	feedURL := d.svc.webhooks + "/feeds/kaspi/" + d.sims.feedToken + ".xml"
 	kaspi := sim.NewKaspiFeedPuller(feedURL, sim.KaspiFeedOptions{})
@@ -57,13 +57,13 @@ func (d *demo) stock(ctx context.Context) (string, error) {
 		}
 		c, ok := kaspi.Catalog()
 		offers = len(c.Offers)
-		return ok && offers == len(demoStock), nil
+		return ok && offers == len(wh1Stock), nil
 	})
 	if err != nil {
 		return "", err
 	}
-	if p, ok := kaspi.Offer("SKU-IRON"); !ok || len(p.Stores) != 1 || p.Stores[demoKaspiStore].Available {
-		return "", errors.New(`the Kaspi feed does not list SKU-IRON, out of stock, as available="no" at ` + demoKaspiStore)
+	if p, ok := kaspi.Offer("SKU-IRON"); !ok || len(p.Stores) != 1 || p.Stores[kaspiStore].Available {
+		return "", errors.New(`the Kaspi feed does not list SKU-IRON, out of stock, as available="no" at ` + kaspiStore)
 	}
 	if _, err := kaspi.Pull(ctx); err != nil {
 		return "", err

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bufio"
@@ -25,15 +25,15 @@ import (
 // The demo's world: the simulators it starts in this process, and the real service
 // it runs as a child process (so that it can be killed with -9 and restarted).
 
-// demoOneCUser and demoOneCPassword are the simulated base's Basic credentials: a
+// oneCUser and oneCPassword are the simulated base's Basic credentials: a
 // Latin user, as 1C publications want, and a password that is not ASCII.
 const (
-	demoOneCUser     = "ordersync"
-	demoOneCPassword = "демо-пароль"
+	oneCUser     = "ordersync"
+	oneCPassword = "демо-пароль"
 )
 
-// demoSims are the simulators, each on 127.0.0.1:0.
-type demoSims struct {
+// simulators are the simulated 1C, marketplaces and CRM, each on 127.0.0.1:0.
+type simulators struct {
 	onec  *sim.OneC
 	kaspi *sim.Kaspi
 	ozon  *sim.Ozon
@@ -47,7 +47,7 @@ type demoSims struct {
 }
 
 // The demo's stock: what 1C holds in WH1, published to the three marketplaces.
-var demoStock = []sim.StockItem{
+var wh1Stock = []sim.StockItem{
 	{SKU: "SKU-KETTLE", Quantity: decimal.RequireFromString("12"), Price: decimal.RequireFromString("15990")},
 	{SKU: "SKU-IRON", Quantity: decimal.RequireFromString("0"), Price: decimal.RequireFromString("12490.50")},
 	{SKU: "SKU-COFFEE", Quantity: decimal.RequireFromString("7.5"), Price: decimal.RequireFromString("1530")},
@@ -55,14 +55,14 @@ var demoStock = []sim.StockItem{
 }
 
 const (
-	demoOzonWarehouse = 1020000000001
-	demoWBWarehouse   = 507
-	demoKaspiStore    = "PP1"
+	ozonWarehouse = 1020000000001
+	wbWarehouse   = 507
+	kaspiStore    = "PP1"
 )
 
-func startDemoSims() (*demoSims, error) {
-	s := &demoSims{
-		onec:       sim.NewOneC(sim.OneCOptions{Username: demoOneCUser, Password: demoOneCPassword}),
+func startSims() (*simulators, error) {
+	s := &simulators{
+		onec:       sim.NewOneC(sim.OneCOptions{Username: oneCUser, Password: oneCPassword}),
 		kaspiToken: "kaspi-demo-token",
 		ozonClient: "123456",
 		ozonKey:    "ozon-demo-api-key",
@@ -82,13 +82,13 @@ func startDemoSims() (*demoSims, error) {
 	if s.sink, err = sim.NewWebhookSink(sim.WebhookSinkOptions{Secrets: []string{s.sinkSecret.Encode()}}); err != nil {
 		return nil, err
 	}
-	s.onec.SetStock("WH1", demoStock...)
-	for i, it := range demoStock {
+	s.onec.SetStock("WH1", wh1Stock...)
+	for i, it := range wh1Stock {
 		s.ozon.AddOffers(it.SKU)
 		s.wb.AddCard(sim.WBCard{NmID: int64(5100001 + i), VendorCode: it.SKU, Photos: i % 2,
 			Sizes: []sim.WBSize{{ChrtID: int64(7100001 + i), Skus: []string{fmt.Sprintf("460700000%04d", i)}}}})
 	}
-	s.wb.AddStockWarehouse(demoWBWarehouse)
+	s.wb.AddStockWarehouse(wbWarehouse)
 	for _, srv := range []interface{ Start(string) error }{s.onec, s.kaspi, s.ozon, s.wb, s.sink} {
 		if err := srv.Start("127.0.0.1:0"); err != nil {
 			s.close()
@@ -98,7 +98,7 @@ func startDemoSims() (*demoSims, error) {
 	return s, nil
 }
 
-func (s *demoSims) close() {
+func (s *simulators) close() {
 	for _, c := range []interface{ Close() }{s.onec, s.kaspi, s.ozon, s.wb, s.sink} {
 		if c != nil {
 			c.Close()
@@ -109,7 +109,7 @@ func (s *demoSims) close() {
 // serviceEnv is the whole configuration of the service: its environment. Nothing of
 // the caller's ORDERSYNC_ variables (or STATE_DIRECTORY) reaches it, so the demo never
 // touches a real database or 1C base.
-func (s *demoSims) serviceEnv(parent []string, dir string) []string {
+func (s *simulators) serviceEnv(parent []string, dir string) []string {
 	var env []string
 	for _, kv := range parent {
 		name, _, _ := strings.Cut(kv, "=")
@@ -128,8 +128,8 @@ func (s *demoSims) serviceEnv(parent []string, dir string) []string {
 		"ORDERSYNC_UI__LISTEN=127.0.0.1:0",
 
 		"ORDERSYNC_ONEC__BASE_URL="+s.onec.URL(),
-		"ORDERSYNC_ONEC__USERNAME="+demoOneCUser,
-		"ORDERSYNC_ONEC__PASSWORD="+demoOneCPassword,
+		"ORDERSYNC_ONEC__USERNAME="+oneCUser,
+		"ORDERSYNC_ONEC__PASSWORD="+oneCPassword,
 		// Short, so that the order whose service is killed in mid-call settles within
 		// seconds: its open attempt is taken over 3 × timeout + settle_time after it
 		// started (a real base: 30s and 2m).
@@ -176,13 +176,13 @@ func (s *demoSims) serviceEnv(parent []string, dir string) []string {
 
 		// Stock: WH1 every 5 seconds, to the three marketplaces (a shop: every 30 minutes).
 		`ORDERSYNC_STOCK__SCHEDULES=[{"name":"main","cron":"@every 5s","warehouses":["WH1"],"publish":["kaspi","ozon","wildberries"]}]`,
-		"ORDERSYNC_CONNECTORS__KASPI__STORES=WH1="+demoKaspiStore,
+		"ORDERSYNC_CONNECTORS__KASPI__STORES=WH1="+kaspiStore,
 		"ORDERSYNC_CONNECTORS__KASPI__FEED_TOKEN="+s.feedToken,
 		"ORDERSYNC_CONNECTORS__KASPI__COMPANY=Демо-магазин",
 		"ORDERSYNC_CONNECTORS__KASPI__MERCHANT_ID=30000001",
-		fmt.Sprintf("ORDERSYNC_CONNECTORS__OZON__STOCK_WAREHOUSES=WH1=%d", demoOzonWarehouse),
+		fmt.Sprintf("ORDERSYNC_CONNECTORS__OZON__STOCK_WAREHOUSES=WH1=%d", ozonWarehouse),
 		"ORDERSYNC_CONNECTORS__OZON__TIMEOUT=2s",
-		fmt.Sprintf("ORDERSYNC_CONNECTORS__WILDBERRIES__STOCK_WAREHOUSES=WH1=%d", demoWBWarehouse),
+		fmt.Sprintf("ORDERSYNC_CONNECTORS__WILDBERRIES__STOCK_WAREHOUSES=WH1=%d", wbWarehouse),
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__CONTENT_URL="+s.wb.URL(),
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__TIMEOUT=2s",
 	)
@@ -191,7 +191,7 @@ func (s *demoSims) serviceEnv(parent []string, dir string) []string {
 // The script's orders. Dates are a little in the past: a marketplace lists what was
 // created up to now.
 
-func (s *demoSims) addKaspi(code, name, phone, sku, product string, qty int64, price string) error {
+func (s *simulators) addKaspi(code, name, phone, sku, product string, qty int64, price string) error {
 	first, last, _ := strings.Cut(name, " ")
 	return s.kaspi.AddOrder(sim.KaspiOrder{Code: code, CreationDate: time.Now().Add(-time.Minute),
 		Customer: sim.KaspiCustomer{FirstName: first, LastName: last, CellPhone: phone},
@@ -199,12 +199,12 @@ func (s *demoSims) addKaspi(code, name, phone, sku, product string, qty int64, p
 			BasePrice: decimal.RequireFromString(price)}}})
 }
 
-func (s *demoSims) addOzon(posting, sku, product string, qty int, price string) {
+func (s *simulators) addOzon(posting, sku, product string, qty int, price string) {
 	s.ozon.AddPosting(sim.OzonPosting{PostingNumber: posting, InProcessAt: time.Now().Add(-time.Minute),
 		Products: []sim.OzonProduct{{OfferID: sku, Name: product, Quantity: qty, Price: decimal.RequireFromString(price)}}})
 }
 
-func (s *demoSims) addWB(id int64, article string, hundredths int64) {
+func (s *simulators) addWB(id int64, article string, hundredths int64) {
 	s.wb.AddOrder(sim.WBOrder{ID: id, Article: article, Price: hundredths, CurrencyCode: 643,
 		ConvertedPrice: hundredths, ConvertedCurrencyCode: 643, CreatedAt: time.Now().Add(-time.Minute)})
 }
@@ -218,7 +218,7 @@ func siteOrder(id string, qty int) []byte {
 }
 
 // acks counts the acknowledgements each marketplace received.
-func (s *demoSims) acks() (kaspi, ozon, wb int) {
+func (s *simulators) acks() (kaspi, ozon, wb int) {
 	for _, n := range s.kaspi.Accepted() {
 		kaspi += n
 	}
@@ -290,9 +290,9 @@ func deliverUntilAnswered(ctx context.Context, url string, secret stdwebhook.Sec
 	}
 }
 
-// demoService is `ordersync run`, this very binary, as a child process whose JSON
+// service is `ordersync run`, this very binary, as a child process whose JSON
 // log goes to a file.
-type demoService struct {
+type service struct {
 	cmd      *exec.Cmd
 	done     chan struct{}
 	webhooks string // base URL of the webhook server, from the log
@@ -302,7 +302,7 @@ type demoService struct {
 // startService starts `<this binary> run` with env and waits until its log says where
 // the webhook server and the journal pages listen. --config /dev/null keeps a configuration file that may
 // exist on this machine (/etc/ordersync/ordersync.yaml) out of the demo.
-func startService(ctx context.Context, exe, dir, logPath string, env []string) (*demoService, error) {
+func startService(ctx context.Context, exe, dir, logPath string, env []string) (*service, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
@@ -318,7 +318,7 @@ func startService(ctx context.Context, exe, dir, logPath string, env []string) (
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s run: %w", exe, err)
 	}
-	s := &demoService{cmd: cmd, done: make(chan struct{})}
+	s := &service{cmd: cmd, done: make(chan struct{})}
 	go func() { cmd.Wait(); close(s.done) }()
 
 	deadline := time.Now().Add(20 * time.Second)
@@ -348,9 +348,9 @@ func startService(ctx context.Context, exe, dir, logPath string, env []string) (
 	}
 }
 
-func (s *demoService) pid() int { return s.cmd.Process.Pid }
+func (s *service) pid() int { return s.cmd.Process.Pid }
 
-func (s *demoService) exited() bool {
+func (s *service) exited() bool {
 	select {
 	case <-s.done:
 		return true
@@ -360,7 +360,7 @@ func (s *demoService) exited() bool {
 }
 
 // kill is kill -9, and waits for the process to be gone.
-func (s *demoService) kill() {
+func (s *service) kill() {
 	if s.exited() {
 		return
 	}
@@ -369,7 +369,7 @@ func (s *demoService) kill() {
 }
 
 // stop sends SIGTERM and waits up to within for the exit; then it kills.
-func (s *demoService) stop(within time.Duration) (code int, took time.Duration, err error) {
+func (s *service) stop(within time.Duration) (code int, took time.Duration, err error) {
 	start := time.Now()
 	if !s.exited() {
 		s.cmd.Process.Signal(syscall.SIGTERM)
