@@ -16,6 +16,7 @@ import (
 
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/journal/export"
+	"github.com/ordersync/ordersync/internal/journal/filter"
 )
 
 func (a *app) journalCommand() *cobra.Command {
@@ -38,11 +39,11 @@ func (a *app) journalListCommand() *cobra.Command {
 			if err := checkFormat(format, "table", "json", "csv", "xlsx"); err != nil {
 				return err
 			}
-			f := journal.Filter{Status: journal.Status(status), Source: source, Kind: kind, Query: query, Limit: limit, WarningsOnly: warnings}
-			switch f.Status {
-			case "", journal.StatusPending, journal.StatusDone, journal.StatusFailed:
-			default:
-				return usageError(fmt.Errorf("--status: must be pending, done or failed, got %q", status))
+			// The dates are checked here, placed in ui.timezone once it is loaded.
+			parsed, err := filter.Parse(filter.Values{Status: status, Source: source, Kind: kind, Query: query,
+				From: from, To: to, Warnings: warnings}, filter.Options{})
+			if err != nil {
+				return usageError(filterFlagError(err))
 			}
 			if limit < 0 {
 				return usageError(fmt.Errorf("--limit: must not be negative (0 lists every operation), got %d", limit))
@@ -56,15 +57,14 @@ func (a *app) journalListCommand() *cobra.Command {
 				return err
 			}
 			loc := cfg.UILocation()
+			f := parsed.Filter(loc)
+			f.Limit = limit
 			if since != "" {
 				t, err := parseSinceIn(since, time.Now(), loc)
 				if err != nil {
 					return usageError(err)
 				}
 				f.Since = t
-			}
-			if f.CreatedFrom, f.CreatedBefore, err = parsePeriod(from, to, loc); err != nil {
-				return usageError(err)
 			}
 			log, err := a.logger(cfg)
 			if err != nil {
@@ -153,26 +153,25 @@ func (a *app) journalListCommand() *cobra.Command {
 // zonedLayout is how the CLI's tables write times: in ui.timezone, with its offset.
 const zonedLayout = "2006-01-02 15:04:05 -07:00"
 
-// parsePeriod reads --from and --to, dates in loc, both inclusive, as the
-// half-open [from, to+1 day) of journal.Filter; an empty one is open.
-func parsePeriod(from, to string, loc *time.Location) (time.Time, time.Time, error) {
-	var f, t time.Time
-	var err error
-	if from != "" {
-		if f, err = time.ParseInLocation(time.DateOnly, from, loc); err != nil {
-			return f, t, fmt.Errorf("--from: %q is not a date YYYY-MM-DD", from)
-		}
+// filterFlagError words what filter.Parse found wrong with journal list's flags: the
+// first field, as one line naming its flag.
+func filterFlagError(err error) error {
+	var fe *filter.Error
+	if !errors.As(err, &fe) || len(fe.Fields) == 0 {
+		return err
 	}
-	if to != "" {
-		if t, err = time.ParseInLocation(time.DateOnly, to, loc); err != nil {
-			return f, t, fmt.Errorf("--to: %q is not a date YYYY-MM-DD", to)
-		}
-		t = t.AddDate(0, 0, 1)
+	v := fe.Values
+	switch fe.Fields[0] {
+	case filter.FieldStatus:
+		return fmt.Errorf("--status: must be pending, done or failed, got %q", v.Status)
+	case filter.FieldFrom:
+		return fmt.Errorf("--from: %q is not a date YYYY-MM-DD", v.From)
+	case filter.FieldTo:
+		return fmt.Errorf("--to: %q is not a date YYYY-MM-DD", v.To)
+	case filter.FieldPeriod:
+		return fmt.Errorf("--from %s is after --to %s", v.From, v.To)
 	}
-	if !f.IsZero() && !t.IsZero() && !f.Before(t) {
-		return f, t, fmt.Errorf("--from %s is after --to %s", from, to)
-	}
-	return f, t, nil
+	return err // the CLI asks for no other check
 }
 
 // listPage is how many rows a listing reads at a time: `--limit 0` lists every row,

@@ -1,17 +1,17 @@
 package ui
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/journal/export"
+	"github.com/ordersync/ordersync/internal/journal/filter"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/stock"
 )
@@ -23,7 +23,8 @@ const pageSize = 50
 // today included.
 const defaultDays = 7
 
-var sourceRe = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
+// maxQuery is the longest search term the list takes, in characters.
+const maxQuery = 200
 
 // kinds are offered in the list's filter.
 var kinds = []string{order.KindCreate, order.KindCancel, stock.KindSnapshot}
@@ -66,8 +67,6 @@ func (s *Server) parseList(r *http.Request) (journal.Filter, listQuery, []string
 	q := listQuery{Q: strings.TrimSpace(v.Get("q")), Status: v.Get("status"), Source: strings.TrimSpace(v.Get("source")),
 		Kind: v.Get("kind"), From: strings.TrimSpace(v.Get("from")), To: strings.TrimSpace(v.Get("to")),
 		Warnings: v.Get("warnings") == "1" || v.Get("warnings") == "on", After: v.Get("after")}
-	var f journal.Filter
-	var bad []string
 	// No period asked for: the last days, unless searching (a search finds an
 	// order however old it is).
 	if !v.Has("from") && !v.Has("to") && q.Q == "" {
@@ -75,37 +74,10 @@ func (s *Server) parseList(r *http.Request) (journal.Filter, listQuery, []string
 		q.To = today.Format(time.DateOnly)
 		q.From = today.AddDate(0, 0, -(defaultDays - 1)).Format(time.DateOnly)
 	}
-	if utf8.RuneCountInString(q.Q) > 200 {
-		bad = append(bad, s.cat.t("bad_q"))
-	} else {
-		f.Query = q.Q
-	}
-	switch journal.Status(q.Status) {
-	case "", journal.StatusPending, journal.StatusDone, journal.StatusFailed:
-		f.Status = journal.Status(q.Status)
-	default:
-		bad = append(bad, fmt.Sprintf(s.cat.t("bad_status"), q.Status))
-	}
-	if q.Source != "" && !sourceRe.MatchString(q.Source) {
-		bad = append(bad, fmt.Sprintf(s.cat.t("bad_source"), q.Source))
-	} else {
-		f.Source = q.Source
-	}
-	if q.Kind != "" && !sourceRe.MatchString(strings.ReplaceAll(q.Kind, ".", "_")) {
-		bad = append(bad, fmt.Sprintf(s.cat.t("bad_kind"), q.Kind))
-	} else {
-		f.Kind = q.Kind
-	}
-	from, okFrom := s.parseDay(q.From, "from", &bad)
-	to, okTo := s.parseDay(q.To, "to", &bad)
-	if okFrom && okTo && !from.IsZero() && !to.IsZero() && to.Before(from) {
-		bad = append(bad, fmt.Sprintf(s.cat.t("bad_period"), q.To, q.From))
-	}
-	f.CreatedFrom = from
-	if !to.IsZero() {
-		f.CreatedBefore = to.AddDate(0, 0, 1) // to is inclusive: up to its midnight
-	}
-	f.WarningsOnly = q.Warnings
+	parsed, err := filter.Parse(filter.Values{Query: q.Q, Status: q.Status, Source: q.Source, Kind: q.Kind,
+		From: q.From, To: q.To, Warnings: q.Warnings}, filter.Options{Names: true, MaxQuery: maxQuery})
+	bad := s.filterProblems(err)
+	f := parsed.Filter(s.cfg.Location)
 	if q.After != "" {
 		after, ok := parseCursor(q.After)
 		if !ok {
@@ -117,17 +89,34 @@ func (s *Server) parseList(r *http.Request) (journal.Filter, listQuery, []string
 	return f, q, bad
 }
 
-// parseDay reads a date YYYY-MM-DD as its midnight in the pages' zone; "" is zero.
-func (s *Server) parseDay(v, field string, bad *[]string) (time.Time, bool) {
-	if v == "" {
-		return time.Time{}, true
+// filterProblems words what filter.Parse or filter.ParsePeriod found wrong, each
+// field as the catalogue says it; none for a nil err.
+func (s *Server) filterProblems(err error) []string {
+	var fe *filter.Error
+	if !errors.As(err, &fe) {
+		return nil
 	}
-	t, err := time.ParseInLocation(time.DateOnly, v, s.cfg.Location)
-	if err != nil {
-		*bad = append(*bad, fmt.Sprintf(s.cat.t("bad_date_"+field), v))
-		return time.Time{}, false
+	v := fe.Values
+	var bad []string
+	for _, f := range fe.Fields {
+		switch f {
+		case filter.FieldQuery:
+			bad = append(bad, s.cat.t("bad_q"))
+		case filter.FieldStatus:
+			bad = append(bad, fmt.Sprintf(s.cat.t("bad_status"), v.Status))
+		case filter.FieldSource:
+			bad = append(bad, fmt.Sprintf(s.cat.t("bad_source"), v.Source))
+		case filter.FieldKind:
+			bad = append(bad, fmt.Sprintf(s.cat.t("bad_kind"), v.Kind))
+		case filter.FieldFrom:
+			bad = append(bad, fmt.Sprintf(s.cat.t("bad_date_from"), v.From))
+		case filter.FieldTo:
+			bad = append(bad, fmt.Sprintf(s.cat.t("bad_date_to"), v.To))
+		case filter.FieldPeriod:
+			bad = append(bad, fmt.Sprintf(s.cat.t("bad_period"), v.To, v.From))
+		}
 	}
-	return t, true
+	return bad
 }
 
 // A cursor is the last operation of a page: its updated_at (Unix microseconds,

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/ordersync/ordersync/internal/journal/filter"
 	"github.com/ordersync/ordersync/internal/reconcile"
 )
 
@@ -37,23 +38,20 @@ func (s *Server) reconcilePage(w http.ResponseWriter, r *http.Request, u who) {
 	var bad []string
 	if d.Source == "" {
 		bad = append(bad, s.cat.t("bad_reconcile_source"))
-	} else if !sourceRe.MatchString(d.Source) {
+	} else if !filter.IsSource(d.Source) {
 		bad = append(bad, fmt.Sprintf(s.cat.t("bad_source"), d.Source))
 	}
 	if d.From == "" || d.To == "" {
 		bad = append(bad, s.cat.t("bad_reconcile_period"))
 	}
-	from, okFrom := s.parseDay(d.From, "from", &bad)
-	to, okTo := s.parseDay(d.To, "to", &bad)
-	if okFrom && okTo && !from.IsZero() && !to.IsZero() && to.Before(from) {
-		bad = append(bad, fmt.Sprintf(s.cat.t("bad_period"), d.To, d.From))
-	}
+	period, err := filter.ParsePeriod(d.From, d.To)
+	bad = append(bad, s.filterProblems(err)...)
 	if len(bad) > 0 {
 		d.Problems = bad
 		s.render(w, r, http.StatusBadRequest, "reconcile", u, title, d)
 		return
 	}
-	rep, err := s.cfg.Reconcile(r.Context(), d.Source, from, to)
+	rep, err := s.cfg.Reconcile(r.Context(), d.Source, period.From.In(s.cfg.Location), period.To.In(s.cfg.Location))
 	if err != nil {
 		// The reconciliation's own errors name their cause (a connector not enabled,
 		// 1C not answering): the accountant reads them.
