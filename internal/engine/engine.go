@@ -481,7 +481,7 @@ func (e *Engine) process(ctx context.Context, claim journal.Claim) error {
 	if f.Status == journal.StatusDone {
 		now := e.cfg.Now()
 		if v.snapshot != nil {
-			f.Snapshot = v.snapshot
+			f.Attachments = []any{v.snapshot}
 			f.Messages = snapshotMessages(v.snapshot, v.publish, now)
 		} else {
 			announced := op

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ordersync/ordersync/internal/outbox"
-	"github.com/ordersync/ordersync/internal/stock"
 )
 
 // Status of an operation.
@@ -407,10 +406,14 @@ type Finish struct {
 	// Warnings, when not nil, replace the operation's warnings (the caller holds the
 	// lock, so it read the current ones).
 	Warnings []Warning
-	// Snapshot, on a done stock.snapshot operation, is the snapshot taken, items
-	// and all: it is stored in the same transaction as the verdict and its
-	// publishing events (its Key is the operation's key).
-	Snapshot *stock.Snapshot
+	// Attachments are what an operation's kind keeps beside the operation when it
+	// is done, written in the verdict's transaction with its messages, so that a
+	// result and what was made of it commit together (a stock.snapshot operation:
+	// the *stock.Snapshot taken, items and all, under the operation's key). The
+	// journal does not know their types: a store writes those it knows and refuses
+	// any other with an error before anything is written, whatever the status. On a
+	// verdict that is not done, nothing of them is written.
+	Attachments []any
 }
 
 // Claim is one operation claimed by one worker. A claim never takes over an attempt

@@ -82,7 +82,7 @@ func (s *shelf) take(marketplace string, items []stock.Item) outbox.Record {
 	}
 	snap := &stock.Snapshot{Key: reg.Operation.Key, Schedule: "main", Warehouse: "WH1", Slot: s.slot, Label: p.Label,
 		TakenAt: s.slot.Format("2006-01-02T15:04:05"), Warnings: []string{}, Items: items, ItemCount: len(items)}
-	if err := c.Finish(ctx, journal.Finish{Status: journal.StatusDone, Result: &journal.Result{}, Snapshot: snap}); err != nil {
+	if err := c.Finish(ctx, journal.Finish{Status: journal.StatusDone, Result: &journal.Result{}, Attachments: []any{snap}}); err != nil {
 		s.tb.Fatal(err)
 	}
 	data, _ := json.Marshal(stock.EventData{Snapshot: snap.Key, Warehouse: "WH1"})

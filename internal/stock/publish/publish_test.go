@@ -125,7 +125,7 @@ func (w *world) snapshot(items ...string) outbox.Record {
 		snap.Items = append(snap.Items, stock.Item{SKU: sku, Quantity: decimal.RequireFromString(q), Price: decimal.NewFromInt(100)})
 	}
 	snap.ItemCount = len(snap.Items)
-	if err := c.Finish(ctx, journal.Finish{Status: journal.StatusDone, Result: &journal.Result{}, Snapshot: snap}); err != nil {
+	if err := c.Finish(ctx, journal.Finish{Status: journal.StatusDone, Result: &journal.Result{}, Attachments: []any{snap}}); err != nil {
 		w.t.Fatal(err)
 	}
 	data, _ := json.Marshal(stock.EventData{Snapshot: snap.Key, Warehouse: "WH1"})

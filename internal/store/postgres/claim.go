@@ -14,6 +14,7 @@ import (
 
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
+	"github.com/ordersync/ordersync/internal/stock"
 )
 
 // InterruptedError is written on an attempt left open when the next claim of its
@@ -335,14 +336,16 @@ func (c *claim) Operation() journal.Operation { return c.op }
 func (c *claim) Attempt() int                 { return c.attempt }
 
 // Finish writes the operation's new state (and f.Payload, when set, as its payload,
-// with that payload's SHA-256), closes the attempt row, stores f.Snapshot when the
-// verdict is done (its row, and its items in one INSERT … SELECT FROM unnest of text
-// arrays, whatever their number; created_at is now; a snapshot on any other verdict
-// is ignored) and enqueues f.Messages in the claim's transaction, and commits: one
-// round trip (UPDATE, UPDATE, the snapshot's two INSERTs, one outbox statement per
-// message and a NOTIFY, COMMIT pipelined), so a verdict, its snapshot and its events
-// commit together. A snapshot whose key is not the operation's is refused before
-// anything is written (f is invalid). On an error the transaction is
+// with that payload's SHA-256), closes the attempt row, stores f.Attachments when
+// the verdict is done (a *stock.Snapshot: its row, and its items in one INSERT …
+// SELECT FROM unnest of text arrays, whatever their number; created_at is now;
+// attachments on any other verdict are not written) and enqueues f.Messages in the
+// claim's transaction, and commits: one round trip (UPDATE, UPDATE, the snapshot's
+// two INSERTs, one outbox statement per message and a NOTIFY, COMMIT pipelined), so
+// a verdict, its snapshot and its events commit together. A snapshot whose key is
+// not the operation's, a second snapshot, or an attachment of a type this store
+// does not know is refused before anything is written (f is invalid). On an error
+// the transaction is
 // rolled back — no event is left behind — and the attempt stays open, to be marked
 // interrupted by the next claim. The claim is closed afterwards either way, except
 // when f itself is invalid.
@@ -388,11 +391,9 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 			return fmt.Errorf("postgres: finish %s: result: %w", key, err)
 		}
 	}
-	var snapshot *snapshotWrite
-	if f.Status == journal.StatusDone && f.Snapshot != nil {
-		if snapshot, err = prepareSnapshot(key, f.Snapshot); err != nil {
-			return fmt.Errorf("postgres: finish %s: snapshot: %w", key, err)
-		}
+	attachments, err := prepareAttachments(key, f)
+	if err != nil {
+		return fmt.Errorf("postgres: finish %s: %w", key, err)
 	}
 	now := c.db.nowUTC()
 	var messages []enqueueRow
@@ -427,8 +428,8 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 		f.Class, f.Class == journal.ClassUnknown, timeOrNil(f.SettleUntil), timeOrNil(f.VerifyAt),
 		timeOrNil(f.FirstAttemptAt), f.Warnings != nil, warnings, timeOrNil(f.LateVerifyAt))
 	b.Queue(finishAttemptSQL, key, c.attempt, now, string(outcome), f.Error, f.Ref, exchanges, f.Class)
-	if snapshot != nil {
-		snapshot.queue(b, now)
+	for _, a := range attachments {
+		a.queue(b, now)
 	}
 	if len(messages) > 0 {
 		queueMessages(b, messages)
@@ -443,8 +444,8 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 				return err
 			}
 		}
-		if snapshot != nil {
-			if err := snapshot.read(br); err != nil {
+		for _, a := range attachments {
+			if err := a.read(br); err != nil {
 				return err
 			}
 		}
@@ -471,6 +472,46 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 		return fmt.Errorf("postgres: finish %s attempt %d: %w", key, c.attempt, c.explain(err, lost))
 	}
 	return nil
+}
+
+// attachmentWrite is an attachment of a verdict (journal.Finish.Attachments),
+// checked and ready for the claim's batch: queue adds its statements, read reads
+// their results in the same order.
+type attachmentWrite interface {
+	queue(b *pgx.Batch, now time.Time)
+	read(br pgx.BatchResults) error
+}
+
+// prepareAttachments checks a verdict's attachments and, when it is done, prepares
+// them for the claim's batch. The store knows one type, *stock.Snapshot (at most
+// one: an operation stores one snapshot, under its key); any other is refused
+// whatever the status, so that a kind whose results no store writes fails its first
+// attempt rather than its last. Nil attachments are skipped.
+func prepareAttachments(key string, f journal.Finish) ([]attachmentWrite, error) {
+	var snap *stock.Snapshot
+	for i, a := range f.Attachments {
+		switch a := a.(type) {
+		case nil:
+		case *stock.Snapshot:
+			if a == nil {
+				continue
+			}
+			if snap != nil {
+				return nil, fmt.Errorf("attachment %d: a second stock snapshot (an operation stores one)", i)
+			}
+			snap = a
+		default:
+			return nil, fmt.Errorf("attachment %d: this store does not write attachments of type %T", i, a)
+		}
+	}
+	if snap == nil || f.Status != journal.StatusDone {
+		return nil, nil
+	}
+	w, err := prepareSnapshot(key, snap)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	return []attachmentWrite{w}, nil
 }
 
 // Release gives the claim up without a verdict: the transaction is rolled back (even

@@ -15,10 +15,10 @@ import (
 )
 
 // Stock is the PostgreSQL stock.Store. Snapshots are written by a journal claim's
-// Finish (storeSnapshot below), in the transaction that marks their operation done;
-// the rest is written here. Times come back in UTC, at the database's precision
-// (microseconds); quantities and prices are numeric, exact, with their scale (2.500
-// comes back as 2.500).
+// Finish (a *stock.Snapshot in journal.Finish.Attachments: snapshotWrite below), in
+// the transaction that marks their operation done; the rest is written here. Times
+// come back in UTC, at the database's precision (microseconds); quantities and
+// prices are numeric, exact, with their scale (2.500 comes back as 2.500).
 type Stock struct {
 	db *DB
 }

@@ -45,7 +45,7 @@ func BenchmarkStockFinish(b *testing.B) {
 	}
 	finish := func(c journal.Claim, snap *stock.Snapshot) {
 		if err := c.Finish(ctx, journal.Finish{Status: journal.StatusDone, Result: &journal.Result{Note: "50000 items"},
-			Snapshot: snap, Messages: stockMessages(snap.Key)}); err != nil {
+			Attachments: []any{snap}, Messages: stockMessages(snap.Key)}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -88,7 +88,7 @@ func BenchmarkStockItems(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := c.Finish(ctx, journal.Finish{Status: journal.StatusDone, Snapshot: snap}); err != nil {
+	if err := c.Finish(ctx, journal.Finish{Status: journal.StatusDone, Attachments: []any{snap}}); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := db.Pool().Exec(ctx, `ANALYZE`); err != nil { // the statistics a production server would have

@@ -80,7 +80,7 @@ func TestStockFinishRoundTrips(t *testing.T) {
 			t.Fatal(err)
 		}
 		finish = rt.Measure(func() {
-			if err := c.Finish(ctx, journal.Finish{Status: journal.StatusDone, Snapshot: snap, Messages: stockMessages(key)}); err != nil {
+			if err := c.Finish(ctx, journal.Finish{Status: journal.StatusDone, Attachments: []any{snap}, Messages: stockMessages(key)}); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
+	"github.com/ordersync/ordersync/internal/stock"
 )
 
 // InterruptedError is written on an attempt left open when the next claim of its
@@ -296,13 +297,14 @@ func (c *claim) Operation() journal.Operation { return c.op }
 func (c *claim) Attempt() int                 { return c.attempt }
 
 // Finish writes the operation's new state (and f.Payload, when set, as its payload,
-// with that payload's SHA-256), closes the attempt row, stores f.Snapshot when the
-// verdict is done (its row, and its items in one INSERT … SELECT FROM json_each;
-// created_at is now; a snapshot on any other verdict is ignored) and enqueues
-// f.Messages in one write transaction, so a verdict, its snapshot and its events
-// commit together; listeners are notified after a commit with messages. A snapshot
-// whose key is not the operation's is refused before anything is written (f is
-// invalid). On an error the
+// with that payload's SHA-256), closes the attempt row, stores f.Attachments when
+// the verdict is done (a *stock.Snapshot: its row, and its items in one INSERT …
+// SELECT FROM json_each; created_at is now; attachments on any other verdict are
+// not written) and enqueues f.Messages in one write transaction, so a verdict, its
+// snapshot and its events commit together; listeners are notified after a commit
+// with messages. A snapshot whose key is not the operation's, a second snapshot, or
+// an attachment of a type this store does not know is refused before anything is
+// written (f is invalid). On an error the
 // transaction is rolled back — no event is left behind — and the attempt stays open,
 // to be marked interrupted by the next claim. The key is released afterwards either
 // way, except when f itself is invalid: then nothing happened and the claim stays.
@@ -359,12 +361,9 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 			return fmt.Errorf("sqlite: finish %s: outbox: %w", key, err)
 		}
 	}
-	var snapshot *snapshotWrite
-	if f.Status == journal.StatusDone && f.Snapshot != nil {
-		var err error
-		if snapshot, err = prepareSnapshot(key, f.Snapshot); err != nil {
-			return fmt.Errorf("sqlite: finish %s: snapshot: %w", key, err)
-		}
+	attachments, aerr := prepareAttachments(key, f)
+	if aerr != nil {
+		return fmt.Errorf("sqlite: finish %s: %w", key, aerr)
 	}
 	lastError := f.Error
 	if f.Status == journal.StatusDone {
@@ -434,8 +433,8 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 			// Closed meanwhile: another process (a CLI beside the service) claimed it.
 			return fmt.Errorf("the attempt row is no longer open (%d rows, %v)", n, err)
 		}
-		if snapshot != nil {
-			if err := snapshot.write(ctx, tx, now); err != nil {
+		for _, a := range attachments {
+			if err := a.write(ctx, tx, now); err != nil {
 				return err
 			}
 		}
@@ -453,6 +452,44 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 		c.db.Notify()
 	}
 	return nil
+}
+
+// attachmentWrite is an attachment of a verdict (journal.Finish.Attachments),
+// checked and ready for the claim's write transaction.
+type attachmentWrite interface {
+	write(ctx context.Context, tx *sql.Tx, now time.Time) error
+}
+
+// prepareAttachments checks a verdict's attachments and, when it is done, prepares
+// them for the claim's write transaction. The store knows one type,
+// *stock.Snapshot (at most one: an operation stores one snapshot, under its key);
+// any other is refused whatever the status, so that a kind whose results no store
+// writes fails its first attempt rather than its last. Nil attachments are skipped.
+func prepareAttachments(key string, f journal.Finish) ([]attachmentWrite, error) {
+	var snap *stock.Snapshot
+	for i, a := range f.Attachments {
+		switch a := a.(type) {
+		case nil:
+		case *stock.Snapshot:
+			if a == nil {
+				continue
+			}
+			if snap != nil {
+				return nil, fmt.Errorf("attachment %d: a second stock snapshot (an operation stores one)", i)
+			}
+			snap = a
+		default:
+			return nil, fmt.Errorf("attachment %d: this store does not write attachments of type %T", i, a)
+		}
+	}
+	if snap == nil || f.Status != journal.StatusDone {
+		return nil, nil
+	}
+	w, err := prepareSnapshot(key, snap)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	return []attachmentWrite{w}, nil
 }
 
 // Release gives the claim up without a verdict: it lets the key go; the attempt row

@@ -14,10 +14,10 @@ import (
 
 // Stock is the SQLite stock.Store, with the semantics of PostgreSQL's
 // (internal/store/postgres/stock.go). Snapshots are written by a journal claim's
-// Finish (snapshotWrite below), in the write transaction that marks their operation
-// done; the rest is written here. Times come back in UTC, to the microsecond;
-// quantities and prices are stored as TEXT, exact, with their scale (2.500 comes back
-// as 2.500).
+// Finish (a *stock.Snapshot in journal.Finish.Attachments: snapshotWrite below), in
+// the write transaction that marks their operation done; the rest is written here.
+// Times come back in UTC, to the microsecond; quantities and prices are stored as
+// TEXT, exact, with their scale (2.500 comes back as 2.500).
 type Stock struct {
 	db *DB
 }

@@ -58,7 +58,7 @@ func benchStockFinish(b *testing.B, c journal.Claim, snap *stock.Snapshot) {
 			Type: "stock.snapshot", AggregateType: "stock", AggregateID: snap.Key, Data: []byte(`{"snapshot":"` + snap.Key + `"}`)}})
 	}
 	if err := c.Finish(context.Background(), journal.Finish{Status: journal.StatusDone, Result: &journal.Result{Note: "50000 items"},
-		Snapshot: snap, Messages: msgs}); err != nil {
+		Attachments: []any{snap}, Messages: msgs}); err != nil {
 		b.Fatal(err)
 	}
 }

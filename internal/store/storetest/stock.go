@@ -18,7 +18,8 @@ import (
 )
 
 // Stock runs the stock.Store conformance suite: snapshots written by a done claim's
-// Finish (whole or not at all), their reads, the item states, and the publishes.
+// Finish as its attachment (whole or not at all; an attachment of another type
+// refused), their reads, the item states, and the publishes.
 // newStores must give each call its own empty, migrated store (both interfaces on
 // the same database), closed in t.Cleanup.
 //
@@ -37,6 +38,8 @@ func Stock(t *testing.T, newStores func(t *testing.T) (journal.Store, stock.Stor
 		{"SnapshotOnlyWhenDone", testStockSnapshotOnlyWhenDone},
 		{"KeyMismatchStoresNothing", testStockKeyMismatchStoresNothing},
 		{"DuplicateSKUStoresNothing", testStockDuplicateSKUStoresNothing},
+		{"UnknownAttachmentRefused", testStockUnknownAttachmentRefused},
+		{"SecondSnapshotRefused", testStockSecondSnapshotRefused},
 		{"LargeSnapshot", testStockLargeSnapshot},
 		{"Latest", testStockLatest},
 		{"Snapshots", testStockSnapshots},
@@ -112,7 +115,7 @@ func (e *stockEnv) take(snap stock.Snapshot) stock.Snapshot {
 	e.t.Helper()
 	e.register(snap)
 	finish(e.t, claimKey(e.t, e.j, snap.Key), journal.Finish{Status: journal.StatusDone,
-		Result: &journal.Result{Note: fmt.Sprintf("%d items", len(snap.Items))}, Snapshot: &snap})
+		Result: &journal.Result{Note: fmt.Sprintf("%d items", len(snap.Items))}, Attachments: []any{&snap}})
 	return e.snapshot(snap.Key)
 }
 
@@ -267,15 +270,15 @@ func testStockSnapshotWithoutItems(t *testing.T, e *stockEnv) {
 	}
 }
 
-// Only a done verdict stores a snapshot: the engine may carry one on a retry, which
+// Only a done verdict stores a snapshot: one attached to a retry or a failure
 // stores nothing.
 func testStockSnapshotOnlyWhenDone(t *testing.T, e *stockEnv) {
 	snap := newSnapshot("main", "WH1", slotAt(10, 0), item("A", "1", "1"))
 	e.register(snap)
 	finish(t, claimKey(t, e.j, snap.Key), journal.Finish{Status: journal.StatusPending, Error: "1C answered 503",
-		NextAttemptAt: time.Now().Add(time.Minute), Snapshot: &snap})
+		NextAttemptAt: time.Now().Add(time.Minute), Attachments: []any{&snap}})
 	e.wantNoSnapshot(snap.Key)
-	finish(t, claimKey(t, e.j, snap.Key), journal.Finish{Status: journal.StatusFailed, Error: "too late", Snapshot: &snap})
+	finish(t, claimKey(t, e.j, snap.Key), journal.Finish{Status: journal.StatusFailed, Error: "too late", Attachments: []any{&snap}})
 	e.wantNoSnapshot(snap.Key)
 	if got := get(t, e.j, snap.Key).Status; got != journal.StatusFailed {
 		t.Fatalf("status: got %s, want failed", got)
@@ -289,7 +292,7 @@ func testStockKeyMismatchStoresNothing(t *testing.T, e *stockEnv) {
 	e.register(snap)
 	other := newSnapshot("main", "WH1", slotAt(10, 30), item("A", "1", "1"))
 	c := claimKey(t, e.j, snap.Key)
-	if err := c.Finish(t.Context(), journal.Finish{Status: journal.StatusDone, Result: &journal.Result{}, Snapshot: &other}); err == nil {
+	if err := c.Finish(t.Context(), journal.Finish{Status: journal.StatusDone, Result: &journal.Result{}, Attachments: []any{&other}}); err == nil {
 		t.Fatal("finish with the snapshot of another key: got nil, want an error")
 	}
 	if err := c.Release(t.Context()); err != nil {
@@ -301,7 +304,7 @@ func testStockKeyMismatchStoresNothing(t *testing.T, e *stockEnv) {
 		t.Fatalf("operation after the refused finish: got status %s result %+v, want pending without a result", op.Status, op.Result)
 	}
 	// It is still claimable, and the right snapshot is stored.
-	finish(t, claimKey(t, e.j, snap.Key), journal.Finish{Status: journal.StatusDone, Snapshot: &snap})
+	finish(t, claimKey(t, e.j, snap.Key), journal.Finish{Status: journal.StatusDone, Attachments: []any{&snap}})
 	wantItems(t, "items", e.items(snap.Key), snap.Items)
 }
 
@@ -312,7 +315,7 @@ func testStockDuplicateSKUStoresNothing(t *testing.T, e *stockEnv) {
 		item("A", "1", "10"), item("B", "2", "20"), item("A", "3", "30"), item("C", "4", "40"))
 	e.register(snap)
 	c := claimKey(t, e.j, snap.Key)
-	if err := c.Finish(t.Context(), journal.Finish{Status: journal.StatusDone, Result: &journal.Result{Note: "dup"}, Snapshot: &snap}); err == nil {
+	if err := c.Finish(t.Context(), journal.Finish{Status: journal.StatusDone, Result: &journal.Result{Note: "dup"}, Attachments: []any{&snap}}); err == nil {
 		t.Fatal("finish with a duplicate SKU: got nil, want an error")
 	}
 	e.wantNoSnapshot(snap.Key)
@@ -325,9 +328,64 @@ func testStockDuplicateSKUStoresNothing(t *testing.T, e *stockEnv) {
 	fixed := snap
 	fixed.Items = []stock.Item{item("B", "2", "20"), item("D", "5", "50"), item("E", "6", "60")}
 	before := time.Now()
-	finish(t, claimKey(t, e.j, snap.Key), journal.Finish{Status: journal.StatusDone, Snapshot: &fixed})
+	finish(t, claimKey(t, e.j, snap.Key), journal.Finish{Status: journal.StatusDone, Attachments: []any{&fixed}})
 	wantSnapshot(t, "stored by the next attempt", e.snapshot(snap.Key), fixed, before)
 	wantItems(t, "items", e.items(snap.Key), fixed.Items)
+}
+
+// unknownAttachment is an attachment of a type no store knows.
+type unknownAttachment struct{ Key string }
+
+// An attachment of a type the store does not know is refused, with an error that
+// names the type, before anything is written and whatever the verdict: the
+// operation stays pending, without a result, and is still claimable.
+func testStockUnknownAttachmentRefused(t *testing.T, e *stockEnv) {
+	snap := newSnapshot("main", "WH1", slotAt(10, 0), item("A", "1", "1"))
+	e.register(snap)
+	for _, f := range []journal.Finish{
+		{Status: journal.StatusDone, Result: &journal.Result{}, Attachments: []any{&snap, unknownAttachment{snap.Key}}},
+		{Status: journal.StatusPending, Error: "1C answered 503", NextAttemptAt: time.Now().Add(time.Minute),
+			Attachments: []any{unknownAttachment{snap.Key}}},
+	} {
+		c := claimKey(t, e.j, snap.Key)
+		err := c.Finish(t.Context(), f)
+		if err == nil || !strings.Contains(err.Error(), "storetest.unknownAttachment") {
+			t.Fatalf("finish %s with an attachment of an unknown type: got %v, want an error naming the type", f.Status, err)
+		}
+		if err := c.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		e.wantNoSnapshot(snap.Key)
+		if op := get(t, e.j, snap.Key); op.Status != journal.StatusPending || op.Result != nil || op.LastError != "" {
+			t.Fatalf("operation after the refused finish: got status %s result %+v error %q, want pending as registered",
+				op.Status, op.Result, op.LastError)
+		}
+	}
+	// Nil attachments are skipped; the snapshot is stored.
+	finish(t, claimKey(t, e.j, snap.Key), journal.Finish{Status: journal.StatusDone, Result: &journal.Result{},
+		Attachments: []any{nil, &snap, (*stock.Snapshot)(nil)}})
+	wantItems(t, "items", e.items(snap.Key), snap.Items)
+}
+
+// An operation stores one snapshot: a second one in the same Finish is refused
+// before anything is written.
+func testStockSecondSnapshotRefused(t *testing.T, e *stockEnv) {
+	snap := newSnapshot("main", "WH1", slotAt(10, 0), item("A", "1", "1"))
+	e.register(snap)
+	again := snap
+	again.Items = []stock.Item{item("B", "2", "2")}
+	c := claimKey(t, e.j, snap.Key)
+	if err := c.Finish(t.Context(), journal.Finish{Status: journal.StatusDone, Result: &journal.Result{},
+		Attachments: []any{&snap, &again}}); err == nil {
+		t.Fatal("finish with two snapshots: got nil, want an error")
+	}
+	if err := c.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e.wantNoSnapshot(snap.Key)
+	if op := get(t, e.j, snap.Key); op.Status != journal.StatusPending || op.Result != nil {
+		t.Fatalf("operation after the refused finish: got status %s result %+v, want pending without a result", op.Status, op.Result)
+	}
 }
 
 // 50,000 items in one Finish.
