@@ -12,6 +12,8 @@ import (
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/stock"
+	stocksnapshot "github.com/ordersync/ordersync/internal/stock/snapshot"
 )
 
 // loadConfig reads the configuration: --config, or the default file when present,
@@ -84,7 +86,9 @@ func getRetries(n int) int {
 
 // newEngine builds the engine on db's journal and db's clock: the database's, so that
 // its settle times (postedAt + onec.settle_time), verification and retry times and a
-// cancel's "is the create settled" agree with what every replica's claims read.
+// cancel's "is the create settled" agree with what every replica's claims read. The
+// engine carries out the orders' creates and cancels itself; the features register
+// the handlers of their kinds here: the stock snapshots.
 func newEngine(db database, client onec.Client, cfg *config.Config, routes outbox.Routes,
 	fetchers map[string]engine.Fetcher, log *slog.Logger) *engine.Engine {
 	return engine.New(db.Journal(), client, engine.Config{
@@ -103,6 +107,7 @@ func newEngine(db database, client onec.Client, cfg *config.Config, routes outbo
 		Location:        cfg.OneC.Location(),
 		Routes:          routes,
 		Fetchers:        fetchers,
+		Handlers:        map[string]engine.Handler{stock.KindSnapshot: stocksnapshot.Handler{}},
 		Logger:          log.With("component", "engine"),
 	})
 }

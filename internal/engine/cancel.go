@@ -31,13 +31,13 @@ import (
 // onec.settle_time, or an open attempt younger than the takeover time) is never
 // concluded "never created": the cancel retries once it has settled. A cancel ends
 // done only on the contract's answer: "cancelled", or its JSON 404 (no such order).
-func (e *Engine) cancelOrder(ctx context.Context, log *slog.Logger, op journal.Operation) verdict {
+func (e *Engine) cancelOrder(ctx context.Context, log *slog.Logger, op journal.Operation) Verdict {
 	var c order.Cancel
 	if err := json.Unmarshal(op.Payload, &c); err != nil {
-		return verdict{class: onec.Permanent, err: fmt.Errorf("payload: %w", err)}
+		return Verdict{Class: onec.Permanent, Err: fmt.Errorf("payload: %w", err)}
 	}
 	if c.Source == "" || c.ExternalID == "" {
-		return verdict{class: onec.Permanent, err: errors.New("payload: source and external_id are required")}
+		return Verdict{Class: onec.Permanent, Err: errors.New("payload: source and external_id are required")}
 	}
 	extID := order.OneCExternalID(c.Source, c.ExternalID)
 	createKey := c.CreateKey
@@ -49,18 +49,18 @@ func (e *Engine) cancelOrder(ctx context.Context, log *slog.Logger, op journal.O
 	switch {
 	case errors.Is(err, journal.ErrNotFound):
 		v := e.cancelIfPresent(ctx, extID, c.Reason, "no create operation was registered")
-		if v.err == nil && v.result.Ref == "" {
+		if v.Err == nil && v.Result.Ref == "" {
 			// Nothing in 1C and nothing in the journal: the cancel stays as a
 			// tombstone, so that a create of this order that comes later is not made
 			// (a marketplace may send the cancel first). A mistyped id would lose a
 			// future order that way, so it is a warning a person sees.
-			v.warnings = []journal.Warning{{Code: journal.WarningCancelBeforeCreate, At: e.cfg.Now().UTC(), Refs: []string{},
+			v.Warnings = []journal.Warning{{Code: journal.WarningCancelBeforeCreate, At: e.cfg.Now().UTC(), Refs: []string{},
 				Message: fmt.Sprintf("recorded before ordersync saw the order: if %s is ever registered it will not be created "+
 					"in 1C; if the id was mistyped, that order must be created by hand", createKey)}}
 		}
 		return v
 	case err != nil:
-		return verdict{class: onec.Transient, err: fmt.Errorf("read %s: %w", createKey, err)}
+		return Verdict{Class: onec.Transient, Err: fmt.Errorf("read %s: %w", createKey, err)}
 	case create.Status == journal.StatusDone:
 		return e.cancelIn1C(ctx, extID, c.Reason)
 	case create.Status == journal.StatusFailed:
@@ -73,10 +73,10 @@ func (e *Engine) cancelOrder(ctx context.Context, log *slog.Logger, op journal.O
 	// The create is pending: hold it still while 1C is asked.
 	lock, err := e.store.Lock(ctx, createKey)
 	if errors.Is(err, journal.ErrBusy) {
-		return verdict{class: onec.Transient, err: fmt.Errorf("%s is being created right now; the cancel follows it", createKey)}
+		return Verdict{Class: onec.Transient, Err: fmt.Errorf("%s is being created right now; the cancel follows it", createKey)}
 	}
 	if err != nil {
-		return verdict{class: onec.Transient, err: fmt.Errorf("lock %s: %w", createKey, err)}
+		return Verdict{Class: onec.Transient, Err: fmt.Errorf("lock %s: %w", createKey, err)}
 	}
 	defer lock.Release(context.WithoutCancel(ctx))
 	cur := lock.Operation()
@@ -96,7 +96,7 @@ func (e *Engine) cancelOrder(ctx context.Context, log *slog.Logger, op journal.O
 	}
 	all, err := e.client.FindOrders(ctx, extID)
 	if err != nil {
-		return verdict{class: onec.ClassOf(err), err: err}
+		return Verdict{Class: onec.ClassOf(err), Err: err}
 	}
 	if found, _ := sameExternalID(extID, all); len(found) > 0 {
 		// A create whose reply was lost: the order is there. Cancel it; the create
@@ -109,30 +109,30 @@ func (e *Engine) cancelOrder(ctx context.Context, log *slog.Logger, op journal.O
 		reason += "; reason: " + c.Reason
 	}
 	if err := lock.Fail(ctx, reason); err != nil {
-		return verdict{class: onec.Transient, err: fmt.Errorf("fail %s: %w", createKey, err)}
+		return Verdict{Class: onec.Transient, Err: fmt.Errorf("fail %s: %w", createKey, err)}
 	}
-	return verdict{result: &journal.Result{Note: fmt.Sprintf("cancelled before creation: %s was stopped, 1C holds no order %s", createKey, extID)}}
+	return Verdict{Result: &journal.Result{Note: fmt.Sprintf("cancelled before creation: %s was stopped, 1C holds no order %s", createKey, extID)}}
 }
 
 // unsettled tells whether a create's last POST may still be at work in 1C (its
 // SettleUntil, as Lock and Get read it, is ahead); if so, the cancel's verdict is a
 // retry at that time.
-func (e *Engine) unsettled(createKey string, create journal.Operation) (verdict, bool) {
+func (e *Engine) unsettled(createKey string, create journal.Operation) (Verdict, bool) {
 	if create.SettleUntil == nil || !create.SettleUntil.After(e.cfg.Now()) {
-		return verdict{}, false
+		return Verdict{}, false
 	}
 	until := *create.SettleUntil
-	return verdict{class: onec.Transient, retryAt: until, err: fmt.Errorf(
+	return Verdict{Class: onec.Transient, RetryAt: until, Err: fmt.Errorf(
 		"%s may still be at work in 1C (its last POST had no verdict); the cancel concludes after %s",
 		createKey, until.UTC().Format(time.RFC3339))}, true
 }
 
 // cancelIfPresent cancels the order when 1C holds it, and otherwise ends done with a
 // note saying why there was nothing to cancel.
-func (e *Engine) cancelIfPresent(ctx context.Context, extID, reason, why string) verdict {
+func (e *Engine) cancelIfPresent(ctx context.Context, extID, reason, why string) Verdict {
 	all, err := e.client.FindOrders(ctx, extID)
 	if err != nil {
-		return verdict{class: onec.ClassOf(err), err: err}
+		return Verdict{Class: onec.ClassOf(err), Err: err}
 	}
 	found, others := sameExternalID(extID, all)
 	if len(found) == 0 {
@@ -143,29 +143,29 @@ func (e *Engine) cancelIfPresent(ctx context.Context, extID, reason, why string)
 			note += fmt.Sprintf("; it holds %s (№ %s) of external id %q, which differs only in letter case and is not touched",
 				others[0].Ref, others[0].Number, others[0].ExternalID)
 		}
-		return verdict{result: &journal.Result{Note: note}}
+		return Verdict{Result: &journal.Result{Note: note}}
 	}
 	return e.cancelIn1C(ctx, extID, reason)
 }
 
 // cancelIn1C asks 1C to cancel; contract v1's cancel is idempotent, so a retry after
 // a lost reply is safe. A 404 means 1C holds no such order: done, with a note.
-func (e *Engine) cancelIn1C(ctx context.Context, extID, reason string) verdict {
+func (e *Engine) cancelIn1C(ctx context.Context, extID, reason string) Verdict {
 	res, err := e.client.CancelOrder(ctx, extID, reason)
 	if err == nil {
-		return verdict{result: &journal.Result{Ref: res.Ref, Note: "cancelled in 1C"}, ref: res.Ref}
+		return Verdict{Result: &journal.Result{Ref: res.Ref, Note: "cancelled in 1C"}, Ref: res.Ref}
 	}
 	var oe *onec.Error
 	if errors.As(err, &oe) && oe.Status == http.StatusNotFound && oe.API && oe.Class == onec.Permanent {
 		// Only the service's own JSON 404 means "no such order"; a web server's page
 		// is a configuration problem and the cancel waits for it.
-		return verdict{result: &journal.Result{Note: fmt.Sprintf("nothing to cancel: 1C answered 404 for %s (deleted in 1C?)", extID)}}
+		return Verdict{Result: &journal.Result{Note: fmt.Sprintf("nothing to cancel: 1C answered 404 for %s (deleted in 1C?)", extID)}}
 	}
 	class := onec.ClassOf(err)
 	if class == onec.Unknown {
 		class = onec.Transient // the cancel is idempotent: asking again is safe
 	}
-	return verdict{class: class, err: err}
+	return Verdict{Class: class, Err: err}
 }
 
 // cancelEvent is what a done cancel tells the world: order.cancelled, its data the

@@ -21,60 +21,60 @@ const onecDateLayout = "2006-01-02T15:04:05"
 
 // findOrCreate asks 1C for the order by its external id and creates it only when 1C
 // holds none. It runs while the caller holds the journal row lock.
-func (e *Engine) findOrCreate(ctx context.Context, log *slog.Logger, op journal.Operation) verdict {
+func (e *Engine) findOrCreate(ctx context.Context, log *slog.Logger, op journal.Operation) Verdict {
 	o, fetched, v := e.orderOf(ctx, op)
 	if v != nil {
 		return *v
 	}
 	out := e.findOrCreateOrder(ctx, log, op, o)
-	out.payload = fetched
+	out.Payload = fetched
 	return out
 }
 
 // orderOf reads the operation's order: its payload, or, for a fetch payload, the
 // order fetched from the source now (returned canonical, to be kept as the payload).
-func (e *Engine) orderOf(ctx context.Context, op journal.Operation) (order.Order, []byte, *verdict) {
+func (e *Engine) orderOf(ctx context.Context, op journal.Operation) (order.Order, []byte, *Verdict) {
 	f, isFetch := order.ParseFetch(op.Payload)
 	if !isFetch {
 		o, err := decodeOrder(op.Payload)
 		if err != nil {
-			return o, nil, &verdict{class: onec.Permanent, err: fmt.Errorf("payload: %w", err)}
+			return o, nil, &Verdict{Class: onec.Permanent, Err: fmt.Errorf("payload: %w", err)}
 		}
 		return o, nil, nil
 	}
 	fetcher, ok := e.cfg.Fetchers[f.Connector]
 	if !ok {
-		return order.Order{}, nil, &verdict{class: onec.Transient,
-			err: fmt.Errorf("the order is to be fetched from %s, which is not configured here", f.Connector)}
+		return order.Order{}, nil, &Verdict{Class: onec.Transient,
+			Err: fmt.Errorf("the order is to be fetched from %s, which is not configured here", f.Connector)}
 	}
 	o, err := fetcher.Fetch(ctx, f.ID)
 	var ve *order.ValidationError
 	switch {
 	case errors.Is(err, order.ErrNotReady):
-		return o, nil, &verdict{waiting: true, err: fmt.Errorf("not created yet: %w", err)}
+		return o, nil, &Verdict{Waiting: true, Err: fmt.Errorf("not created yet: %w", err)}
 	case errors.As(err, &ve), errors.Is(err, order.ErrNoSuchOrder):
-		return o, nil, &verdict{class: onec.Permanent, err: fmt.Errorf("fetch %s %s: %w", f.Connector, f.ID, err)}
+		return o, nil, &Verdict{Class: onec.Permanent, Err: fmt.Errorf("fetch %s %s: %w", f.Connector, f.ID, err)}
 	case err != nil:
-		return o, nil, &verdict{class: onec.Transient, err: fmt.Errorf("fetch %s %s: %w", f.Connector, f.ID, err)}
+		return o, nil, &Verdict{Class: onec.Transient, Err: fmt.Errorf("fetch %s %s: %w", f.Connector, f.ID, err)}
 	}
 	o.Source, o.ExternalID = op.Source, op.ExternalID // the key was built from them
 	if err := o.Validate(); err != nil {
-		return o, nil, &verdict{class: onec.Permanent, err: fmt.Errorf("fetched %s %s: %w", f.Connector, f.ID, err)}
+		return o, nil, &Verdict{Class: onec.Permanent, Err: fmt.Errorf("fetched %s %s: %w", f.Connector, f.ID, err)}
 	}
 	return o, o.Canonical(), nil
 }
 
-func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op journal.Operation, o order.Order) verdict {
+func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op journal.Operation, o order.Order) Verdict {
 	extID := o.OneCExternalID()
 
 	all, err := e.client.FindOrders(ctx, extID)
 	if err != nil {
-		return verdict{class: onec.ClassOf(err), err: err}
+		return Verdict{Class: onec.ClassOf(err), Err: err}
 	}
 	found, others := sameExternalID(extID, all)
 	if len(found) > 0 {
 		res, ws := foundResult(extID, found, "1C already held the order: nothing was created", e.cfg.Now())
-		return verdict{result: res, warnings: ws}
+		return Verdict{Result: res, Warnings: ws}
 	}
 	if len(others) > 0 {
 		return caseConflict(extID, others, e.cfg.Now())
@@ -84,14 +84,14 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 		// The marketplace cancelled it before it reached 1C: creating it now would
 		// leave a created, uncancelled order.
 		cancelKey := order.CancelKeyOf(op.Key)
-		v := verdict{class: onec.Permanent, err: fmt.Errorf("cancelled (%s) before it was created in 1C: not created", cancelKey)}
+		v := Verdict{Class: onec.Permanent, Err: fmt.Errorf("cancelled (%s) before it was created in 1C: not created", cancelKey)}
 		if c, err := e.store.Get(ctx, cancelKey); err == nil && c.CreatedAt.Before(op.CreatedAt) {
 			// The cancel was there before this order was: a tombstone, perhaps of a
 			// mistyped id, that a person should see.
 			msg := fmt.Sprintf("not created: the cancel %s was recorded %s, before this order was registered "+
 				"(a cancel that came first, or one given for a mistyped id); if the order is live, create it in 1C by hand",
 				cancelKey, c.CreatedAt.UTC().Format(time.RFC3339))
-			v.warnings = []journal.Warning{{Code: journal.WarningCancelBeforeCreate, Message: msg, Refs: []string{}, At: e.cfg.Now().UTC()}}
+			v.Warnings = []journal.Warning{{Code: journal.WarningCancelBeforeCreate, Message: msg, Refs: []string{}, At: e.cfg.Now().UTC()}}
 		}
 		return v
 	}
@@ -117,7 +117,7 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 			res.Found = true
 			res.Note = "1C answered 409: it already held the order, nothing was created"
 		}
-		return verdict{result: res, ref: created.Ref}
+		return Verdict{Result: res, Ref: created.Ref}
 	}
 
 	class := onec.ClassOf(err)
@@ -132,23 +132,23 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 		again, others := sameExternalID(extID, again)
 		switch {
 		case ferr != nil:
-			return verdict{class: onec.Unknown, postedAt: postedAt, err: fmt.Errorf("%w; and the find that should settle it failed: %v", err, ferr)}
+			return Verdict{Class: onec.Unknown, PostedAt: postedAt, Err: fmt.Errorf("%w; and the find that should settle it failed: %v", err, ferr)}
 		case len(again) > 0:
 			log.WarnContext(ctx, "1C answered an error but holds the order", "err", err)
 			res, ws := foundResult(extID, again, "1C answered an error after creating the order: "+err.Error(), e.cfg.Now())
-			return verdict{result: res, warnings: ws}
+			return Verdict{Result: res, Warnings: ws}
 		case len(others) > 0:
 			return caseConflict(extID, others, e.cfg.Now())
 		default:
-			return verdict{class: onec.Permanent, err: fmt.Errorf("%w (1C holds no order %s, so nothing was created)", err, extID)}
+			return Verdict{Class: onec.Permanent, Err: fmt.Errorf("%w (1C holds no order %s, so nothing was created)", err, extID)}
 		}
 	}
 	if class == onec.Unknown {
 		err = fmt.Errorf("%w: the order may exist in 1C, which may still be writing it; the next attempt asks 1C first, "+
 			"not before onec.settle_time (%s) has passed", err, e.cfg.SettleTime)
-		return verdict{class: class, err: err, postedAt: postedAt}
+		return Verdict{Class: class, Err: err, PostedAt: postedAt}
 	}
-	return verdict{class: class, err: err}
+	return Verdict{Class: class, Err: err}
 }
 
 // sameExternalID splits what 1C found for extID into the orders whose external id is
@@ -172,7 +172,7 @@ func sameExternalID(extID string, found []onec.Order) (same, others []onec.Order
 // case (or is otherwise not extID). Creating it would give 1C two orders that its
 // search, its lock and a cancel take for one, so nothing is created: the operation
 // fails with a warning naming the other order, for a person to decide.
-func caseConflict(extID string, others []onec.Order, now time.Time) verdict {
+func caseConflict(extID string, others []onec.Order, now time.Time) Verdict {
 	refs := make([]string, len(others))
 	numbers := make([]string, len(others))
 	var named []string
@@ -184,7 +184,7 @@ func caseConflict(extID string, others []onec.Order, now time.Time) verdict {
 		"from this one (they differ only in letter case): nothing was created, so that 1C does not hold two orders it "+
 		"takes for one; give one of the orders another id in its source, or create it in 1C by hand",
 		extID, strings.Join(named, ", "))
-	return verdict{class: onec.Permanent, err: errors.New(msg), warnings: []journal.Warning{{
+	return Verdict{Class: onec.Permanent, Err: errors.New(msg), Warnings: []journal.Warning{{
 		Code: journal.WarningExternalIDConflict, Message: msg, Refs: refs, Numbers: numbers, At: now.UTC(),
 	}}}
 }
@@ -329,12 +329,9 @@ func ToCreateOrder(o order.Order, loc *time.Location) onec.CreateOrder {
 	}
 }
 
-// eventFor is what a done operation tells the world: order.created with the
-// canonical order and the 1C order that holds it, or order.cancelled.
-func eventFor(op journal.Operation, res *journal.Result, now time.Time) outbox.Event {
-	if op.Kind == order.KindCancel {
-		return cancelEvent(op, res, now)
-	}
+// createdEvent is what a done create tells the world: order.created with the
+// canonical order and the 1C order that holds it.
+func createdEvent(op journal.Operation, res *journal.Result, now time.Time) outbox.Event {
 	data, _ := json.Marshal(struct {
 		Order json.RawMessage `json:"order"`
 		OneC  *journal.Result `json:"onec"`

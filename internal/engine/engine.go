@@ -1,6 +1,9 @@
 // Package engine carries journal operations out in 1C. Its workers claim one due
-// operation at a time, hold the journal row lock for one find-or-create against 1C,
-// and record the verdict together with the attempt. The retry policy lives here:
+// operation at a time, hold the journal row lock while the handler of its kind
+// carries it out (for a create, one find-or-create against 1C), and record the
+// verdict together with the attempt. The engine carries out the orders' creates and
+// cancels itself; a feature registers the handler of its own kind (Handler,
+// Config.Handlers), so the engine knows no feature. The retry policy lives here:
 // transient failures and unknown outcomes come back later with exponential backoff and jitter, permanent ones fail at once.
 package engine
 
@@ -22,7 +25,6 @@ import (
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
-	"github.com/ordersync/ordersync/internal/stock"
 )
 
 // Config of an Engine. Zero values take the documented defaults.
@@ -70,6 +72,12 @@ type Config struct {
 	// WaitInterval is how long a create whose source says "not ready yet" waits
 	// before it is looked at again, unless a push wakes it first; default 24h.
 	WaitInterval time.Duration
+	// Handlers carry out the operations of the kinds the engine does not know
+	// itself, by kind (stock.snapshot). The engine carries out order.create and
+	// order.cancel; an operation of any other kind fails permanently. A nil
+	// handler, the empty kind or one of the engine's own kinds is refused: such an
+	// engine does not start, nor run an operation.
+	Handlers map[string]Handler
 }
 
 // Fetcher fetches an order a push only named. An error wrapping order.ErrNotReady
@@ -127,6 +135,11 @@ type Engine struct {
 	claimed, done, found, retried, failed, finishErrors atomic.Int64
 	verified, duplicates, woken                         atomic.Int64
 
+	// kinds are the handlers by operation kind; invalid is why Config.Handlers
+	// were refused, if they were.
+	kinds   map[string]Handler
+	invalid error
+
 	// steps holds, per claim loop, when the step it is in began (time since epoch,
 	// plus 1), 0 while it waits for work: Alive reads them.
 	steps []atomic.Int64
@@ -172,6 +185,7 @@ func New(store journal.Store, client onec.Client, cfg Config) *Engine {
 		backoff: backoff.Policy{Min: cfg.BackoffMin, Max: cfg.BackoffMax, Jitter: cfg.Jitter},
 		steps:   make([]atomic.Int64, cfg.Workers), epoch: time.Now()}
 	e.health = newHealth(cfg.Logger, cfg.BackoffMax)
+	e.kinds, e.invalid = e.register(cfg.Handlers)
 	e.client, e.raw = watchedClient{Client: client, h: e.health}, client
 	return e
 }
@@ -191,6 +205,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	defer e.mu.Unlock()
 	if e.started {
 		return errors.New("engine: already started")
+	}
+	if e.invalid != nil {
+		return e.invalid
 	}
 	e.started = true
 	claimCtx, cancel := context.WithCancel(ctx)
@@ -389,6 +406,9 @@ func (e *Engine) databaseAnswers(ctx context.Context, msg string) {
 // RunDue claims and processes one due operation in the caller's goroutine. It
 // reports whether there was one. Used by tests, benchmarks and one-shot commands.
 func (e *Engine) RunDue(ctx context.Context) (bool, error) {
+	if e.invalid != nil {
+		return false, e.invalid
+	}
 	claim, err := e.store.ClaimDue(ctx, e.cfg.WorkerID)
 	if errors.Is(err, journal.ErrNothingDue) {
 		return false, nil
@@ -408,6 +428,9 @@ const ResyncActor = "resync"
 // earlier attempt may still be at work in 1C is returned pending, its LastError
 // saying until when it waits.
 func (e *Engine) RunKey(ctx context.Context, key string) (journal.Operation, error) {
+	if e.invalid != nil {
+		return journal.Operation{}, e.invalid
+	}
 	// The requeue and the attempt are the resync's: the caller's actor (cli:anna)
 	// when it names one, else the resync itself, never "retry".
 	if journal.ActorOf(ctx) == "" {
@@ -479,22 +502,16 @@ func (e *Engine) process(ctx context.Context, claim journal.Claim) error {
 	f := e.finishFor(op, v, attempt, started)
 	f.Exchanges = exchangesJSON(rec.Exchanges())
 	if f.Status == journal.StatusDone {
-		now := e.cfg.Now()
-		if v.snapshot != nil {
-			f.Attachments = []any{v.snapshot}
-			f.Messages = snapshotMessages(v.snapshot, v.publish, now)
-		} else {
-			announced := op
-			if v.payload != nil {
-				announced.Payload = v.payload // the order fetched, not the push's stub
-			}
-			f.Messages = e.cfg.Routes.Address(eventFor(announced, v.result, now))
-		}
+		// What the handler made of it commits with the verdict: its events
+		// (order.created, a snapshot's publishing) and what the stores keep beside
+		// the operation (the snapshot itself).
+		f.Messages = v.Messages
+		f.Attachments = v.Attachments
 	}
 	// Warnings are kept whatever the verdict: a create refused for a conflict in 1C,
 	// or stopped by a cancel that came first, says so in `journal list --warnings`.
-	if len(v.warnings) > 0 {
-		f.Warnings = mergeWarnings(op.Warnings, v.warnings)
+	if len(v.Warnings) > 0 {
+		f.Warnings = mergeWarnings(op.Warnings, v.Warnings)
 		if added := len(f.Warnings) - len(op.Warnings); added > 0 && f.Status == journal.StatusDone {
 			if ev, ok := duplicateEvent(op, f.Warnings[len(op.Warnings):], e.cfg.Now()); ok {
 				e.duplicates.Add(1)
@@ -527,53 +544,17 @@ func (e *Engine) process(ctx context.Context, claim journal.Claim) error {
 		e.failed.Add(1)
 		log.ErrorContext(ctx, "operation failed", "err", f.Error)
 	}
-	for _, w := range v.warnings {
+	for _, w := range v.Warnings {
 		log.WarnContext(ctx, "1C warning", "code", w.Code, "warning", w.Message, "refs", w.Refs)
 	}
 	return nil
 }
 
-// verdict is what carrying out an operation came to, before the retry policy.
-type verdict struct {
-	result *journal.Result // set when done
-	class  onec.Class      // for failures
-	err    error
-	ref    string
-	// waiting: the source says the order is not ready (order.ErrNotReady); the
-	// operation waits WaitInterval or the next push about it, whatever its attempts.
-	waiting bool
-	// payload: the order fetched for a fetch payload, kept as the operation's payload.
-	payload []byte
-	// postedAt: when the POST whose outcome is unknown was sent.
-	postedAt time.Time
-	// retryAt: the earliest time for the next attempt (a create still settling).
-	retryAt time.Time
-	// warnings about what 1C holds (duplicates), recorded on a done operation.
-	warnings []journal.Warning
-	// snapshot: a stock snapshot taken, stored with the verdict; publish names the
-	// marketplaces it is published to.
-	snapshot *stock.Snapshot
-	publish  []string
-}
-
-func (e *Engine) carryOut(ctx context.Context, log *slog.Logger, op journal.Operation) verdict {
-	switch op.Kind {
-	case order.KindCreate:
-		return e.findOrCreate(ctx, log, op)
-	case order.KindCancel:
-		return e.cancelOrder(ctx, log, op)
-	case stock.KindSnapshot:
-		return e.takeSnapshot(ctx, log, op)
-	default:
-		return verdict{class: onec.Permanent, err: fmt.Errorf("unknown operation kind %q", op.Kind)}
-	}
-}
-
 // finishFor applies the retry policy to a verdict of the attempt that started at
 // started.
-func (e *Engine) finishFor(op journal.Operation, v verdict, attempt int, started time.Time) journal.Finish {
+func (e *Engine) finishFor(op journal.Operation, v Verdict, attempt int, started time.Time) journal.Finish {
 	f := e.verdictFinish(op, v, attempt, started)
-	f.Payload = v.payload
+	f.Payload = v.Payload
 	f.FirstAttemptAt = started
 	return f
 }
@@ -587,10 +568,10 @@ func (e *Engine) finishFor(op journal.Operation, v verdict, attempt int, started
 //     outcome fails before worker.give_up_after;
 //   - transient, configuration, authentication, not ready: retried, never counted;
 //     failed only once worker.give_up_after has passed since the first attempt.
-func (e *Engine) verdictFinish(op journal.Operation, v verdict, attempt int, started time.Time) journal.Finish {
+func (e *Engine) verdictFinish(op journal.Operation, v Verdict, attempt int, started time.Time) journal.Finish {
 	now := e.cfg.Now()
-	if v.err == nil {
-		f := journal.Finish{Status: journal.StatusDone, Result: v.result, Ref: v.result.Ref}
+	if v.Err == nil {
+		f := journal.Finish{Status: journal.StatusDone, Result: v.Result, Ref: v.Result.Ref}
 		if op.Kind == order.KindCreate && (op.Doubted || op.UnknownAttempts > 0) {
 			// Looked up again once its newest doubtful POST has settled (by now, as a
 			// rule), and once more onec.late_verify after that POST, for a 1C slower
@@ -611,26 +592,26 @@ func (e *Engine) verdictFinish(op journal.Operation, v verdict, attempt int, sta
 		}
 		return f
 	}
-	msg := v.err.Error()
-	if v.waiting {
+	msg := v.Err.Error()
+	if v.Waiting {
 		return journal.Finish{Status: journal.StatusPending, Class: journal.ClassWaiting, Error: msg,
 			NextAttemptAt: now.Add(e.cfg.WaitInterval)}
 	}
-	class := classOf(v.class)
+	class := classOf(v.Class)
 	if class == journal.ClassPermanent {
-		return journal.Finish{Status: journal.StatusFailed, Class: class, Error: msg, Ref: v.ref}
+		return journal.Finish{Status: journal.StatusFailed, Class: class, Error: msg, Ref: v.Ref}
 	}
 	first := started
 	if op.FirstAttemptAt != nil && op.FirstAttemptAt.Before(first) {
 		first = *op.FirstAttemptAt
 	}
-	f := journal.Finish{Status: journal.StatusPending, Class: class, Error: msg, Ref: v.ref}
+	f := journal.Finish{Status: journal.StatusPending, Class: class, Error: msg, Ref: v.Ref}
 	if class == journal.ClassUnknown {
 		// The settle time of this POST is kept whatever the verdict: a create that
 		// fails here may still be being written by 1C, and a cancel, a resync or a
 		// wake of it waits that out (failed is not settled).
-		if !v.postedAt.IsZero() {
-			f.SettleUntil = v.postedAt.Add(e.cfg.SettleTime)
+		if !v.PostedAt.IsZero() {
+			f.SettleUntil = v.PostedAt.Add(e.cfg.SettleTime)
 		}
 		unknown := op.UnknownAttempts + 1
 		if unknown >= e.cfg.MaxAttempts {
@@ -654,7 +635,7 @@ func (e *Engine) verdictFinish(op journal.Operation, v verdict, attempt int, sta
 	// endpoint works again (watch), never by a ping of another.
 	delay := e.Backoff(attempt)
 	f.NextAttemptAt = now.Add(delay)
-	for _, t := range []time.Time{f.SettleUntil, v.retryAt} {
+	for _, t := range []time.Time{f.SettleUntil, v.RetryAt} {
 		if t.After(f.NextAttemptAt) {
 			f.NextAttemptAt = t
 		}

@@ -1,12 +1,13 @@
 // Package stock owns the stock snapshots: what 1C held in a warehouse at a scheduled
 // slot, and what each marketplace was told of it. A snapshot is a journal operation
 // (kind stock.snapshot, key stock:<schedule>:<warehouse>:<slot>), so replicas that
-// fire the same slot make one; the engine reads GET /stock and stores the snapshot in
-// the transaction that marks the operation done, with one outbox event per
-// marketplace that is sent stock. The package declares the types, the Store the
+// fire the same slot make one; the engine carries it out with the handler of its
+// kind (subpackage snapshot), which reads GET /stock, and the stores write the
+// snapshot in the transaction that marks the operation done, with one outbox event
+// per marketplace that is sent stock. The package declares the types, the Store the
 // stores implement, the schedules (slots computed from cron specs) and the Sender a
-// connector implements to publish; the scheduler and the publishing live in its
-// subpackages.
+// connector implements to publish; the handler, the scheduler and the publishing
+// live in its subpackages.
 package stock
 
 import (
@@ -61,8 +62,8 @@ type Snapshot struct {
 	ItemCount int       `json:"item_count"`
 	// Warnings about the answer (negative quantities), one per item.
 	Warnings []string `json:"warnings"`
-	// Items are set when the snapshot is written (journal.Finish) and when read
-	// with Store.Items; the other reads leave them nil.
+	// Items are set when the snapshot is written (journal.Finish.Attachments) and
+	// when read with Store.Items; the other reads leave them nil.
 	Items []Item `json:"items,omitempty"`
 }
 
@@ -158,7 +159,8 @@ type PublishFilter struct {
 var ErrNoSnapshot = errors.New("stock: no such snapshot")
 
 // Store is the stock snapshots' persistence. Snapshots are written by the journal
-// (journal.Finish carries one) in the transaction that marks their operation done.
+// (a *Snapshot in journal.Finish.Attachments) in the transaction that marks their
+// operation done.
 type Store interface {
 	// Snapshot returns the snapshot stored under an operation key, without items.
 	Snapshot(ctx context.Context, key string) (Snapshot, error)
