@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -169,6 +170,9 @@ type DB struct {
 	// claimSlots bounds the claims and locks open at once to MaxConns-1: each holds a
 	// connection, and writing a claim's attempt row needs another.
 	claimSlots chan struct{}
+	// slotWaiters counts the claims and locks waiting for a claim slot now; tests
+	// wait on it instead of sleeping.
+	slotWaiters atomic.Int64
 
 	// group gathers new inbox events into batches (inbox_group.go).
 	groupOnce sync.Once

@@ -50,6 +50,8 @@ func (j *Journal) Lock(ctx context.Context, key string) (_ journal.Locked, err e
 	deadline := time.Now().Add(wait)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	db.slotWaiters.Add(1)
+	defer db.slotWaiters.Add(-1)
 	select {
 	case db.claimSlots <- struct{}{}:
 	case <-timer.C:

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ordersync/ordersync/connectors"
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/testdb"
 )
@@ -194,7 +195,7 @@ func TestLockUsesClaimSlots(t *testing.T) {
 	}
 	// A slot freed while a lock waits for one is taken.
 	ch := lockAsync(ctx, j, "a:order:2:create")
-	time.Sleep(50 * time.Millisecond)
+	eventually.True(t, "the lock to wait for a claim slot", func() bool { return db.slotWaiters.Load() == 1 })
 	if err := l1.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +405,9 @@ func TestReviseWaitsForTheRow(t *testing.T) {
 		_, err := db2.Journal().Revise(ctx, testOp(key))
 		done <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	if err := lockWait(db); err != nil { // Revise waits for the claim's row lock
+		t.Fatal(err)
+	}
 	if err := c.Finish(ctx, journal.Finish{Status: journal.StatusFailed, Error: "422"}); err != nil {
 		t.Fatal(err)
 	}

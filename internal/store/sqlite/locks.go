@@ -18,12 +18,15 @@ import (
 // KeyLocks are in-process locks by key: the stand-in for SELECT … FOR UPDATE in the
 // one process that works a SQLite file.
 type KeyLocks struct {
-	mu   sync.Mutex
-	held map[string]chan struct{} // closed when the key is unlocked
+	mu      sync.Mutex
+	held    map[string]chan struct{} // closed when the key is unlocked
+	waiting map[string]int           // Lock calls waiting for the key now
 }
 
 // NewKeyLocks returns an empty set.
-func NewKeyLocks() *KeyLocks { return &KeyLocks{held: map[string]chan struct{}{}} }
+func NewKeyLocks() *KeyLocks {
+	return &KeyLocks{held: map[string]chan struct{}{}, waiting: map[string]int{}}
+}
 
 // TryLock takes key if it is free.
 func (k *KeyLocks) TryLock(key string) bool {
@@ -46,13 +49,30 @@ func (k *KeyLocks) Lock(ctx context.Context, key string) error {
 			k.mu.Unlock()
 			return nil
 		}
+		k.waiting[key]++
 		k.mu.Unlock()
+		var err error
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return ctx.Err()
+			err = ctx.Err()
+		}
+		k.mu.Lock()
+		if k.waiting[key]--; k.waiting[key] == 0 {
+			delete(k.waiting, key)
+		}
+		k.mu.Unlock()
+		if err != nil {
+			return err
 		}
 	}
+}
+
+// Waiting is how many Lock calls wait for key now (tests wait on it).
+func (k *KeyLocks) Waiting(key string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.waiting[key]
 }
 
 // Unlock frees key. Unlocking a free key is a no-op.

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ordersync/ordersync/internal/eventually"
 )
 
 func TestOpenMigrateAndCheckSchema(t *testing.T) {
@@ -56,13 +58,16 @@ func TestKeyLocks(t *testing.T) {
 	}
 	got := make(chan error)
 	go func() { got <- k.Lock(context.Background(), "a") }()
-	time.Sleep(10 * time.Millisecond)
+	eventually.True(t, "the waiter to wait for the key", func() bool { return k.Waiting("a") == 1 })
 	k.Unlock("a")
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
 	if !k.Held("a") {
 		t.Fatal("the waiter does not hold the key")
+	}
+	if n := k.Waiting("a"); n != 0 {
+		t.Fatalf("%d waiters left after the waiter took the key", n)
 	}
 }
 
