@@ -9,7 +9,7 @@
 // struct tag `secret:"true"` (masked whole, or each item of a list) or `secret:"url"`
 // (a URL whose password is masked). Fields are strings, ints, bools, durations,
 // sizes (int64, a number of bytes written 1MiB, 512KiB, 2MB or 1048576; see
-// size.go) and lists of strings ([]string; comma-separated in the environment). A
+// internal/bytesize) and lists of strings ([]string; comma-separated in the environment). A
 // string with the tag `number:"text"` (connectors.kaspi.merchant_id) also takes a
 // whole number in the file, as its decimal text.
 //

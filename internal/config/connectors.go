@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ordersync/ordersync/connectors"
+	"github.com/ordersync/ordersync/internal/bytesize"
 )
 
 // Connectors are the marketplace connectors (connectors/kaspi, connectors/ozon,
@@ -310,7 +311,7 @@ func (c connectorCommon) validate(p *problems) {
 // default, why says what else uses it.
 func checkMaxResponse(key string, n, example int64, why string, p *problems) {
 	if n <= 0 {
-		p.add(key, fmt.Sprintf("must be a size greater than 0, such as %s%s, got %s", formatSize(example), why, formatSize(n)))
+		p.add(key, fmt.Sprintf("must be a size greater than 0, such as %s%s, got %s", bytesize.Text(example), why, bytesize.Text(n)))
 	}
 }
 

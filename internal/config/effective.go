@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ordersync/ordersync/internal/bytesize"
 )
 
 // mask replaces a secret in the effective configuration.
@@ -17,7 +19,7 @@ const mask = "***"
 
 // Effective returns the configuration as YAML, in struct order, with every key
 // (defaults included), durations as Go durations (30s), sizes with a unit (1MiB;
-// see size.go), lists in flow style ([order.created, order.cancelled]), the entries
+// see internal/bytesize), lists in flow style ([order.created, order.cancelled]), the entries
 // of a map section by name, a map of strings by name ({} when empty), the entries
 // of a list of sections in order ([] when none), and secrets masked: a secret that
 // is set prints as '***' (each item of a list of secrets), a URL prints with its
@@ -174,6 +176,15 @@ func effectiveValue(f field, v reflect.Value) any {
 		return maskURL(v.String())
 	}
 	return v.Interface()
+}
+
+// sizeValue is a size in the effective configuration: its unit form, or a bare
+// number of bytes as a YAML number.
+func sizeValue(n int64) any {
+	if s := bytesize.Text(n); strings.ContainsFunc(s, func(r rune) bool { return r > '9' }) {
+		return s
+	}
+	return n
 }
 
 // maskURL replaces the password of a URL, in its user information or in a password

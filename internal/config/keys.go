@@ -79,7 +79,7 @@ type mapSection struct {
 var (
 	durationType  = reflect.TypeFor[time.Duration]()
 	listType      = reflect.TypeFor[[]string]()
-	sizeType      = reflect.TypeFor[int64]() // a size in bytes (size.go)
+	sizeType      = reflect.TypeFor[int64]() // a size in bytes (internal/bytesize)
 	stringMapType = reflect.TypeFor[map[string]string]()
 )
 

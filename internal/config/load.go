@@ -18,6 +18,7 @@ import (
 	"github.com/knadh/koanf/maps"
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/v2"
+	"github.com/ordersync/ordersync/internal/bytesize"
 	yamlv3 "go.yaml.in/yaml/v3"
 )
 
@@ -834,6 +835,7 @@ const (
 	wantEntries        = "a list of sections, one an entry (- name: …)"
 	wantStringMap      = "a section of names and values such as {WH1: 1020000000001, WH2: 1020000000002}"
 	wantStringOrNumber = "a string or a whole number"
+	wantSize           = "a size such as 1MiB, 512KiB, 2MB or 1048576 (bytes; KiB, MiB, GiB count 1024, kB, MB, GB 1000)"
 )
 
 func (e *typeError) Error() string { return e.message(true) }
@@ -890,7 +892,7 @@ func fromString(typ reflect.Type, s string) (any, *typeError) {
 		}
 		return d, nil
 	case typ == sizeType:
-		n, ok := parseSize(s)
+		n, ok := bytesize.Parse(s)
 		if !ok {
 			return nil, &typeError{want: wantSize, got: s}
 		}
@@ -1030,7 +1032,7 @@ func strictHook(from, to reflect.Value) (any, error) {
 		case int:
 			return int64(v), nil
 		case string:
-			n, ok := parseSize(v)
+			n, ok := bytesize.Parse(v)
 			if !ok {
 				return nil, &typeError{want: wantSize, got: v}
 			}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ordersync/ordersync/internal/bytesize"
 )
 
 // HTTP is the server that receives webhooks: POST /webhooks/<source>,
@@ -174,7 +176,7 @@ func isHostname(s string) bool {
 func (w Webhooks) validate(p *problems) {
 	if w.MaxBody < minMaxBody || w.MaxBody > maxMaxBody {
 		p.add("webhooks.max_body", fmt.Sprintf("must be between %s and %s, got %s",
-			formatSize(minMaxBody), formatSize(maxMaxBody), formatSize(w.MaxBody)))
+			bytesize.Text(minMaxBody), bytesize.Text(maxMaxBody), bytesize.Text(w.MaxBody)))
 	}
 	if w.Tolerance <= 0 {
 		p.add("webhooks.tolerance", fmt.Sprintf("must be greater than 0, got %s", formatDuration(w.Tolerance)))

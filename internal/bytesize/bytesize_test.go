@@ -1,11 +1,11 @@
-package config
+package bytesize
 
 import (
 	"math"
 	"testing"
 )
 
-func TestParseSize(t *testing.T) {
+func TestParse(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		in   string
@@ -28,22 +28,22 @@ func TestParseSize(t *testing.T) {
 		{" 2MiB ", 2 << 20},
 		{"9223372036854775807", math.MaxInt64},
 	} {
-		got, ok := parseSize(tc.in)
+		got, ok := Parse(tc.in)
 		if !ok || got != tc.want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d, true", tc.in, got, ok, tc.want)
+			t.Errorf("Parse(%q) = %d, %v; want %d, true", tc.in, got, ok, tc.want)
 		}
 	}
 	for _, in := range []string{
 		"", "MiB", "1.5MiB", "-1", "-1MiB", "1 M", "1Mi", "1MiBs", "1 000", "1_000", "0x100",
 		"1e6", "+5", "9223372036854775808", "8589934592GiB", "1MiB1",
 	} {
-		if got, ok := parseSize(in); ok {
-			t.Errorf("parseSize(%q) = %d, true; want false", in, got)
+		if got, ok := Parse(in); ok {
+			t.Errorf("Parse(%q) = %d, true; want false", in, got)
 		}
 	}
 }
 
-func TestFormatSize(t *testing.T) {
+func TestText(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		in   int64
@@ -64,12 +64,22 @@ func TestFormatSize(t *testing.T) {
 		// A multiple of both 1024 and 1000 takes the binary unit.
 		{128_000, "125KiB"},
 	} {
-		got := formatSize(tc.in)
+		got := Text(tc.in)
 		if got != tc.want {
-			t.Errorf("formatSize(%d) = %q, want %q", tc.in, got, tc.want)
+			t.Errorf("Text(%d) = %q, want %q", tc.in, got, tc.want)
 		}
-		if back, ok := parseSize(got); !ok || back != tc.in {
-			t.Errorf("parseSize(formatSize(%d) = %q) = %d, %v", tc.in, got, back, ok)
+		if back, ok := Parse(got); !ok || back != tc.in {
+			t.Errorf("Parse(Text(%d) = %q) = %d, %v", tc.in, got, back, ok)
+		}
+	}
+}
+
+func TestFormat(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[int64]string{0: "0 bytes", 1500: "1500 bytes", 2_000_000: "2000000 bytes",
+		1024: "1KiB", 16 << 20: "16MiB", 64 << 20: "64MiB", 3 << 30: "3GiB", 1536 << 10: "1536KiB"} {
+		if got := Format(in); got != want {
+			t.Errorf("Format(%d) = %q, want %q", in, got, want)
 		}
 	}
 }
