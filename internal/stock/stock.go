@@ -198,6 +198,21 @@ type Store interface {
 	// deletes the newest snapshot of a warehouse (the Kaspi feed serves it) nor one
 	// whose publish has not finished.
 	Prune(ctx context.Context, before time.Time, limit int) (int, error)
+
+	// ScheduleRuns reads the journal's snapshot operations of schedule and
+	// warehouse (source stock, external id <schedule>:<warehouse>, as the scheduler
+	// registers them): how many are pending, and the newest failed one.
+	ScheduleRuns(ctx context.Context, schedule, warehouse string) (ScheduleRuns, error)
+}
+
+// ScheduleRuns is what Store.ScheduleRuns reads of one schedule's snapshots of one
+// warehouse.
+type ScheduleRuns struct {
+	Pending int // operations pending
+	// LastFailed is the key and LastError the last error of the newest failed
+	// operation (updated_at descending, then key, as journal.Store.List orders
+	// them); both "" when none failed.
+	LastFailed, LastError string
 }
 
 // Update is one item as a marketplace is sent it.

@@ -664,3 +664,24 @@ func (s *Stock) Prune(ctx context.Context, before time.Time, limit int) (int, er
 	}
 	return n, nil
 }
+
+// scheduleRunsSQL counts the pending snapshot operations of a schedule and
+// warehouse and reads the newest failed one, in one statement (operations'
+// external_id index; a failed one is the first of journal List's order).
+const scheduleRunsSQL = `
+SELECT (SELECT count(*) FROM operations WHERE source = ?1 AND external_id = ?2 AND status = 'pending'),
+	coalesce(f.key, ''), coalesce(f.last_error, '')
+FROM (SELECT 1) AS one
+LEFT JOIN (SELECT key, last_error FROM operations WHERE source = ?1 AND external_id = ?2 AND status = 'failed'
+	ORDER BY updated_at DESC, key LIMIT 1) AS f ON true`
+
+// ScheduleRuns reads the journal's snapshot operations of schedule and warehouse:
+// how many are pending, and the newest failed one.
+func (s *Stock) ScheduleRuns(ctx context.Context, schedule, warehouse string) (stock.ScheduleRuns, error) {
+	var r stock.ScheduleRuns
+	if err := s.db.sql.QueryRowContext(ctx, scheduleRunsSQL, stock.Source, schedule+":"+warehouse).
+		Scan(&r.Pending, &r.LastFailed, &r.LastError); err != nil {
+		return stock.ScheduleRuns{}, fmt.Errorf("sqlite: stock schedule runs %s:%s: %w", schedule, warehouse, err)
+	}
+	return r, nil
+}

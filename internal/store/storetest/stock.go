@@ -19,7 +19,8 @@ import (
 
 // Stock runs the stock.Store conformance suite: snapshots written by a done claim's
 // Finish as its attachment (whole or not at all; an attachment of another type
-// refused), their reads, the item states, and the publishes.
+// refused), their reads, the item states, the publishes, and the journal's snapshot
+// operations of a schedule (ScheduleRuns).
 // newStores must give each call its own empty, migrated store (both interfaces on
 // the same database), closed in t.Cleanup.
 //
@@ -52,6 +53,7 @@ func Stock(t *testing.T, newStores func(t *testing.T) (journal.Store, stock.Stor
 		{"Publishes", testStockPublishes},
 		{"Problems", testStockProblems},
 		{"Prune", testStockPrune},
+		{"ScheduleRuns", testStockScheduleRuns},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -1087,5 +1089,112 @@ func testStockPrune(t *testing.T, e *stockEnv) {
 	}
 	if n, err := e.s.Prune(ctx, time.Now().Add(time.Hour), 100); err != nil || n != 1 {
 		t.Fatalf("prune of the rest of WH3: %d, %v; want 1 (the newest stays)", n, err)
+	}
+}
+
+// ---- the journal's snapshot operations of a schedule ----
+
+// testStockScheduleRuns: ScheduleRuns counts the pending operations of one schedule
+// and warehouse, and reads the newest failed one, as the first of journal List's
+// order among its failed ones. Another warehouse's, another schedule's, a manual
+// snapshot's, a done one and another source's with the same external id are not
+// its.
+func testStockScheduleRuns(t *testing.T, e *stockEnv) {
+	runs := func(schedule, warehouse string) stock.ScheduleRuns {
+		t.Helper()
+		r, err := e.s.ScheduleRuns(t.Context(), schedule, warehouse)
+		if err != nil {
+			t.Fatalf("schedule runs %s:%s: %v", schedule, warehouse, err)
+		}
+		return r
+	}
+	if got := runs("main", "WH1"); got != (stock.ScheduleRuns{}) {
+		t.Fatalf("schedule runs before any operation: got %+v, want none", got)
+	}
+	reg := func(source, schedule, warehouse, label string) string {
+		t.Helper()
+		key := stock.Key(schedule, warehouse, label)
+		kind := stock.KindSnapshot
+		if source != stock.Source {
+			key, kind = source+":"+key, "order.create"
+		}
+		register(t, e.j, journal.NewOperation{Key: key, Kind: kind, Source: source, ExternalID: schedule + ":" + warehouse,
+			Payload: payload(key, 1)})
+		return key
+	}
+	fail := func(key, reason string) {
+		t.Helper()
+		time.Sleep(2 * time.Millisecond) // each failure newer than the one before
+		setState(t, e.j, key, journal.Finish{Status: journal.StatusFailed, Error: reason})
+	}
+	for _, l := range []string{"2026-09-16T10:00", "2026-09-16T10:30", "2026-09-16T11:00"} {
+		reg(stock.Source, "main", "WH1", l)
+	}
+	done := reg(stock.Source, "main", "WH1", "2026-09-16T07:00")
+	setState(t, e.j, done, journal.Finish{Status: journal.StatusDone, Result: &journal.Result{Ref: "r"}})
+	older := reg(stock.Source, "main", "WH1", "2026-09-16T08:00")
+	newer := reg(stock.Source, "main", "WH1", "2026-09-16T09:00")
+	fail(older, "1C timed out")
+	fail(newer, "too late: the slot ended")
+	// Not main's WH1: each newer, failed or pending.
+	reg(stock.Source, "main", "WH2", "2026-09-16T10:00")
+	wh2 := reg(stock.Source, "main", "WH2", "2026-09-16T09:00")
+	fail(wh2, "unknown warehouse WH2")
+	reg(stock.Source, "other", "WH1", "2026-09-16T10:00")
+	manual := reg(stock.Source, stock.Manual, "WH1", "2026-09-16T12:00:00")
+	fail(manual, "1C is down")
+	reg("kaspi", "main", "WH1", "2026-09-16T10:00")
+	fail(reg("kaspi", "main", "WH1", "2026-09-16T11:00"), "another source")
+
+	// What journal List says of each, filtered by external id: the oracle.
+	list := func(status journal.Status) []journal.Operation {
+		t.Helper()
+		ops, err := e.j.List(t.Context(), journal.Filter{Source: stock.Source, Status: status, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ops
+	}
+	pending, failed := list(journal.StatusPending), list(journal.StatusFailed)
+	listed := func(schedule, warehouse string) stock.ScheduleRuns {
+		var r stock.ScheduleRuns
+		for _, op := range pending {
+			if op.ExternalID == schedule+":"+warehouse {
+				r.Pending++
+			}
+		}
+		for _, op := range failed {
+			if op.ExternalID == schedule+":"+warehouse {
+				r.LastFailed, r.LastError = op.Key, op.LastError
+				break
+			}
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		schedule, warehouse string
+		want                stock.ScheduleRuns
+	}{
+		{"main", "WH1", stock.ScheduleRuns{Pending: 3, LastFailed: newer, LastError: "too late: the slot ended"}},
+		{"main", "WH2", stock.ScheduleRuns{Pending: 1, LastFailed: wh2, LastError: "unknown warehouse WH2"}},
+		{"other", "WH1", stock.ScheduleRuns{Pending: 1}},
+		{stock.Manual, "WH1", stock.ScheduleRuns{LastFailed: manual, LastError: "1C is down"}},
+		{"main", "WH3", stock.ScheduleRuns{}},
+	} {
+		got := runs(tc.schedule, tc.warehouse)
+		if got != tc.want {
+			t.Errorf("schedule runs %s:%s: got %+v, want %+v", tc.schedule, tc.warehouse, got, tc.want)
+		}
+		if l := listed(tc.schedule, tc.warehouse); got != l {
+			t.Errorf("schedule runs %s:%s: got %+v, journal List says %+v", tc.schedule, tc.warehouse, got, l)
+		}
+	}
+
+	// Requeued, the newest failure is pending again: the one before it is the last.
+	if _, err := e.j.Requeue(t.Context(), newer); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := runs("main", "WH1"), (stock.ScheduleRuns{Pending: 4, LastFailed: older, LastError: "1C timed out"}); got != want {
+		t.Errorf("schedule runs main:WH1 after a requeue: got %+v, want %+v", got, want)
 	}
 }
