@@ -1,5 +1,9 @@
-// Package backoff computes retry delays: exponential from a minimum, capped, with
-// jitter. The engine (1C attempts) and the relay (deliveries) share it.
+// Package backoff computes every retry delay of ordersync: exponential from a
+// minimum, capped, with jitter. Policy is the delay of a try that is scheduled for
+// later, the engine's (1C attempts), the relay's (deliveries) and the first
+// connection's to the database, and also the wait between the tries of a
+// marketplace read (resty runs those tries and asks Policy for each wait). Retry is
+// the wait between the tries of a 1C GET, which its client runs itself.
 package backoff
 
 import (
@@ -30,4 +34,20 @@ func (p Policy) After(attempt int) time.Duration {
 		jitter = Equal
 	}
 	return max(jitter(d), p.Min)
+}
+
+// Retry is the wait before retry n (1-based) of a call tried again within itself:
+// base doubled per retry, off by up to pct percent (below 50) either way, capped
+// at max.
+func Retry(base, max time.Duration, n, pct int) time.Duration {
+	d := base
+	// Doubling stops once d is so far past max that no jitter brings it back below.
+	for i := 1; i < n && d < 2*max; i++ {
+		d *= 2
+	}
+	if pct > 0 {
+		off := rand.Int64N(int64(pct)*2) - int64(pct) // in [-pct, pct)
+		d = time.Duration(float64(d) * (1 - float64(off)/100))
+	}
+	return min(d, max)
 }

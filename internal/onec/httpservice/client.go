@@ -55,9 +55,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-resty/resty/v2"
-	"github.com/sethvargo/go-retry"
 	"github.com/shopspring/decimal"
 
+	"github.com/ordersync/ordersync/internal/backoff"
 	"github.com/ordersync/ordersync/internal/bytesize"
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/order"
@@ -74,8 +74,12 @@ const (
 	DefaultMaxResponse    = 64 << 20 // bytes
 )
 
-// maxRetryWait caps one wait between GET retries.
-const maxRetryWait = 5 * time.Second
+// maxRetryWait caps one wait between GET retries; retryJitter is how far, in
+// percent, a wait may be off its nominal length either way.
+const (
+	maxRetryWait = 5 * time.Second
+	retryJitter  = 20
+)
 
 // Config configures a Client; the comments name the configuration keys.
 type Config struct {
@@ -569,32 +573,27 @@ func (c *Client) do(ctx context.Context, k call) (answer, error) {
 	if !k.idempotent() {
 		return c.once(ctx, k)
 	}
-	b := retry.WithMaxRetries(uint64(c.cfg.GetRetries),
-		retry.WithCappedDuration(maxRetryWait,
-			retry.WithJitterPercent(20, retry.NewExponential(c.cfg.RetryBackoff))))
-	var (
-		ans  answer
-		last error
-	)
-	err := retry.Do(ctx, b, func(ctx context.Context) error {
-		a, err := c.once(ctx, k)
-		if err == nil {
-			ans = a
-			return nil
+	var err, last error
+	for n := 0; ; n++ {
+		if err = context.Cause(ctx); err != nil {
+			break
+		}
+		var ans answer
+		if ans, err = c.once(ctx, k); err == nil {
+			return ans, nil
 		}
 		last = err
-		if tooLarge(err) {
-			// The same request gets the same answer: trying again inside the call
-			// would read the limit's worth of bytes again for nothing.
-			return err
+		// A too large answer is not tried again: the same request gets the same
+		// answer, and reading the limit's worth of bytes again is for nothing.
+		if tooLarge(err) || onec.ClassOf(err) != onec.Transient || n == c.cfg.GetRetries {
+			break
 		}
-		if onec.ClassOf(err) == onec.Transient {
-			return retry.RetryableError(err)
+		t := time.NewTimer(backoff.Retry(c.cfg.RetryBackoff, maxRetryWait, n+1, retryJitter))
+		select {
+		case <-ctx.Done(): // said at the top of the loop
+			t.Stop()
+		case <-t.C:
 		}
-		return err
-	})
-	if err == nil {
-		return ans, nil
 	}
 	var oe *onec.Error
 	if errors.As(err, &oe) {
