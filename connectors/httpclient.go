@@ -15,6 +15,7 @@ import (
 	"github.com/go-resty/resty/v2"
 	"golang.org/x/time/rate"
 
+	"github.com/ordersync/ordersync/internal/backoff"
 	"github.com/ordersync/ordersync/internal/bytesize"
 	"github.com/ordersync/ordersync/internal/order"
 )
@@ -120,14 +121,14 @@ func NewClient(cfg ClientConfig) *resty.Client {
 				}
 				return retry
 			}).
-			SetRetryAfter(func(_ *resty.Client, resp *resty.Response) (time.Duration, error) {
-				if resp == nil {
-					return 0, nil // resty's own backoff
-				}
-				if d, ok := RetryAfter(resp.Header().Get("Retry-After"), time.Now()); ok {
+			SetRetryAfter(func(c *resty.Client, resp *resty.Response) (time.Duration, error) {
+				// resty runs the tries (the rate limit waits before each); the waits
+				// between them are Retry-After's or the shared backoff's, from the
+				// client's wait times (a test shortens them).
+				if d, ok := RetryAfter(resp.Header().Get("Retry-After"), time.Now()); ok && d > 0 {
 					return min(d, cfg.MaxRetryWait), nil
 				}
-				return 0, nil
+				return backoff.Policy{Min: c.RetryWaitTime, Max: c.RetryMaxWaitTime}.After(resp.Request.Attempt), nil
 			})
 	}
 	return c
