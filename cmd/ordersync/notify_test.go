@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/sdnotify"
 	"github.com/ordersync/ordersync/internal/sim"
 )
 
@@ -376,8 +377,8 @@ func TestNotifyMigrateExtendsTheStartTimeout(t *testing.T) {
 				t.Errorf("migrate sent READY=1 or WATCHDOG=1:\n%s", sock.dump())
 			}
 			for _, m := range sock.all() {
-				if v, ok := m.value("EXTEND_TIMEOUT_USEC"); ok && v != strconv.FormatInt(extendBy.Microseconds(), 10) {
-					t.Errorf("EXTEND_TIMEOUT_USEC=%s, want %d", v, extendBy.Microseconds())
+				if v, ok := m.value("EXTEND_TIMEOUT_USEC"); ok && v != strconv.FormatInt(sdnotify.ExtendBy.Microseconds(), 10) {
+					t.Errorf("EXTEND_TIMEOUT_USEC=%s, want %d", v, sdnotify.ExtendBy.Microseconds())
 				}
 			}
 		})

@@ -18,6 +18,7 @@ import (
 	"github.com/ordersync/ordersync/connectors/kaspi"
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/sdnotify"
 	"github.com/ordersync/ordersync/internal/server"
 	"github.com/ordersync/ordersync/internal/stock/scheduler"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
@@ -79,7 +80,7 @@ func (a *app) run(ctx context.Context) error {
 	sm := a.serviceManager(log)
 	// STOPPING=1 as soon as a stop is requested, during start-up too, and sent
 	// before run returns.
-	stopping := func() { sm.markStopping("stopping: finishing calls and deliveries in flight") }
+	stopping := func() { sm.MarkStopping("stopping: finishing calls and deliveries in flight") }
 	stopAfter := context.AfterFunc(ctx, stopping)
 	defer func() {
 		if !stopAfter() && ctx.Err() != nil {
@@ -89,7 +90,7 @@ func (a *app) run(ctx context.Context) error {
 	var db database
 	// Connecting, migrating an embedded file, checking the schema: the start
 	// timeout is extended while it runs.
-	err = sm.extendWhile("starting: opening the database", func() (err error) {
+	err = sm.ExtendWhile("starting: opening the database", func() (err error) {
 		db, err = a.openReadyDB(ctx, cfg, log)
 		return err
 	})
@@ -137,7 +138,7 @@ func (a *app) run(ctx context.Context) error {
 	}
 	db.WatchClock(newClockWatch(log, db.String(), setOffset).measured)
 
-	sm.status("starting: engine, relays and listeners")
+	sm.Status("starting: engine, relays and listeners")
 	fs, err := fetchers(cfg, skus, log)
 	if err != nil {
 		return err
@@ -308,8 +309,9 @@ func (a *app) run(ctx context.Context) error {
 		return fmt.Sprintf("since start: %d done, %d failed, %d retries; %s", st.Done, st.Failed, st.Retried, oneC)
 	}
 	adm.Attach(eng, srv, relay, stockRelay)
-	sm.markReady("ready; " + counts())
-	stopSupervising = sm.supervise(ctx, supervised{db: db, alive: []liveness{eng.Alive, relay.Alive, stockRelay.Alive}, counts: counts})
+	sm.MarkReady("ready; " + counts())
+	stopSupervising = sm.Supervise(ctx, sdnotify.Supervised{DB: db, Outbox: db.Outbox(), Struggling: strugglingAttempts,
+		Alive: []func() error{eng.Alive, relay.Alive, stockRelay.Alive}, Counts: counts})
 	<-ctx.Done()
 	log.Info("stop requested: finishing calls and deliveries in flight", "shutdown_timeout", cfg.Worker.ShutdownTimeout.String())
 	start := time.Now()

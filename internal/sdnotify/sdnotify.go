@@ -15,6 +15,13 @@
 // Without $NOTIFY_SOCKET (started by hand, or by a unit without notify access)
 // there is no Notifier: New returns nil, and every method of a nil *Notifier does
 // nothing and reports no error.
+//
+// On top of the protocol, Manager is what `ordersync run` and `ordersync migrate`
+// tell systemd: READY=1 and STOPPING=1 once each, a STATUS= line kept current from
+// the service's counts and the outbox, EXTEND_TIMEOUT_USEC while start-up waits on
+// the database, and WATCHDOG=1 only while the service's loops go round and the
+// database answers a ping. It takes what it watches as Supervised: small interfaces
+// and checks, nothing of the command.
 package sdnotify
 
 import (
