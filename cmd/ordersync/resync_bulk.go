@@ -7,31 +7,19 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
-	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/resync"
 )
 
 // Bulk resync: `ordersync resync --status failed|pending [--source S] [--since D]
-// [--error-contains TEXT] [--dry-run]` retries every operation the filters select.
-
-const (
-	// bulkListLimit is the page asked of the journal: every selected operation (a
-	// Filter's Limit 0 would mean the store's default of 100).
-	bulkListLimit = 1_000_000
-)
-
-// bulkBatch is how many operations are made due and carried out together: as many
-// as 1C is called for at once (onec.max_concurrency), so that a running service
-// works a batch handed to it in one round, well inside the hand-off's deadline of
-// two call budgets, and progress shows after every few operations.
-func bulkBatch(cfg *config.Config) int { return max(cfg.OneC.MaxConcurrency, 1) }
+// [--error-contains TEXT] [--dry-run]` retries every operation the filters select
+// (internal/resync); here are its flags and its output.
 
 type bulkFlags struct {
 	status, source, since, errorContains string
@@ -60,7 +48,7 @@ func (b *bulkFlags) used(cmd *cobra.Command) bool {
 
 // filter is the journal filter the flags select. Its errors are usage errors.
 func (b *bulkFlags) filter(now time.Time) (journal.Filter, error) {
-	f := journal.Filter{Status: journal.Status(b.status), Source: b.source, ErrorContains: b.errorContains, Limit: bulkListLimit}
+	f := journal.Filter{Status: journal.Status(b.status), Source: b.source, ErrorContains: b.errorContains}
 	switch f.Status {
 	case journal.StatusFailed, journal.StatusPending:
 	case "":
@@ -76,16 +64,6 @@ func (b *bulkFlags) filter(now time.Time) (journal.Filter, error) {
 		f.Since = t
 	}
 	return f, nil
-}
-
-// selects applies the filter's last-error condition in this process too, so that a
-// store that does not know Filter.ErrorContains yet can never widen the selection
-// (a bulk resync must not retry more than it was asked to).
-func selects(f journal.Filter, op journal.Operation) bool {
-	if f.Status != "" && op.Status != f.Status {
-		return false
-	}
-	return f.ErrorContains == "" || strings.Contains(strings.ToLower(op.LastError), strings.ToLower(f.ErrorContains))
 }
 
 type bulkRow struct {
@@ -127,7 +105,7 @@ func (a *app) resyncBulk(ctx context.Context, b bulkFlags, format string) error 
 	if err != nil {
 		return err
 	}
-	prog := newProgress(a.stderr, isTerminal(a.stderr) && !b.dryRun)
+	prog := resync.NewProgress(a.stderr, isTerminal(a.stderr) && !b.dryRun)
 	// Log lines (the engine's, when this process does the work) are written around
 	// the bar, not across it; a hand-off says once where the work went instead of
 	// once a batch.
@@ -150,31 +128,23 @@ func (a *app) resyncBulk(ctx context.Context, b bulkFlags, format string) error 
 	defer db.Close()
 	store := db.Journal()
 
-	listed, err := store.List(ctx, f)
+	ops, err := resync.Select(ctx, store, f)
 	if err != nil {
 		return fmt.Errorf("resync: list the journal: %w", err)
-	}
-	// The journal lists the most recently updated first; retry the oldest first.
-	var ops []journal.Operation
-	for i := len(listed) - 1; i >= 0; i-- {
-		if selects(f, listed[i]) {
-			ops = append(ops, listed[i])
-		}
 	}
 
 	if b.dryRun {
 		return a.printBulkDryRun(ops, f.Status, format)
 	}
 
-	out := bulkOutput{Operations: []bulkRow{}}
-	batchSize := bulkBatch(cfg)
+	batchSize := resync.BatchSize(cfg.OneC.MaxConcurrency)
 	if pid, ok := serviceRunning(db); ok && len(ops) > 0 {
 		fmt.Fprintf(prog, "handing %d operation(s) to the running service (pid %d), %d at a time, and waiting for the outcome\n", len(ops), pid, batchSize)
 	}
-	prog.start(len(ops))
+	prog.Start(len(ops))
 	// One line per operation on stdout for a table, unless the bar shows progress; a
 	// JSON document keeps stdout for itself, so its lines go to stderr.
-	bar := prog.tty && len(ops) > 0
+	bar := prog.Bar() && len(ops) > 0
 	var lines io.Writer
 	switch {
 	case bar:
@@ -184,40 +154,19 @@ func (a *app) resyncBulk(ctx context.Context, b bulkFlags, format string) error 
 		lines = a.stdout
 	}
 	w := worker{a: &quiet, cfg: cfg, log: log, db: db}
-	var runErr error
-	for start := 0; start < len(ops) && runErr == nil; start += batchSize {
-		batch := make([]string, 0, batchSize)
-		for _, op := range ops[start:min(start+batchSize, len(ops))] {
-			batch = append(batch, op.Key)
-		}
-		// Due now, batch by batch: a running service (or this process) takes them
-		// up as they come, never all ten thousand at once.
-		for _, key := range batch {
-			if _, err := store.Requeue(ctx, key); err != nil && !errors.Is(err, journal.ErrNotPending) {
-				runErr = fmt.Errorf("requeue %s: %w", key, err)
-				break
-			}
-		}
-		if runErr != nil {
-			break
-		}
-		done, err := w.runKeys(ctx, batch)
-		for _, op := range done {
-			out.Retried++
-			if op.Status == journal.StatusDone {
-				out.Done++
-			} else {
-				out.StillFailing++
-			}
-			out.Operations = append(out.Operations, toBulkRow(op))
-			prog.step(op.Status == journal.StatusDone)
+	res := resync.Run(ctx, resync.Config{Journal: store, Run: w.runKeys, Batch: batchSize,
+		Ended: func(op journal.Operation, n int) {
+			prog.Step(op.Status == journal.StatusDone)
 			if lines != nil {
-				fmt.Fprintf(lines, "[%d/%d] %s\n", out.Retried, len(ops), describeOutcome(op))
+				fmt.Fprintf(lines, "[%d/%d] %s\n", n, len(ops), describeOutcome(op))
 			}
-		}
-		runErr = err
+		}}, ops)
+	prog.Finish()
+	out := bulkOutput{Retried: res.Retried, Done: res.Done, StillFailing: res.StillFailing, Operations: []bulkRow{}}
+	for _, op := range res.Operations {
+		out.Operations = append(out.Operations, toBulkRow(op))
 	}
-	prog.finish()
+	runErr := res.Err
 	if runErr != nil {
 		out.Error = runErr.Error()
 	}
@@ -294,75 +243,4 @@ func (a *app) printBulkDryRun(ops []journal.Operation, status journal.Status, fo
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
-}
-
-// progress draws `\r[#####     ] 12/30, 3 still failing` on a terminal, and
-// elsewhere nothing. As an io.Writer it passes what is written on to its stream,
-// clearing the bar's line first and drawing the bar again after.
-type progress struct {
-	mu       sync.Mutex
-	w        io.Writer
-	tty      bool
-	total, n int
-	failing  int
-	drawn    bool
-}
-
-const progressWidth = 30
-
-func newProgress(w io.Writer, tty bool) *progress { return &progress{w: w, tty: tty} }
-
-// start draws the empty bar for total operations.
-func (p *progress) start(total int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.total = total
-	p.draw()
-}
-
-// step counts one operation carried out.
-func (p *progress) step(done bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.n++
-	if !done {
-		p.failing++
-	}
-	p.draw()
-}
-
-func (p *progress) draw() {
-	if !p.tty || p.total == 0 {
-		return
-	}
-	filled := progressWidth * p.n / p.total
-	fmt.Fprintf(p.w, "\r[%s%s] %d/%d", strings.Repeat("#", filled), strings.Repeat(" ", progressWidth-filled), p.n, p.total)
-	if p.failing > 0 {
-		fmt.Fprintf(p.w, ", %d still failing", p.failing)
-	}
-	p.drawn = true
-}
-
-func (p *progress) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.drawn {
-		fmt.Fprint(p.w, "\r\033[K") // the start of the line, cleared
-	}
-	n, err := p.w.Write(b)
-	if p.drawn {
-		p.draw()
-	}
-	return n, err
-}
-
-// finish ends the bar's line; what is written after goes below it.
-func (p *progress) finish() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.drawn {
-		fmt.Fprintln(p.w)
-		p.drawn = false
-	}
-	p.tty = false
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -219,39 +218,5 @@ func TestResyncUsageErrors(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, c.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 			t.Errorf("%s: exit %d stderr %q out %q; want 2 and one line with %q", c.name, code, stderr, out, c.want)
 		}
-	}
-}
-
-// TestProgressBar: on a terminal the bar is redrawn in place, and a line written
-// meanwhile (a log line) goes above it.
-func TestProgressBar(t *testing.T) {
-	t.Parallel()
-	var b bytes.Buffer
-	p := newProgress(&b, true)
-	p.start(4)
-	p.step(true)
-	fmt.Fprintln(p, "a log line")
-	p.step(false)
-	p.step(true)
-	p.step(true)
-	p.finish()
-	want := "\r[                              ] 0/4" +
-		"\r[#######                       ] 1/4" +
-		"\r\033[Ka log line\n\r[#######                       ] 1/4" +
-		"\r[###############               ] 2/4, 1 still failing" +
-		"\r[######################        ] 3/4, 1 still failing" +
-		"\r[##############################] 4/4, 1 still failing\n"
-	if got := b.String(); got != want {
-		t.Fatalf("bar\n%q\nwant\n%q", got, want)
-	}
-
-	b.Reset()
-	p = newProgress(&b, false)
-	p.start(2)
-	p.step(true)
-	fmt.Fprintln(p, "a log line")
-	p.finish()
-	if b.String() != "a log line\n" {
-		t.Fatalf("not a terminal: %q, want only the log line", b.String())
 	}
 }
