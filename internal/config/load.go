@@ -17,6 +17,7 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/maps"
 	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/env/v2"
 	"github.com/knadh/koanf/v2"
 	"github.com/ordersync/ordersync/internal/bytesize"
 	yamlv3 "go.yaml.in/yaml/v3"
@@ -513,81 +514,97 @@ func badNameMessage(mt match) string {
 	return fmt.Sprintf("invalid name %q: names in %s must match %s", mt.name, mt.in.key, mt.in.pattern)
 }
 
-// envLayer turns ORDERSYNC_ variables into keys: the prefix is stripped, the rest
-// lower-cased, and "__" separates levels (ORDERSYNC_ONEC__BASE_URL → onec.base_url,
-// ORDERSYNC_RELAY__DESTINATIONS__CRM__URL → relay.destinations.crm.url). Values are
-// converted to the field's type here, so errors can name the variable; a list is
-// comma-separated.
+// envLayer reads the ORDERSYNC_ variables through koanf's environment provider;
+// envReader.value checks and converts each, so that a problem names the variable.
 func envLayer(environ []string, p *problems) *layer {
-	from := map[string]string{}
-	l := newLayer(func(key string) string { return " (from " + from[key] + ")" })
-	t := keys()
-	badNames := map[string]bool{}
-	for _, entry := range environ {
-		name, value, ok := strings.Cut(entry, "=")
-		if !ok || !strings.HasPrefix(name, envPrefix) {
-			continue
+	r := &envReader{from: map[string]string{}, badNames: map[string]bool{}, p: p}
+	r.l = newLayer(func(key string) string { return " (from " + r.from[key] + ")" })
+	k := koanf.New(".")
+	err := k.Load(env.Provider(".", env.Opt{
+		Prefix:        envPrefix,
+		EnvironFunc:   func() []string { return environ },
+		TransformFunc: r.value,
+	}), nil)
+	if err != nil {
+		p.add("", err.Error()) // the environment provider does not fail; kept for safety
+	}
+	r.l.values = k.All()
+	return r.l
+}
+
+// envReader is the environment layer while the provider reads it.
+type envReader struct {
+	l        *layer
+	from     map[string]string // key → the variable that set it
+	badNames map[string]bool   // the map entries whose names were said to be wrong
+	p        *problems
+}
+
+// value is the key and value of the variable name: the prefix is stripped, the
+// rest lower-cased, and "__" separates levels (ORDERSYNC_ONEC__BASE_URL →
+// onec.base_url, ORDERSYNC_RELAY__DESTINATIONS__CRM__URL →
+// relay.destinations.crm.url). The value is converted to the field's type here, so
+// that a problem names the variable; a list is comma-separated. A variable that is
+// a problem gives the key "", which the provider leaves out.
+func (r *envReader) value(name, value string) (string, any) {
+	t, l, p := keys(), r.l, r.p
+	levels := strings.Split(strings.ToLower(strings.TrimPrefix(name, envPrefix)), "__")
+	key := strings.Join(levels, ".")
+	r.from[key] = name
+	mt := t.match(levels)
+	if mt.badName {
+		if !r.badNames[mt.entry] {
+			r.badNames[mt.entry] = true
+			p.add(mt.entry, badNameMessage(mt)+l.where(key))
 		}
-		levels := strings.Split(strings.ToLower(strings.TrimPrefix(name, envPrefix)), "__")
-		key := strings.Join(levels, ".")
-		from[key] = name
-		mt := t.match(levels)
-		if mt.badName {
-			if !badNames[mt.entry] {
-				badNames[mt.entry] = true
-				p.add(mt.entry, badNameMessage(mt)+l.where(key))
-			}
-			continue
+		return "", nil
+	}
+	var v any
+	var msg string
+	switch f := t.byKey[mt.pattern]; {
+	case f != nil && f.entries != nil:
+		var list []any
+		if list, msg = entriesFromJSON(value); msg == "" {
+			v = checkEntries(f.entries, key, list, l.where(key), p)
 		}
-		switch f := t.byKey[mt.pattern]; {
-		case f != nil && f.entries != nil:
-			l.addEntry(mt)
-			list, msg := entriesFromJSON(value)
-			if msg != "" {
-				p.add(key, msg+l.where(key))
-				continue
-			}
-			l.values[key] = checkEntries(f.entries, key, list, l.where(key), p)
-		case f != nil && f.isStringMap():
-			l.addEntry(mt)
-			m, msg := splitPairs(value)
-			if msg != "" {
-				p.add(key, msg+l.where(key))
-				continue
-			}
-			l.values[key] = m
-		case f != nil:
-			l.addEntry(mt)
-			v, terr := fromString(f.typ, value)
-			if terr != nil {
-				p.add(key, terr.message(f.secret != "")+l.where(key))
-				continue
-			}
-			l.values[key] = v
-		case t.byFile[mt.pattern] != nil:
-			l.addEntry(mt)
-			l.values[key] = value
-		case t.sections[mt.pattern]:
-			p.add(key, "is a section, not a key"+l.where(key)+"; set its keys, such as "+envVar(key+".<key>"))
-		case t.within(mt.pattern) != nil:
-			f := t.within(mt.pattern)
-			whole := t.concrete(f.key, mt.entry)
-			form := "NAME=VALUE pairs separated by commas"
-			if f.entries != nil {
-				form = "a JSON list of its entries"
-			}
-			p.add(key, "unknown key"+l.where(key)+"; "+whole+" is set whole, as "+form+", by "+envVar(whole))
-		case renamedKeys[mt.pattern].to != "":
-			p.add(key, renamedMessage(renamedKeys[mt.pattern], l.where(key), true))
-		default:
-			msg := "unknown key" + l.where(key)
-			if s := t.suggest(mt.pattern); s != "" {
-				msg += "; did you mean " + envVar(t.concrete(s, mt.entry)) + "?"
-			}
-			p.add(key, msg)
+	case f != nil && f.isStringMap():
+		v, msg = splitPairs(value)
+	case f != nil:
+		var terr *typeError
+		if v, terr = fromString(f.typ, value); terr != nil {
+			msg = terr.message(f.secret != "")
+		}
+	case t.byFile[mt.pattern] != nil:
+		v = value
+	case t.sections[mt.pattern]:
+		msg = "is a section, not a key" + l.where(key) + "; set its keys, such as " + envVar(key+".<key>")
+	case t.within(mt.pattern) != nil:
+		f := t.within(mt.pattern)
+		whole := t.concrete(f.key, mt.entry)
+		form := "NAME=VALUE pairs separated by commas"
+		if f.entries != nil {
+			form = "a JSON list of its entries"
+		}
+		msg = "unknown key" + l.where(key) + "; " + whole + " is set whole, as " + form + ", by " + envVar(whole)
+	case renamedKeys[mt.pattern].to != "":
+		msg = renamedMessage(renamedKeys[mt.pattern], l.where(key), true)
+	default:
+		msg = "unknown key" + l.where(key)
+		if s := t.suggest(mt.pattern); s != "" {
+			msg += "; did you mean " + envVar(t.concrete(s, mt.entry)) + "?"
 		}
 	}
-	return l
+	if t.byKey[mt.pattern] != nil || t.byFile[mt.pattern] != nil {
+		l.addEntry(mt)
+		if msg != "" {
+			msg += l.where(key)
+		}
+	}
+	if msg != "" {
+		p.add(key, msg)
+		return "", nil
+	}
+	return key, v
 }
 
 // resolveSecrets replaces x_file by the content of the file it names. For each
@@ -759,7 +776,7 @@ func decode(k *koanf.Koanf, cfg *Config, layers []*layer, p *problems) {
 	var md mapstructure.Metadata
 	err := k.UnmarshalWithConf("", cfg, koanf.UnmarshalConf{
 		DecoderConfig: &mapstructure.DecoderConfig{
-			DecodeHook: mapstructure.DecodeHookFuncValue(strictHook),
+			DecodeHook: decodeHook,
 			Metadata:   &md,
 		},
 	})
@@ -885,18 +902,12 @@ func describe(v any, secret bool) string {
 // fromString converts an environment variable's value to the field's type.
 func fromString(typ reflect.Type, s string) (any, *typeError) {
 	switch {
-	case typ == durationType:
-		d, err := time.ParseDuration(s)
+	case typ == durationType, typ == sizeType:
+		v, err := mapstructure.DecodeHookExec(decodeHook, reflect.ValueOf(s), reflect.New(typ).Elem())
 		if err != nil {
-			return nil, &typeError{want: wantDuration, got: s}
+			return nil, err.(*typeError) // the hooks fail with nothing else
 		}
-		return d, nil
-	case typ == sizeType:
-		n, ok := bytesize.Parse(s)
-		if !ok {
-			return nil, &typeError{want: wantSize, got: s}
-		}
-		return n, nil
+		return v, nil
 	case typ.Kind() == reflect.Int:
 		n, err := strconv.Atoi(s)
 		if err != nil {
@@ -1000,46 +1011,59 @@ func splitList(s string) []string {
 	return out
 }
 
+// decodeHook converts and checks every value decoded onto Config: durations and
+// sizes by their own hooks, everything else by strictHook.
+var decodeHook = mapstructure.ComposeDecodeHookFunc(durationHook, sizeHook, strictHook)
+
+// durationHook reads a duration as Go writes it (30s, 1m30s, 500ms). A bare number
+// is refused: 30 would be 30ns.
+func durationHook(_, to reflect.Type, data any) (any, error) {
+	if to != durationType {
+		return data, nil
+	}
+	switch v := data.(type) {
+	case time.Duration:
+		return v, nil
+	case string:
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, &typeError{want: wantDuration, got: v}
+		}
+		return d, nil
+	case int, int64, uint64, float64:
+		return nil, &typeError{want: "a duration with a unit, such as 30s", got: v}
+	}
+	return nil, &typeError{want: wantDuration, got: data}
+}
+
+// sizeHook reads a size (internal/bytesize): a whole number of bytes, or a string
+// with a unit.
+func sizeHook(_, to reflect.Type, data any) (any, error) {
+	if to != sizeType {
+		return data, nil
+	}
+	switch v := data.(type) {
+	case int64:
+		return v, nil
+	case int:
+		return int64(v), nil
+	case string:
+		if n, ok := bytesize.Parse(v); ok {
+			return n, nil
+		}
+	}
+	return nil, &typeError{want: wantSize, got: data}
+}
+
 // strictHook accepts only values of the field's own type: no number for a string,
-// no bare number for a duration (30 would be 30ns), no string for a number (a size,
-// though, is a number of bytes or a string with a unit). YAML gives strings, bools,
-// ints and floats; the environment layer gives the field's type already.
+// no string for a number. YAML gives strings, bools, ints and floats; the
+// environment layer gives the field's type already.
 func strictHook(from, to reflect.Value) (any, error) {
 	if !from.IsValid() {
 		return nil, nil
 	}
 	data := from.Interface()
 	switch {
-	case to.Type() == durationType:
-		switch v := data.(type) {
-		case time.Duration:
-			return v, nil
-		case string:
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return nil, &typeError{want: wantDuration, got: v}
-			}
-			return d, nil
-		case int, int64, uint64, float64:
-			return nil, &typeError{want: "a duration with a unit, such as 30s", got: v}
-		default:
-			return nil, &typeError{want: wantDuration, got: v}
-		}
-	case to.Type() == sizeType:
-		switch v := data.(type) {
-		case int64:
-			return v, nil
-		case int:
-			return int64(v), nil
-		case string:
-			n, ok := bytesize.Parse(v)
-			if !ok {
-				return nil, &typeError{want: wantSize, got: v}
-			}
-			return n, nil
-		default:
-			return nil, &typeError{want: wantSize, got: data}
-		}
 	case to.Type() == stringMapType:
 		// The layers give a map of strings converted already (stringMaps, splitPairs).
 		if _, ok := data.(map[string]string); !ok {
