@@ -54,10 +54,47 @@ type layer struct {
 	values  map[string]any
 	entries map[string]*mapSection  // the map entries it names: "relay.destinations.crm"
 	where   func(key string) string // " (in /etc/…)" or " (from ORDERSYNC_…)"
+	said    map[string]bool         // the keys of problems said once for all the layer's keys in them
 }
 
 func newLayer(where func(key string) string) *layer {
-	return &layer{values: map[string]any{}, entries: map[string]*mapSection{}, where: where}
+	return &layer{values: map[string]any{}, entries: map[string]*mapSection{}, where: where, said: map[string]bool{}}
+}
+
+// once reports whether the problem of key is yet to be said, and counts it said.
+func (l *layer) once(key string) bool {
+	if l.said[key] {
+		return false
+	}
+	l.said[key] = true
+	return true
+}
+
+// badName says, once per entry, that a key's entry has a name its map section
+// does not allow, and reports whether it has.
+func (l *layer) badName(mt match, key string, p *problems) bool {
+	if mt.badName && l.once(mt.entry) {
+		p.add(mt.entry, badNameMessage(mt)+l.where(key))
+	}
+	return mt.badName
+}
+
+// unknownKey is the problem of a key the table does not have: a key that was
+// renamed, or an unknown one, with the known key closest to it as the file (env
+// false) or the environment writes it.
+func unknownKey(mt match, where string, env bool) string {
+	if r := renamedKeys[mt.pattern]; r.to != "" {
+		return renamedMessage(r, where, env)
+	}
+	msg := "unknown key" + where
+	if s := keys().suggest(mt.pattern); s != "" {
+		s = keys().concrete(s, mt.entry)
+		if env {
+			s = envVar(s)
+		}
+		msg += "; did you mean " + s + "?"
+	}
+	return msg
 }
 
 // addEntry records the map entry that a key of the layer is in, if any.
@@ -174,15 +211,10 @@ func fileLayer(path string, b []byte, p *problems) *layer {
 		return nil
 	}
 	t := keys()
-	badNames := map[string]bool{}
 	for _, key := range sortedKeys(flat) {
 		v := flat[key]
 		mt := t.match(levels[key])
-		if mt.badName {
-			if !badNames[mt.entry] {
-				badNames[mt.entry] = true
-				p.add(mt.entry, badNameMessage(mt)+l.where(key))
-			}
+		if l.badName(mt, key, p) {
 			continue
 		}
 		switch {
@@ -213,18 +245,11 @@ func fileLayer(path string, b []byte, p *problems) *layer {
 			// be taken for keys of the configuration.
 			f := t.within(mt.pattern)
 			whole := t.concrete(f.key, mt.entry)
-			if !badNames[whole] {
-				badNames[whole] = true
+			if l.once(whole) {
 				p.add(whole, "must be "+wantEntries+", got a section of keys"+l.where(key))
 			}
-		case renamedKeys[mt.pattern].to != "":
-			p.add(key, renamedMessage(renamedKeys[mt.pattern], l.where(key), false))
 		default:
-			msg := "unknown key" + l.where(key)
-			if s := t.suggest(mt.pattern); s != "" {
-				msg += "; did you mean " + t.concrete(s, mt.entry) + "?"
-			}
-			p.add(key, msg)
+			p.add(key, unknownKey(mt, l.where(key), false))
 		}
 	}
 	return l
@@ -517,7 +542,7 @@ func badNameMessage(mt match) string {
 // envLayer reads the ORDERSYNC_ variables through koanf's environment provider;
 // envReader.value checks and converts each, so that a problem names the variable.
 func envLayer(environ []string, p *problems) *layer {
-	r := &envReader{from: map[string]string{}, badNames: map[string]bool{}, p: p}
+	r := &envReader{from: map[string]string{}, p: p}
 	r.l = newLayer(func(key string) string { return " (from " + r.from[key] + ")" })
 	k := koanf.New(".")
 	err := k.Load(env.Provider(".", env.Opt{
@@ -534,10 +559,9 @@ func envLayer(environ []string, p *problems) *layer {
 
 // envReader is the environment layer while the provider reads it.
 type envReader struct {
-	l        *layer
-	from     map[string]string // key → the variable that set it
-	badNames map[string]bool   // the map entries whose names were said to be wrong
-	p        *problems
+	l    *layer
+	from map[string]string // key → the variable that set it
+	p    *problems
 }
 
 // value is the key and value of the variable name: the prefix is stripped, the
@@ -552,11 +576,7 @@ func (r *envReader) value(name, value string) (string, any) {
 	key := strings.Join(levels, ".")
 	r.from[key] = name
 	mt := t.match(levels)
-	if mt.badName {
-		if !r.badNames[mt.entry] {
-			r.badNames[mt.entry] = true
-			p.add(mt.entry, badNameMessage(mt)+l.where(key))
-		}
+	if l.badName(mt, key, p) {
 		return "", nil
 	}
 	var v any
@@ -586,13 +606,8 @@ func (r *envReader) value(name, value string) (string, any) {
 			form = "a JSON list of its entries"
 		}
 		msg = "unknown key" + l.where(key) + "; " + whole + " is set whole, as " + form + ", by " + envVar(whole)
-	case renamedKeys[mt.pattern].to != "":
-		msg = renamedMessage(renamedKeys[mt.pattern], l.where(key), true)
 	default:
-		msg = "unknown key" + l.where(key)
-		if s := t.suggest(mt.pattern); s != "" {
-			msg += "; did you mean " + envVar(t.concrete(s, mt.entry)) + "?"
-		}
+		msg = unknownKey(mt, l.where(key), true)
 	}
 	if t.byKey[mt.pattern] != nil || t.byFile[mt.pattern] != nil {
 		l.addEntry(mt)
