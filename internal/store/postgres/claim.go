@@ -154,8 +154,8 @@ func (j *Journal) ClaimDue(ctx context.Context, worker string) (journal.Claim, e
 // (journal.ErrNotPending) when it is done or failed, and then no attempt is written.
 // Callers must `defer claim.Release(ctx)`.
 func (j *Journal) ClaimKey(ctx context.Context, key, worker string) (journal.Claim, error) {
-	if key == "" {
-		return nil, errors.New("postgres: claim: key is required")
+	if err := journal.CheckKey(key); err != nil {
+		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}
 	return j.claim(ctx, worker, key)
 }
@@ -351,22 +351,12 @@ func (c *claim) Attempt() int                 { return c.attempt }
 // when f itself is invalid.
 func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 	key := c.op.Key
-	var outcome journal.Outcome
-	switch f.Status {
-	case journal.StatusDone:
-		outcome = journal.OutcomeDone
-	case journal.StatusPending:
-		outcome = journal.OutcomeRetry
-	case journal.StatusFailed:
-		outcome = journal.OutcomeFailed
-	default:
-		return fmt.Errorf("postgres: finish %s: unknown status %q (want done, pending or failed)", key, f.Status)
+	if err := f.Check(); err != nil {
+		return fmt.Errorf("postgres: finish %s: %w", key, err)
 	}
+	outcome := f.Outcome()
 	var exchanges []byte
 	if len(f.Exchanges) > 0 {
-		if !json.Valid(f.Exchanges) {
-			return fmt.Errorf("postgres: finish %s: exchanges are not valid JSON", key)
-		}
 		exchanges = f.Exchanges
 	}
 	var (
@@ -374,9 +364,6 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 		payloadSHA256 *string
 	)
 	if len(f.Payload) > 0 {
-		if !json.Valid(f.Payload) {
-			return fmt.Errorf("postgres: finish %s: payload is not valid JSON", key)
-		}
 		payload = f.Payload
 		sum := order.SHA256Hex(f.Payload)
 		payloadSHA256 = &sum
@@ -386,8 +373,8 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 		return fmt.Errorf("postgres: finish %s: warnings: %w", key, err)
 	}
 	var result []byte
-	if f.Status == journal.StatusDone && f.Result != nil {
-		if result, err = json.Marshal(f.Result); err != nil {
+	if r := f.StoredResult(); r != nil {
+		if result, err = json.Marshal(r); err != nil {
 			return fmt.Errorf("postgres: finish %s: result: %w", key, err)
 		}
 	}
@@ -403,12 +390,8 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 			return fmt.Errorf("postgres: finish %s: outbox: %w", key, err)
 		}
 	}
-	lastError := f.Error
 	var next *time.Time
-	switch f.Status {
-	case journal.StatusDone:
-		lastError = ""
-	case journal.StatusPending:
+	if f.Status == journal.StatusPending {
 		t := now
 		if !f.NextAttemptAt.IsZero() {
 			t = f.NextAttemptAt.UTC()
@@ -424,7 +407,7 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 	c.closed = true
 
 	b := &pgx.Batch{}
-	b.Queue(finishOperationSQL, key, string(f.Status), result, lastError, c.attempt, next, now, payload, payloadSHA256,
+	b.Queue(finishOperationSQL, key, string(f.Status), result, f.LastError(), c.attempt, next, now, payload, payloadSHA256,
 		f.Class, f.Class == journal.ClassUnknown, timeOrNil(f.SettleUntil), timeOrNil(f.VerifyAt),
 		timeOrNil(f.FirstAttemptAt), f.Warnings != nil, warnings, timeOrNil(f.LateVerifyAt))
 	b.Queue(finishAttemptSQL, key, c.attempt, now, string(outcome), f.Error, f.Ref, exchanges, f.Class)

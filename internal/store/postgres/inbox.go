@@ -224,7 +224,7 @@ type receiveResult struct {
 // conflict.
 func (ib *Inbox) Receive(ctx context.Context, ev inbox.Event, regs []inbox.Registration, answer inbox.Answer) (inbox.Receipt, error) {
 	what := "inbox: receive " + ev.Source + " " + strconv.Quote(ev.ID)
-	if err := validateReceive(ev, regs, answer); err != nil {
+	if err := inbox.CheckReceive(ev, regs, answer); err != nil {
 		return inbox.Receipt{}, fmt.Errorf("postgres: %s: %w", what, err)
 	}
 	sum := order.SHA256Hex(ev.Body)
@@ -252,28 +252,6 @@ func (ib *Inbox) Receive(ctx context.Context, ev inbox.Event, regs []inbox.Regis
 		}
 		return inbox.Receipt{Outcome: inbox.Processed, Answer: answer, Operations: regKeys(regs)}, nil
 	}
-}
-
-func validateReceive(ev inbox.Event, regs []inbox.Registration, answer inbox.Answer) error {
-	switch {
-	case ev.Source == "":
-		return errors.New("the source is required")
-	case ev.ID == "":
-		return errors.New("the event id is required")
-	case answer.Status < 100 || answer.Status > 599:
-		return fmt.Errorf("answer status %d is not an HTTP status", answer.Status)
-	}
-	seen := make(map[string]bool, len(regs))
-	for i, r := range regs {
-		if err := validateNew(r.Op); err != nil {
-			return fmt.Errorf("registration %d (%q): %w", i+1, r.Op.Key, err)
-		}
-		if seen[r.Op.Key] {
-			return fmt.Errorf("registration %d: key %q appears twice", i+1, r.Op.Key)
-		}
-		seen[r.Op.Key] = true
-	}
-	return nil
 }
 
 func regKeys(regs []inbox.Registration) []string {
@@ -464,10 +442,10 @@ func (ib *Inbox) List(ctx context.Context, f inbox.Filter) ([]inbox.Record, erro
 	if f.Source != "" {
 		q += ` AND e.source = ` + arg(f.Source)
 	}
+	if err := f.Check(); err != nil {
+		return nil, fmt.Errorf("postgres: inbox: list: %w", err)
+	}
 	if f.Status != "" {
-		if f.Status != string(inbox.Processed) {
-			return nil, fmt.Errorf("postgres: inbox: list: unknown status %q (stored events are %s)", f.Status, inbox.Processed)
-		}
 		q += ` AND e.status = ` + arg(f.Status)
 	}
 	if a := f.After; a != nil {

@@ -69,20 +69,6 @@ func scanOperations(rows pgx.Rows) ([]journal.Operation, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (journal.Operation, error) { return scanOperation(row) })
 }
 
-func validateNew(op journal.NewOperation) error {
-	switch {
-	case op.Key == "":
-		return errors.New("key is required")
-	case op.Kind == "":
-		return errors.New("kind is required")
-	case len(op.Payload) == 0:
-		return errors.New("payload is required")
-	case !json.Valid(op.Payload):
-		return errors.New("payload is not valid JSON")
-	}
-	return nil
-}
-
 // registerSQL inserts a new operation, pending ($5 = 'pending', due now) or failed
 // from the start ($5 = 'failed', $8 its reason), unless the key exists, with its
 // registered event: by the actor $10 (who is also the trigger of its first attempt),
@@ -137,9 +123,9 @@ func (j *Journal) register(ctx context.Context, op journal.NewOperation, status 
 	if status == journal.StatusFailed {
 		verb = "record failed operation"
 	}
-	err := validateNew(op)
-	if err == nil && status == journal.StatusFailed && reason == "" {
-		err = errors.New("the reason is required")
+	err := op.Validate()
+	if status == journal.StatusFailed {
+		err = op.ValidateFailed(reason)
 	}
 	if err != nil {
 		return journal.Registration{}, fmt.Errorf("postgres: %s %q: %w", verb, op.Key, err)
@@ -303,12 +289,10 @@ func listSQL(f journal.Filter) (string, []any, error) {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
+	if err := f.Check(); err != nil {
+		return "", nil, fmt.Errorf("postgres: list: %w", err)
+	}
 	if f.Status != "" {
-		switch f.Status {
-		case journal.StatusPending, journal.StatusDone, journal.StatusFailed:
-		default:
-			return "", nil, fmt.Errorf("postgres: list: unknown status %q (want pending, done or failed)", f.Status)
-		}
 		q += ` AND status = ` + arg(string(f.Status))
 	}
 	if f.Source != "" {
@@ -466,7 +450,7 @@ SELECT false, reached, ` + opColumns + ` FROM cur WHERE NOT EXISTS (SELECT FROM 
 // (journal.ErrBusy past that). One round trip: BEGIN, lock_timeout, the row lock, the
 // revision and COMMIT are pipelined.
 func (j *Journal) Revise(ctx context.Context, op journal.NewOperation) (journal.Operation, error) {
-	if err := validateNew(op); err != nil {
+	if err := op.Validate(); err != nil {
 		return journal.Operation{}, fmt.Errorf("postgres: revise %q: %w", op.Key, err)
 	}
 	conn, err := j.db.pool.Acquire(ctx)

@@ -43,8 +43,8 @@ const (
 // settings and the SELECT pipelined).
 func (j *Journal) Lock(ctx context.Context, key string) (_ journal.Locked, err error) {
 	db := j.db
-	if key == "" {
-		return nil, errors.New("postgres: lock: key is required")
+	if err := journal.CheckKey(key); err != nil {
+		return nil, fmt.Errorf("postgres: lock: %w", err)
 	}
 	wait := db.cfg.ClaimLockTimeout
 	deadline := time.Now().Add(wait)
@@ -123,16 +123,16 @@ func (l *locked) Operation() journal.Operation { return l.op }
 // closed whatever happened.
 func (l *locked) Fail(ctx context.Context, reason string) error {
 	key := l.op.Key
-	if reason == "" {
-		return fmt.Errorf("postgres: fail %s: the reason is required", key)
+	if err := journal.CheckReason(reason); err != nil {
+		return fmt.Errorf("postgres: fail %s: %w", key, err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return fmt.Errorf("postgres: fail %s: %w", key, ErrLockClosed)
 	}
-	if l.op.Status != journal.StatusPending {
-		return fmt.Errorf("postgres: fail %s: %w", key, &journal.NotPendingError{Operation: l.op})
+	if err := journal.CheckFail(l.op); err != nil {
+		return fmt.Errorf("postgres: fail %s: %w", key, err)
 	}
 	l.closed = true
 

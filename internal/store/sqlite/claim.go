@@ -188,8 +188,8 @@ func lockDue(ctx context.Context, tx *sql.Tx, keys *KeyLocks, now time.Time) (st
 // `defer claim.Release(ctx)`.
 func (j *Journal) ClaimKey(ctx context.Context, key, worker string) (journal.Claim, error) {
 	db := j.db
-	if key == "" {
-		return nil, errors.New("sqlite: claim: key is required")
+	if err := journal.CheckKey(key); err != nil {
+		return nil, fmt.Errorf("sqlite: claim: %w", err)
 	}
 	if err := db.lockOperation(ctx, key); err != nil {
 		return nil, fmt.Errorf("sqlite: claim %s: %w", key, err)
@@ -310,30 +310,17 @@ func (c *claim) Attempt() int                 { return c.attempt }
 // way, except when f itself is invalid: then nothing happened and the claim stays.
 func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 	key := c.op.Key
-	var outcome journal.Outcome
-	switch f.Status {
-	case journal.StatusDone:
-		outcome = journal.OutcomeDone
-	case journal.StatusPending:
-		outcome = journal.OutcomeRetry
-	case journal.StatusFailed:
-		outcome = journal.OutcomeFailed
-	default:
-		return fmt.Errorf("sqlite: finish %s: unknown status %q (want done, pending or failed)", key, f.Status)
+	if err := f.Check(); err != nil {
+		return fmt.Errorf("sqlite: finish %s: %w", key, err)
 	}
+	outcome := f.Outcome()
 	var exchanges *string
 	if len(f.Exchanges) > 0 {
-		if !json.Valid(f.Exchanges) {
-			return fmt.Errorf("sqlite: finish %s: exchanges are not valid JSON", key)
-		}
 		s := string(f.Exchanges)
 		exchanges = &s
 	}
 	var payload, payloadSHA256 *string
 	if len(f.Payload) > 0 {
-		if !json.Valid(f.Payload) {
-			return fmt.Errorf("sqlite: finish %s: payload is not valid JSON", key)
-		}
 		p, sum := string(f.Payload), order.SHA256Hex(f.Payload)
 		payload, payloadSHA256 = &p, &sum
 	}
@@ -344,9 +331,9 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 	if payload != nil {
 		payloadSearch = searchPhone(*payload)
 	}
-	if f.Status == journal.StatusDone && f.Result != nil {
-		resultNumber, resultRef = resultSearch(f.Result)
-		b, err := json.Marshal(f.Result)
+	if r := f.StoredResult(); r != nil {
+		resultNumber, resultRef = resultSearch(r)
+		b, err := json.Marshal(r)
 		if err != nil {
 			return fmt.Errorf("sqlite: finish %s: result: %w", key, err)
 		}
@@ -364,10 +351,6 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 	attachments, aerr := prepareAttachments(key, f)
 	if aerr != nil {
 		return fmt.Errorf("sqlite: finish %s: %w", key, aerr)
-	}
-	lastError := f.Error
-	if f.Status == journal.StatusDone {
-		lastError = ""
 	}
 	var warnings *string
 	if f.Warnings != nil {
@@ -414,7 +397,7 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 			us := ts(t)
 			next = &us
 		}
-		res, err = tx.ExecContext(ctx, finishOperationSQL, key, string(status), result, lastError, c.attempt,
+		res, err = tx.ExecContext(ctx, finishOperationSQL, key, string(status), result, f.LastError(), c.attempt,
 			next, ts(now), payload, payloadSHA256,
 			f.Class, f.Class == journal.ClassUnknown, tsOrNil(f.SettleUntil), tsOrNil(f.VerifyAt),
 			tsOrNil(f.FirstAttemptAt), f.Warnings != nil, warnings, payloadSearch, resultNumber, resultRef,

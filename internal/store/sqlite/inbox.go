@@ -129,7 +129,7 @@ type inboxRegistered struct {
 // done — as PostgreSQL waits for the row lock.
 func (ib *Inbox) Receive(ctx context.Context, ev inbox.Event, regs []inbox.Registration, answer inbox.Answer) (inbox.Receipt, error) {
 	what := "inbox: receive " + ev.Source + " " + strconv.Quote(ev.ID)
-	if err := inboxValidate(ev, regs, answer); err != nil {
+	if err := inbox.CheckReceive(ev, regs, answer); err != nil {
 		return inbox.Receipt{}, fmt.Errorf("sqlite: %s: %w", what, err)
 	}
 	sum := order.SHA256Hex(ev.Body)
@@ -164,39 +164,6 @@ func (ib *Inbox) Receive(ctx context.Context, ev inbox.Event, regs []inbox.Regis
 		}
 		return inbox.Receipt{Outcome: inbox.Processed, Answer: answer, Operations: inboxKeys(regs)}, nil
 	}
-}
-
-func inboxValidate(ev inbox.Event, regs []inbox.Registration, answer inbox.Answer) error {
-	switch {
-	case ev.Source == "":
-		return errors.New("the source is required")
-	case ev.ID == "":
-		return errors.New("the event id is required")
-	case answer.Status < 100 || answer.Status > 599:
-		return fmt.Errorf("answer status %d is not an HTTP status", answer.Status)
-	}
-	seen := make(map[string]bool, len(regs))
-	for i, r := range regs {
-		op := r.Op
-		var err error
-		switch {
-		case op.Key == "":
-			err = errors.New("key is required")
-		case op.Kind == "":
-			err = errors.New("kind is required")
-		case len(op.Payload) == 0:
-			err = errors.New("payload is required")
-		case !json.Valid(op.Payload):
-			err = errors.New("payload is not valid JSON")
-		case seen[op.Key]:
-			return fmt.Errorf("registration %d: key %q appears twice", i+1, op.Key)
-		}
-		if err != nil {
-			return fmt.Errorf("registration %d (%q): %w", i+1, op.Key, err)
-		}
-		seen[op.Key] = true
-	}
-	return nil
 }
 
 func inboxKeys(regs []inbox.Registration) []string {
@@ -434,10 +401,10 @@ func (ib *Inbox) List(ctx context.Context, f inbox.Filter) ([]inbox.Record, erro
 		q += ` AND e.source = ?`
 		args = append(args, f.Source)
 	}
+	if err := f.Check(); err != nil {
+		return nil, fmt.Errorf("sqlite: inbox: list: %w", err)
+	}
 	if f.Status != "" {
-		if f.Status != string(inbox.Processed) {
-			return nil, fmt.Errorf("sqlite: inbox: list: unknown status %q (stored events are %s)", f.Status, inbox.Processed)
-		}
 		q += ` AND e.status = ?`
 		args = append(args, f.Status)
 	}

@@ -83,21 +83,6 @@ func journalError(err error) error {
 	return err
 }
 
-// validateNew checks what a registration (or a revision) must carry.
-func validateNew(op journal.NewOperation) error {
-	switch {
-	case op.Key == "":
-		return errors.New("key is required")
-	case op.Kind == "":
-		return errors.New("kind is required")
-	case len(op.Payload) == 0:
-		return errors.New("payload is required")
-	case !json.Valid(op.Payload):
-		return errors.New("payload is not valid JSON")
-	}
-	return nil
-}
-
 // registerSQL inserts a new operation, pending (?5 = 'pending', due now) or failed
 // from the start (?5 = 'failed', ?8 its reason), unless the key exists. ?10 is the
 // actor that registers it (the trigger of its first attempt), ?11 its search_phone.
@@ -148,9 +133,9 @@ func (j *Journal) register(ctx context.Context, op journal.NewOperation, status 
 	if status == journal.StatusFailed {
 		verb = "record failed operation"
 	}
-	err := validateNew(op)
-	if err == nil && status == journal.StatusFailed && reason == "" {
-		err = errors.New("the reason is required")
+	err := op.Validate()
+	if status == journal.StatusFailed {
+		err = op.ValidateFailed(reason)
 	}
 	if err != nil {
 		return journal.Registration{}, fmt.Errorf("sqlite: %s %q: %w", verb, op.Key, err)
@@ -173,7 +158,7 @@ func (j *Journal) register(ctx context.Context, op journal.NewOperation, status 
 
 // registerTx registers op in tx (a write transaction), as Register does: INSERT … ON
 // CONFLICT (key) DO NOTHING, then, for an existing key, the saved operation and, when
-// its payload differs, the conflict record. op must have passed validateNew. A new
+// its payload differs, the conflict record. op must have passed Validate. A new
 // operation records its registered event, by actor (the reason of a failed one is
 // the event's detail), and actor as the trigger of its first attempt.
 func registerTx(ctx context.Context, tx *sql.Tx, op journal.NewOperation, status journal.Status, reason, actor string, now time.Time) (journal.Registration, error) {
@@ -328,12 +313,10 @@ func readEvents(ctx context.Context, tx *sql.Tx, key string) ([]journal.Event, e
 func (j *Journal) List(ctx context.Context, f journal.Filter) ([]journal.Operation, error) {
 	q := `SELECT ` + opColumns + ` FROM operations WHERE 1`
 	var args []any
+	if err := f.Check(); err != nil {
+		return nil, fmt.Errorf("sqlite: list: %w", err)
+	}
 	if f.Status != "" {
-		switch f.Status {
-		case journal.StatusPending, journal.StatusDone, journal.StatusFailed:
-		default:
-			return nil, fmt.Errorf("sqlite: list: unknown status %q (want pending, done or failed)", f.Status)
-		}
 		q += ` AND status = ?`
 		args = append(args, string(f.Status))
 	}
@@ -460,7 +443,7 @@ func (j *Journal) Requeue(ctx context.Context, key string) (journal.Operation, e
 // journal.ErrNotFound. It waits at most ClaimLockTimeout for a claim or lock of this
 // process that holds the key (journal.ErrBusy past that).
 func (j *Journal) Revise(ctx context.Context, op journal.NewOperation) (journal.Operation, error) {
-	if err := validateNew(op); err != nil {
+	if err := op.Validate(); err != nil {
 		return journal.Operation{}, fmt.Errorf("sqlite: revise %q: %w", op.Key, err)
 	}
 	if err := j.db.lockOperation(ctx, op.Key); err != nil {

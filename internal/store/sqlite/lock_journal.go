@@ -20,8 +20,8 @@ var ErrLockClosed = errors.New("sqlite: the lock is already failed or released")
 // holds nothing. It holds no database lock. journal.ErrNotFound for an unknown key.
 // Callers must `defer locked.Release(ctx)` (a no-op after Fail).
 func (j *Journal) Lock(ctx context.Context, key string) (journal.Locked, error) {
-	if key == "" {
-		return nil, errors.New("sqlite: lock: key is required")
+	if err := journal.CheckKey(key); err != nil {
+		return nil, fmt.Errorf("sqlite: lock: %w", err)
 	}
 	if err := j.db.lockOperation(ctx, key); err != nil {
 		return nil, fmt.Errorf("sqlite: lock %s: %w", key, err)
@@ -60,16 +60,16 @@ func (l *locked) Operation() journal.Operation { return l.op }
 // and stay locked until Release. Afterwards the lock is closed whatever happened.
 func (l *locked) Fail(ctx context.Context, reason string) error {
 	key := l.op.Key
-	if reason == "" {
-		return fmt.Errorf("sqlite: fail %s: the reason is required", key)
+	if err := journal.CheckReason(reason); err != nil {
+		return fmt.Errorf("sqlite: fail %s: %w", key, err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return fmt.Errorf("sqlite: fail %s: %w", key, ErrLockClosed)
 	}
-	if l.op.Status != journal.StatusPending {
-		return fmt.Errorf("sqlite: fail %s: %w", key, &journal.NotPendingError{Operation: l.op})
+	if err := journal.CheckFail(l.op); err != nil {
+		return fmt.Errorf("sqlite: fail %s: %w", key, err)
 	}
 	l.closed = true
 	defer l.db.keys.Unlock(key)
