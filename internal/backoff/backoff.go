@@ -38,16 +38,17 @@ func (p Policy) After(attempt int) time.Duration {
 
 // Retry is the wait before retry n (1-based) of a call tried again within itself:
 // base doubled per retry, off by up to pct percent (below 50) either way, capped
-// at max.
-func Retry(base, max time.Duration, n, pct int) time.Duration {
+// at ceiling.
+func Retry(base, ceiling time.Duration, n, pct int) time.Duration {
 	d := base
-	// Doubling stops once d is so far past max that no jitter brings it back below.
-	for i := 1; i < n && d < 2*max; i++ {
+	// Doubling stops once d is so far past the ceiling that no jitter brings it
+	// back below.
+	for i := 1; i < n && d < 2*ceiling; i++ {
 		d *= 2
 	}
 	if pct > 0 {
 		off := rand.Int64N(int64(pct)*2) - int64(pct) // in [-pct, pct)
 		d = time.Duration(float64(d) * (1 - float64(off)/100))
 	}
-	return min(d, max)
+	return min(d, ceiling)
 }

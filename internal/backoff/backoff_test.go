@@ -32,22 +32,22 @@ func TestAfterGrowsCapsAndJitters(t *testing.T) {
 
 func TestRetryDoublesJittersAndCaps(t *testing.T) {
 	t.Parallel()
-	const base, cap = 100 * time.Millisecond, 5 * time.Second
-	for n, want := range map[int]time.Duration{1: base, 2: 2 * base, 6: 32 * base, 7: cap, 200: cap} {
-		if got := Retry(base, cap, n, 0); got != want {
+	const base, ceiling = 100 * time.Millisecond, 5 * time.Second
+	for n, want := range map[int]time.Duration{1: base, 2: 2 * base, 6: 32 * base, 7: ceiling, 200: ceiling} {
+		if got := Retry(base, ceiling, n, 0); got != want {
 			t.Errorf("Retry(%d) without jitter = %s, want %s", n, got, want)
 		}
 	}
 	seen := map[time.Duration]bool{}
 	for range 500 {
-		d := Retry(base, cap, 3, 20)
+		d := Retry(base, ceiling, 3, 20)
 		if d < 4*base*81/100 || d > 4*base*120/100 {
 			t.Fatalf("Retry(3) = %s, outside 400ms -19%%/+20%%", d)
 		}
 		seen[d] = true
 		// 6.4s less a fifth is still beyond the cap.
-		if d := Retry(base, cap, 7, 20); d != cap {
-			t.Fatalf("Retry(7) = %s, want the cap %s", d, cap)
+		if d := Retry(base, ceiling, 7, 20); d != ceiling {
+			t.Fatalf("Retry(7) = %s, want the ceiling %s", d, ceiling)
 		}
 	}
 	if len(seen) < 10 {
