@@ -19,8 +19,9 @@ import (
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/providers/env/v2"
 	"github.com/knadh/koanf/v2"
-	"github.com/ordersync/ordersync/internal/bytesize"
 	yamlv3 "go.yaml.in/yaml/v3"
+
+	"github.com/ordersync/ordersync/internal/bytesize"
 )
 
 const envPrefix = "ORDERSYNC_"
