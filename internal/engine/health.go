@@ -3,11 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -189,16 +187,6 @@ func brokenMessage(b *BrokenEndpoint) string {
 	}
 	return what + ": the operations that need it wait, up to worker.backoff_max between tries, and the others go on; " +
 		"none fails for it before worker.give_up_after"
-}
-
-// brokenSummary names the broken endpoints, "" when there is none.
-func (e *Engine) brokenSummary() string {
-	var parts []string
-	for _, b := range e.Broken() {
-		parts = append(parts, fmt.Sprintf("%s (%s since %s, %d failures: %s)", b.Path, b.Class,
-			b.Since.Format(time.RFC3339), b.Failures, b.Error))
-	}
-	return strings.Join(parts, "; ")
 }
 
 func stateName(s healthState) string {
