@@ -159,8 +159,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		keys: NewKeyLocks(), notify: newNotifier()}, nil
 }
 
-// Close closes the database.
-func (db *DB) Close() error { return db.sql.Close() }
+// Close closes the database. Like PostgreSQL's DB.Close it returns nothing (the
+// process is done with the file: what closing it met is not for the caller to act on).
+func (db *DB) Close() { db.sql.Close() }
 
 // String names the file, for messages.
 func (db *DB) String() string { return db.path }
