@@ -172,9 +172,14 @@ func (s *Scheduler) Fire(ctx context.Context, sc Schedule, slot time.Time) error
 // Actor is the journal actor of the snapshots a schedule registers.
 const Actor = "schedule"
 
+// Registrar is the part of journal.Store that Register uses.
+type Registrar interface {
+	Register(ctx context.Context, op journal.NewOperation) (journal.Registration, error)
+}
+
 // Register registers the snapshot operation of p (its key from the schedule, the
 // warehouse and the label).
-func Register(ctx context.Context, js journal.Store, p stock.Payload) (journal.Registration, error) {
+func Register(ctx context.Context, js Registrar, p stock.Payload) (journal.Registration, error) {
 	if p.Publish == nil {
 		p.Publish = []string{}
 	}
