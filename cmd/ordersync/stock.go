@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -15,10 +14,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ordersync/ordersync/connectors"
-	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/stock"
-	"github.com/ordersync/ordersync/internal/stock/scheduler"
+	stocksvc "github.com/ordersync/ordersync/internal/stock/service"
 )
 
 func (a *app) stockCommand() *cobra.Command {
@@ -27,10 +25,11 @@ func (a *app) stockCommand() *cobra.Command {
 	return c
 }
 
-// stockEnv is what every stock command opens.
+// stockEnv is what every stock command opens: the stock service over the
+// database, and the configuration's stock side it was made of.
 type stockEnv struct {
 	setup *stockSetup
-	w     worker
+	svc   *stocksvc.Service
 	db    database
 }
 
@@ -51,26 +50,36 @@ func (a *app) openStock(ctx context.Context) (*stockEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &stockEnv{setup: setup, w: worker{a: a, cfg: cfg, log: log, db: db}, db: db}, nil
+	w := worker{a: a, cfg: cfg, log: log, db: db}
+	svc := stocksvc.New(stocksvc.Config{
+		Journal: db.Journal(), Stock: db.Stock(), Location: setup.loc,
+		Schedules: setup.schedules, Warehouses: setup.warehouses(), PublishTo: setup.publishTo,
+		KaspiStores: setup.maps[stock.Kaspi],
+		Run:         w.runKeys,
+		Relay:       func() (stocksvc.Relay, error) { return foregroundStockRelay(w) },
+	})
+	return &stockEnv{setup: setup, svc: svc, db: db}, nil
 }
 
-// snapshotOutput is one warehouse's manual snapshot, as `stock snapshot` prints it.
-type snapshotOutput struct {
-	Key       string          `json:"key"`
-	Warehouse string          `json:"warehouse"`
-	Status    string          `json:"status"`
-	Items     int             `json:"items"`
-	Warnings  []string        `json:"warnings"`
-	LastError string          `json:"last_error,omitempty"`
-	Published []stock.Publish `json:"published"`
-	// Pending names the marketplaces whose publish had not finished when the
-	// command stopped waiting (the service's relay goes on with it).
-	Pending []string `json:"pending,omitempty"`
-	Feed    string   `json:"feed,omitempty"` // Kaspi: served from the feed
-	// Note says why a done snapshot was published nowhere.
-	Note string `json:"note,omitempty"`
-	// pendingNote says, in the table, who goes on with the pending publishes.
-	pendingNote string
+// foregroundStockRelay is the relay that publishes stock in this process, nil when
+// a service on the embedded database runs (its relay publishes).
+func foregroundStockRelay(w worker) (stocksvc.Relay, error) {
+	if _, running := serviceRunning(w.db); running {
+		return nil, nil
+	}
+	markets, err := enabledConnectors(w.cfg, w.log)
+	if err != nil {
+		return nil, err
+	}
+	skus, err := connectors.NewSKUMap(w.cfg.Connectors.SKUMap)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	pubs, err := stockPublishers(w.cfg, w.db, markets, skus, w.log)
+	if err != nil {
+		return nil, err
+	}
+	return outbox.NewRelay(w.db.Outbox(), relayConfig(w.cfg, pubs, nil, w.log)), nil
 }
 
 func (a *app) stockSnapshotCommand() *cobra.Command {
@@ -100,89 +109,42 @@ configuration. Exit status 0 when every snapshot is done, 1 otherwise.`,
 				return err
 			}
 			defer env.db.Close()
-			whs := env.setup.warehouses()
-			publishFor := env.setup.publishTo
+			req := stocksvc.TakeRequest{Warehouses: env.setup.warehouses(), Wait: wait}
 			if schedule != "" {
 				sc, ok := env.setup.schedule(schedule)
 				if !ok {
 					return usageError(fmt.Errorf("--schedule: no schedule %q in stock.schedules", schedule))
 				}
-				whs = sc.Warehouses
-				publishFor = func(string) []string { return slices.Clone(sc.Publish) }
+				req.Warehouses, req.Schedule = sc.Warehouses, &sc
 			}
 			if warehouse != "" {
-				if schedule != "" && !slices.Contains(whs, warehouse) {
+				if schedule != "" && !slices.Contains(req.Warehouses, warehouse) {
 					return usageError(fmt.Errorf("--warehouse: schedule %q does not take warehouse %q", schedule, warehouse))
 				}
-				whs = []string{warehouse}
+				req.Warehouses = []string{warehouse}
 			}
-			if len(whs) == 0 {
+			if len(req.Warehouses) == 0 {
 				return usageError(errors.New("stock snapshot: no warehouse: give --warehouse, or configure stock.schedules"))
 			}
-			for _, wh := range whs {
+			for _, wh := range req.Warehouses {
 				if strings.ContainsAny(wh, ":") || wh == "" {
 					return usageError(fmt.Errorf("--warehouse: %q is not a warehouse code (it must not be empty or contain ':')", wh))
 				}
 			}
-			now, err := manualTime(ctx, env.db.Journal(), whs, env.setup.loc)
+			res, err := env.svc.Take(withCLIActor(ctx), req)
 			if err != nil {
-				return err
-			}
-			label := stock.ManualLabel(now, env.setup.loc)
-			var keys []string
-			for _, wh := range whs {
-				p := stock.Payload{Schedule: stock.Manual, Warehouse: wh, Slot: now.UTC(), Label: label, Publish: publishFor(wh)}
-				reg, err := scheduler.Register(withCLIActor(ctx), env.db.Journal(), p)
-				if err != nil {
-					return err
-				}
-				if reg.Outcome == journal.Conflicted {
-					return fmt.Errorf("stock snapshot: %s was taken meanwhile by another command, for other marketplaces: run this one again", reg.Operation.Key)
-				}
-				keys = append(keys, reg.Operation.Key)
-			}
-			ops, err := env.w.runKeys(ctx, keys)
-			if err != nil {
-				return fmt.Errorf("stock snapshot: %w", err)
-			}
-			outs := make([]snapshotOutput, len(ops))
-			for i, op := range ops {
-				outs[i] = snapshotOutput{Key: op.Key, Warehouse: whs[i], Status: string(op.Status), LastError: op.LastError,
-					Warnings: []string{}, Published: []stock.Publish{}}
-				if op.Status != journal.StatusDone {
-					continue
-				}
-				snap, err := env.db.Stock().Snapshot(ctx, op.Key)
-				if err != nil {
-					return err
-				}
-				outs[i].Items, outs[i].Warnings = snap.ItemCount, snap.Warnings
-				if len(publishFor(whs[i])) == 0 {
-					outs[i].Note = "stored, published nowhere: no marketplace maps warehouse " + whs[i] +
-						" (connectors.ozon.stock_warehouses, connectors.wildberries.stock_warehouses, connectors.kaspi.stores)"
-					if schedule != "" {
-						outs[i].Note = fmt.Sprintf("stored, published nowhere: schedule %s publishes to no marketplace", schedule)
-					}
-				}
-				for _, mp := range publishFor(whs[i]) {
-					if !stock.Pushed(mp) {
-						outs[i].Feed = "served in the Kaspi feed from now on"
-					}
-				}
-			}
-			if err := a.publishNow(ctx, env, outs, publishFor, wait); err != nil {
 				return err
 			}
 			if format == "json" {
-				if err := writeJSON(a.stdout, outs); err != nil {
+				if err := writeJSON(a.stdout, res.Snapshots); err != nil {
 					return err
 				}
 			} else {
-				printSnapshots(a.stdout, outs)
+				printSnapshots(a.stdout, res)
 			}
-			for _, o := range outs {
-				if o.Status != string(journal.StatusDone) {
-					return failedQuietly(errors.New(o.LastError))
+			for _, t := range res.Snapshots {
+				if !t.Done() {
+					return failedQuietly(errors.New(t.LastError))
 				}
 			}
 			return nil
@@ -195,120 +157,15 @@ configuration. Exit status 0 when every snapshot is done, 1 otherwise.`,
 	return c
 }
 
-// manualTime is the time of a manual snapshot: now, to the second, as its key
-// (stock:manual:<warehouse>:<time>) and slot say it, so that --at with the printed
-// time finds it. When a snapshot of one of the warehouses was already taken in this
-// second, its key is taken: a new snapshot in the same second would be answered by
-// the stored one (1C not asked again) and recorded as a conflict. It waits for the
-// next second instead.
-func manualTime(ctx context.Context, js journal.Store, whs []string, loc *time.Location) (time.Time, error) {
-	for {
-		now := time.Now().Truncate(time.Second)
-		taken := false
-		for _, wh := range whs {
-			_, err := js.Get(ctx, stock.Key(stock.Manual, wh, stock.ManualLabel(now, loc)))
-			if err == nil {
-				taken = true
-				break
-			}
-			if !errors.Is(err, journal.ErrNotFound) {
-				return time.Time{}, err
-			}
-		}
-		if !taken {
-			return now, nil
-		}
-		select {
-		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
-		case <-time.After(time.Until(now.Add(time.Second))):
-		}
+func printSnapshots(w io.Writer, res stocksvc.TakeResult) {
+	// Who goes on with a publish still pending.
+	pendingNote := "not finished yet (the service's relay goes on with it; see `ordersync stock status`)"
+	if res.Foreground { // no service known to run: nothing goes on with it now
+		pendingNote = "not finished within --wait: its event stays in the outbox, for `ordersync run` " +
+			"(or the next `ordersync stock snapshot`) to deliver; see `ordersync stock status`"
 	}
-}
-
-// publishNow delivers the snapshots' publishing events in the foreground (unless a
-// service on the embedded database does it) and waits for their publishes.
-func (a *app) publishNow(ctx context.Context, env *stockEnv, outs []snapshotOutput, publishFor func(string) []string, wait time.Duration) error {
-	want := map[string][]string{} // snapshot key → marketplaces still to publish
-	for _, o := range outs {
-		if o.Status != string(journal.StatusDone) {
-			continue
-		}
-		for _, mp := range publishFor(o.Warehouse) {
-			if stock.Pushed(mp) {
-				want[o.Key] = append(want[o.Key], mp)
-			}
-		}
-	}
-	if len(want) == 0 {
-		return nil
-	}
-	var relay *outbox.Relay
-	if _, running := serviceRunning(env.db); !running {
-		markets, err := enabledConnectors(env.w.cfg, env.w.log)
-		if err != nil {
-			return err
-		}
-		skus, err := connectors.NewSKUMap(env.w.cfg.Connectors.SKUMap)
-		if err != nil {
-			return usageError(err)
-		}
-		pubs, err := stockPublishers(env.w.cfg, env.db, markets, skus, env.w.log)
-		if err != nil {
-			return err
-		}
-		relay = outbox.NewRelay(env.db.Outbox(), relayConfig(env.w.cfg, pubs, nil, env.w.log))
-	}
-	deadline := time.Now().Add(wait)
-	for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
-		left := 0
-		for i := range outs {
-			o := &outs[i]
-			o.Published, o.Pending = o.Published[:0], nil
-			for _, mp := range want[o.Key] {
-				ps, err := env.db.Stock().Publishes(ctx, stock.PublishFilter{Marketplace: mp, Warehouse: o.Warehouse, Limit: 20})
-				if err != nil {
-					return err
-				}
-				i := slices.IndexFunc(ps, func(p stock.Publish) bool { return p.SnapshotKey == o.Key && p.FinishedAt != nil })
-				if i < 0 {
-					o.Pending = append(o.Pending, mp)
-					left++
-					continue
-				}
-				o.Published = append(o.Published, ps[i])
-			}
-		}
-		if left == 0 || time.Now().After(deadline) || ctx.Err() != nil {
-			for i := range outs {
-				outs[i].pendingNote = "not finished yet (the service's relay goes on with it; see `ordersync stock status`)"
-				if relay != nil { // no service known to run: nothing goes on with it now
-					outs[i].pendingNote = "not finished within --wait: its event stays in the outbox, for `ordersync run` " +
-						"(or the next `ordersync stock snapshot`) to deliver; see `ordersync stock status`"
-				}
-			}
-			return nil
-		}
-		if relay != nil {
-			n, err := relay.RunOnce(ctx)
-			if err != nil {
-				return fmt.Errorf("stock snapshot: publishing: %w", err)
-			}
-			if n > 0 {
-				delay = 50 * time.Millisecond
-				continue
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
-		}
-	}
-}
-
-func printSnapshots(w io.Writer, outs []snapshotOutput) {
-	for _, o := range outs {
-		if o.Status != string(journal.StatusDone) {
+	for _, o := range res.Snapshots {
+		if !o.Done() {
 			fmt.Fprintf(w, "%s: %s: %s\n", o.Key, o.Status, o.LastError)
 			continue
 		}
@@ -338,7 +195,7 @@ func printSnapshots(w io.Writer, outs []snapshotOutput) {
 			fmt.Fprintln(w, "  "+o.Note)
 		}
 		for _, mp := range o.Pending {
-			fmt.Fprintf(w, "  %s: %s\n", mp, o.pendingNote)
+			fmt.Fprintf(w, "  %s: %s\n", mp, pendingNote)
 		}
 		if o.Feed != "" {
 			fmt.Fprintln(w, "  kaspi: "+o.Feed)
@@ -384,34 +241,27 @@ func (a *app) stockShowCommand() *cobra.Command {
 			var snaps []stock.Snapshot
 			switch {
 			case len(args) == 1:
-				s, err := env.findSnapshot(ctx, args[0], warehouse)
+				s, err := env.svc.Find(ctx, args[0], warehouse)
 				if err != nil {
-					return err
+					return findError(err)
 				}
 				snaps = append(snaps, s)
 			default:
 				t := time.Time{}
 				if at != "" {
-					if t, err = parseStockTime(at, env.setup.loc); err != nil {
+					if t, err = env.svc.ParseTime(at); err != nil {
 						return usageError(fmt.Errorf("--at: %w", err))
 					}
 				}
-				whs := env.setup.warehouses()
+				whs := env.svc.Warehouses()
 				if warehouse != "" {
 					whs = []string{warehouse}
 				}
-				for _, wh := range whs {
-					s, err := env.db.Stock().Latest(ctx, wh, t)
-					if errors.Is(err, stock.ErrNoSnapshot) {
-						continue
-					}
-					if err != nil {
-						return err
-					}
-					snaps = append(snaps, s)
-				}
 				if len(whs) == 0 {
 					return usageError(errors.New("stock show: no warehouse is configured (stock.schedules, the marketplaces' warehouse maps): give --warehouse or a KEY"))
+				}
+				if snaps, err = env.svc.InForce(ctx, whs, t); err != nil {
+					return err
 				}
 				if len(snaps) == 0 {
 					return fmt.Errorf("stock show: no snapshot of %s %s (take one with `ordersync stock snapshot`)",
@@ -424,7 +274,7 @@ func (a *app) stockShowCommand() *cobra.Command {
 			}
 			out := make([]shown, len(snaps))
 			for i, s := range snaps {
-				items, err := env.db.Stock().Items(ctx, s.Key)
+				items, err := env.svc.Items(ctx, s.Key)
 				if err != nil {
 					return err
 				}
@@ -474,60 +324,24 @@ func atPhrase(at string) string {
 	return "at or before " + at
 }
 
-// parseStockTime reads a time as the stock commands take it: RFC 3339, or local
-// time in stock.timezone to the minute or second, or a date (its end: the snapshot
-// in force that day).
-func parseStockTime(s string, loc *time.Location) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
+// findError is an error of stocksvc.Find as the commands say it: a lookup that
+// cannot be made is a usage error naming the flag to give; a key not stored says
+// where to look.
+func findError(err error) error {
+	var (
+		te *stocksvc.TimeError
+		we *stocksvc.WarehouseError
+		nf *stocksvc.NotFoundError
+	)
+	switch {
+	case errors.As(err, &te):
+		return usageError(err)
+	case errors.As(err, &we):
+		return usageError(fmt.Errorf("%s: give --warehouse (one of %s) to pick a snapshot by time", we.Ref, strings.Join(we.Warehouses, ", ")))
+	case errors.As(err, &nf) && nf.Warehouse == "":
+		return fmt.Errorf("%w (see `ordersync stock show`)", err)
 	}
-	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02 15:04:05", "2006-01-02 15:04"} {
-		if t, err := time.ParseInLocation(layout, s, loc); err == nil {
-			return t, nil
-		}
-	}
-	if t, err := time.ParseInLocation("2006-01-02", s, loc); err == nil {
-		return t.AddDate(0, 0, 1).Add(-time.Nanosecond), nil
-	}
-	return time.Time{}, fmt.Errorf("%q is not a time: give 2026-09-16T10:00 (in %s), 2026-09-16, or an RFC 3339 time", s, loc)
-}
-
-// findSnapshot finds a snapshot by its key, or by a slot or time in a warehouse
-// (the snapshot in force then).
-func (env *stockEnv) findSnapshot(ctx context.Context, ref, warehouse string) (stock.Snapshot, error) {
-	if strings.HasPrefix(ref, stock.Source+":") {
-		s, err := env.db.Stock().Snapshot(ctx, ref)
-		if errors.Is(err, stock.ErrNoSnapshot) {
-			return s, fmt.Errorf("no snapshot %s is stored (see `ordersync stock show`)", ref)
-		}
-		return s, err
-	}
-	t, err := parseStockTime(ref, env.setup.loc)
-	if err != nil {
-		return stock.Snapshot{}, usageError(err)
-	}
-	whs := env.setup.warehouses()
-	if warehouse != "" {
-		whs = []string{warehouse}
-	}
-	if len(whs) != 1 {
-		return stock.Snapshot{}, usageError(fmt.Errorf("%s: give --warehouse (one of %s) to pick a snapshot by time", ref, strings.Join(whs, ", ")))
-	}
-	s, err := env.db.Stock().Latest(ctx, whs[0], t)
-	if errors.Is(err, stock.ErrNoSnapshot) {
-		return s, fmt.Errorf("no snapshot of %s at or before %s", whs[0], ref)
-	}
-	return s, err
-}
-
-// diffRow is one SKU that differs between two snapshots.
-type diffRow struct {
-	SKU       string `json:"sku"`
-	Change    string `json:"change"` // added, removed, changed
-	QuantityA string `json:"quantity_a,omitempty"`
-	QuantityB string `json:"quantity_b,omitempty"`
-	PriceA    string `json:"price_a,omitempty"`
-	PriceB    string `json:"price_b,omitempty"`
+	return err
 }
 
 func (a *app) stockDiffCommand() *cobra.Command {
@@ -546,31 +360,24 @@ func (a *app) stockDiffCommand() *cobra.Command {
 				return err
 			}
 			defer env.db.Close()
-			var snaps [2]stock.Snapshot
-			var items [2][]stock.Item
-			for i, ref := range args {
-				if snaps[i], err = env.findSnapshot(ctx, ref, warehouse); err != nil {
-					return err
-				}
-				if items[i], err = env.db.Stock().Items(ctx, snaps[i].Key); err != nil {
-					return err
-				}
+			d, err := env.svc.Diff(ctx, args[0], args[1], warehouse)
+			if err != nil {
+				return findError(err)
 			}
-			rows := diffItems(items[0], items[1])
 			if format == "json" {
 				return writeJSON(a.stdout, struct {
-					A       string    `json:"a"`
-					B       string    `json:"b"`
-					Changes []diffRow `json:"changes"`
-				}{snaps[0].Key, snaps[1].Key, rows})
+					A       string            `json:"a"`
+					B       string            `json:"b"`
+					Changes []stocksvc.Change `json:"changes"`
+				}{d.A.Key, d.B.Key, d.Changes})
 			}
-			fmt.Fprintf(a.stdout, "A %s (%d items)\nB %s (%d items)\n%d SKUs differ\n", snaps[0].Key, snaps[0].ItemCount, snaps[1].Key, snaps[1].ItemCount, len(rows))
-			if len(rows) == 0 {
+			fmt.Fprintf(a.stdout, "A %s (%d items)\nB %s (%d items)\n%d SKUs differ\n", d.A.Key, d.A.ItemCount, d.B.Key, d.B.ItemCount, len(d.Changes))
+			if len(d.Changes) == 0 {
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "SKU\tCHANGE\tQUANTITY A\tQUANTITY B\tPRICE A\tPRICE B")
-			for _, r := range rows {
+			for _, r := range d.Changes {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.SKU, r.Change, r.QuantityA, r.QuantityB, r.PriceA, r.PriceB)
 			}
 			return tw.Flush()
@@ -579,54 +386,6 @@ func (a *app) stockDiffCommand() *cobra.Command {
 	c.Flags().StringVar(&warehouse, "warehouse", "", "the warehouse whose snapshots a slot or time picks")
 	c.Flags().StringVar(&format, "format", "table", "output: table or json")
 	return c
-}
-
-// diffItems compares two lists sorted by SKU.
-func diffItems(a, b []stock.Item) []diffRow {
-	rows := []diffRow{}
-	i, j := 0, 0
-	for i < len(a) || j < len(b) {
-		switch {
-		case j == len(b) || (i < len(a) && a[i].SKU < b[j].SKU):
-			rows = append(rows, diffRow{SKU: a[i].SKU, Change: "removed", QuantityA: a[i].Quantity.String(), PriceA: a[i].Price.String()})
-			i++
-		case i == len(a) || b[j].SKU < a[i].SKU:
-			rows = append(rows, diffRow{SKU: b[j].SKU, Change: "added", QuantityB: b[j].Quantity.String(), PriceB: b[j].Price.String()})
-			j++
-		default:
-			if !a[i].Quantity.Equal(b[j].Quantity) || !a[i].Price.Equal(b[j].Price) {
-				rows = append(rows, diffRow{SKU: a[i].SKU, Change: "changed", QuantityA: a[i].Quantity.String(), QuantityB: b[j].Quantity.String(),
-					PriceA: a[i].Price.String(), PriceB: b[j].Price.String()})
-			}
-			i, j = i+1, j+1
-		}
-	}
-	return rows
-}
-
-// statusOutput is `stock status`.
-type statusOutput struct {
-	Schedules []scheduleStatus  `json:"schedules"`
-	Publishes []stock.Publish   `json:"publishes"`
-	Kaspi     []kaspiStatus     `json:"kaspi,omitempty"`
-	Problems  []stock.ItemState `json:"problems"`
-}
-
-type scheduleStatus struct {
-	Name      string     `json:"name"`
-	Cron      string     `json:"cron"`
-	Warehouse string     `json:"warehouse"`
-	Last      string     `json:"last_slot,omitempty"` // label of the latest stored snapshot
-	LastAt    *time.Time `json:"last_at,omitempty"`
-	Next      time.Time  `json:"next_slot"`
-	Pending   int        `json:"pending"`
-	Failed    string     `json:"last_failure,omitempty"`
-}
-
-type kaspiStatus struct {
-	Warehouse string `json:"warehouse"`
-	Store     string `json:"store"`
-	Snapshot  string `json:"snapshot"`
 }
 
 func (a *app) stockStatusCommand() *cobra.Command {
@@ -649,65 +408,14 @@ func (a *app) stockStatusCommand() *cobra.Command {
 				return err
 			}
 			defer env.db.Close()
-			st := env.db.Stock()
-			out := statusOutput{Schedules: []scheduleStatus{}}
-			pending, err := env.db.Journal().List(ctx, journal.Filter{Source: stock.Source, Status: journal.StatusPending, Limit: 1000})
+			out, err := env.svc.Status(ctx, limit) // --limit 0 lists every one, as everywhere
 			if err != nil {
-				return err
-			}
-			failed, err := env.db.Journal().List(ctx, journal.Filter{Source: stock.Source, Status: journal.StatusFailed, Limit: 100})
-			if err != nil {
-				return err
-			}
-			now := time.Now()
-			for _, sc := range env.setup.schedules {
-				for _, wh := range sc.Warehouses {
-					row := scheduleStatus{Name: sc.Name, Cron: sc.Spec.String(), Warehouse: wh, Next: sc.Spec.Next(now)}
-					ss, err := st.Snapshots(ctx, stock.Filter{Warehouse: wh, Schedule: sc.Name, Limit: 1})
-					if err != nil {
-						return err
-					}
-					if len(ss) > 0 {
-						row.Last, row.LastAt = ss[0].Label, &ss[0].CreatedAt
-					}
-					ext := sc.Name + ":" + wh
-					for _, op := range pending {
-						if op.ExternalID == ext {
-							row.Pending++
-						}
-					}
-					for _, op := range failed {
-						if op.ExternalID == ext {
-							row.Failed = op.Key + ": " + op.LastError
-							break
-						}
-					}
-					out.Schedules = append(out.Schedules, row)
-				}
-			}
-			if out.Publishes, err = st.Publishes(ctx, stock.PublishFilter{Latest: true}); err != nil {
-				return err
-			}
-			for _, wh := range sortedKeys(env.setup.maps[stock.Kaspi]) {
-				k := kaspiStatus{Warehouse: wh, Store: env.setup.maps[stock.Kaspi][wh], Snapshot: "(none yet: the feed answers 503)"}
-				if s, err := st.Latest(ctx, wh, time.Time{}); err == nil {
-					k.Snapshot = s.Key
-				} else if !errors.Is(err, stock.ErrNoSnapshot) {
-					return err
-				}
-				out.Kaspi = append(out.Kaspi, k)
-			}
-			problems := limit
-			if problems == 0 { // 0 lists every one, as --limit 0 does everywhere
-				problems = math.MaxInt32
-			}
-			if out.Problems, err = st.Problems(ctx, "", problems); err != nil {
 				return err
 			}
 			if format == "json" {
 				return writeJSON(a.stdout, out)
 			}
-			a.printStockStatus(out, env.setup.loc)
+			a.printStockStatus(out, env.svc.Location())
 			return nil
 		},
 	}
@@ -716,7 +424,7 @@ func (a *app) stockStatusCommand() *cobra.Command {
 	return c
 }
 
-func (a *app) printStockStatus(out statusOutput, loc *time.Location) {
+func (a *app) printStockStatus(out stocksvc.Status, loc *time.Location) {
 	w := a.stdout
 	fmt.Fprintf(w, "Times are in %s (stock.timezone).\n\n", loc)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -22,6 +22,7 @@ import (
 	"github.com/ordersync/ordersync/internal/logging"
 	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/stock"
+	stocksvc "github.com/ordersync/ordersync/internal/stock/service"
 )
 
 // The stock commands as an operator runs them (in-process, through e.cli), checked
@@ -584,13 +585,13 @@ func TestStockShowDiffAndStatusCommands(t *testing.T) {
 	}
 	var diff struct {
 		A, B    string
-		Changes []diffRow
+		Changes []stocksvc.Change
 	}
 	bLabel := bKey[strings.LastIndex(bKey, "WH2:")+4:]
 	if err := json.Unmarshal([]byte(run("stock", "diff", a2.Label, bLabel, "--warehouse", "WH2", "--format", "json")), &diff); err != nil {
 		t.Fatal(err)
 	}
-	want := []diffRow{
+	want := []stocksvc.Change{
 		{SKU: "SKU-010", Change: "changed", QuantityA: "1", QuantityB: "5", PriceA: "100", PriceB: "100"},
 		{SKU: "SKU-011", Change: "removed", QuantityA: "2", PriceA: "100"},
 		{SKU: "SKU-012", Change: "changed", QuantityA: "3", QuantityB: "3", PriceA: "100", PriceB: "120"},

@@ -6,8 +6,9 @@
 // snapshot in the transaction that marks the operation done, with one outbox event
 // per marketplace that is sent stock. The package declares the types, the Store the
 // stores implement, the schedules (slots computed from cron specs) and the Sender a
-// connector implements to publish; the handler, the scheduler and the publishing
-// live in its subpackages.
+// connector implements to publish; the handler, the scheduler, the publishing and
+// the use cases the command line and the pages share (service) live in its
+// subpackages.
 package stock
 
 import (
