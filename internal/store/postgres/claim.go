@@ -465,30 +465,12 @@ type attachmentWrite interface {
 	read(br pgx.BatchResults) error
 }
 
-// prepareAttachments checks a verdict's attachments and, when it is done, prepares
-// them for the claim's batch. The store knows one type, *stock.Snapshot (at most
-// one: an operation stores one snapshot, under its key); any other is refused
-// whatever the status, so that a kind whose results no store writes fails its first
-// attempt rather than its last. Nil attachments are skipped.
+// prepareAttachments checks a verdict's attachments by stock.SnapshotToStore's rule
+// and, when it is done, prepares the snapshot for the claim's batch.
 func prepareAttachments(key string, f journal.Finish) ([]attachmentWrite, error) {
-	var snap *stock.Snapshot
-	for i, a := range f.Attachments {
-		switch a := a.(type) {
-		case nil:
-		case *stock.Snapshot:
-			if a == nil {
-				continue
-			}
-			if snap != nil {
-				return nil, fmt.Errorf("attachment %d: a second stock snapshot (an operation stores one)", i)
-			}
-			snap = a
-		default:
-			return nil, fmt.Errorf("attachment %d: this store does not write attachments of type %T", i, a)
-		}
-	}
-	if snap == nil || f.Status != journal.StatusDone {
-		return nil, nil
+	snap, err := stock.SnapshotToStore(f)
+	if err != nil || snap == nil {
+		return nil, err
 	}
 	w, err := prepareSnapshot(key, snap)
 	if err != nil {
