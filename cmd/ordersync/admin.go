@@ -51,19 +51,28 @@ type adminSide struct {
 	wg     sync.WaitGroup
 }
 
-// startAdmin starts the admin listener, unless admin.listen is empty: /metrics,
-// /healthz, /readyz and, with admin.pprof, /debug/pprof/. Call it once the
-// database is open and the 1C client built, before the engine, the relays, the
-// webhook server and the pollers are built, and build those from DB() and Client():
-// they count attempts, failed polls and each 1C call. Attach the engine and the
-// rest once built. /readyz answers 503 until the engine is attached and while it
-// is paused, while 1C's last ping or call failed, and once ctx is done. Stop ends
-// it all.
+// startAdmin builds the admin side (newAdmin) and starts it.
 func startAdmin(ctx context.Context, cfg *config.Config, db database, client onec.Client, log *slog.Logger) (*adminSide, error) {
+	a := newAdmin(ctx, cfg, db, client, log)
+	if err := a.Start(ctx); err != nil {
+		return nil, fmt.Errorf("admin.listen: %w", err)
+	}
+	return a, nil
+}
+
+// newAdmin builds the admin listener, unless admin.listen is empty: /metrics,
+// /healthz, /readyz and, with admin.pprof, /debug/pprof/. Build and start it once
+// the database is open and the 1C client built, before the engine, the relays,
+// the webhook server and the pollers are built, and build those from DB() and
+// Client(): they count attempts, failed polls and each 1C call. Attach the engine
+// and the rest once built. /readyz answers 503 until the engine is attached and
+// while it is paused, while 1C's last ping or call failed, and once ctx is done.
+// Stop ends it all.
+func newAdmin(ctx context.Context, cfg *config.Config, db database, client onec.Client, log *slog.Logger) *adminSide {
 	a := &adminSide{cfg: cfg, log: log, ctx: ctx, db: db, client: client, pingNow: make(chan struct{}, 1)}
 	if cfg.Admin.Listen == "" {
 		log.InfoContext(ctx, "admin listener disabled (admin.listen is empty): no /metrics, /healthz or /readyz")
-		return a, nil
+		return a
 	}
 	m := metrics.New(version)
 	stopping := func() bool { return ctx.Err() != nil }
@@ -88,10 +97,18 @@ func startAdmin(ctx context.Context, cfg *config.Config, db database, client one
 	a.srv.Ready("database", a.checkDatabase)
 	a.srv.Ready("onec", a.checkOneC)
 	a.srv.Ready("engine", a.checkEngine)
-	if err := a.srv.Start(ctx); err != nil {
-		return nil, fmt.Errorf("admin.listen: %w", err)
-	}
+	return a
+}
 
+// Start listens on admin.listen and starts the pinger and the refresher; nothing
+// when the listener is disabled.
+func (a *adminSide) Start(ctx context.Context) error {
+	if a.srv == nil {
+		return nil
+	}
+	if err := a.srv.Start(ctx); err != nil {
+		return err
+	}
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = cancel
 	a.wg.Add(2)
@@ -103,9 +120,9 @@ func startAdmin(ctx context.Context, cfg *config.Config, db database, client one
 		defer a.wg.Done()
 		a.ping(bg)
 	}()
-	log.InfoContext(ctx, "admin listening", "address", listenURL(a.srv.Addr().String()), "pprof", cfg.Admin.PProf,
+	a.log.InfoContext(ctx, "admin listening", "address", listenURL(a.srv.Addr().String()), "pprof", a.cfg.Admin.PProf,
 		"endpoints", "/metrics /healthz /readyz")
-	return a, nil
+	return nil
 }
 
 // DB is the database to build the engine, the webhook server and the pollers from:
@@ -172,9 +189,9 @@ func (a *adminSide) Addr() string {
 }
 
 // Stop closes the listener (requests in flight may finish until ctx ends) and
-// stops the pinger and the refresher. Safe twice.
+// stops the pinger and the refresher. Safe twice; once started.
 func (a *adminSide) Stop(ctx context.Context) error {
-	if a.srv == nil {
+	if a.srv == nil || a.cancel == nil {
 		return nil
 	}
 	err := a.srv.Stop(ctx)

@@ -19,7 +19,7 @@ import (
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/sdnotify"
-	"github.com/ordersync/ordersync/internal/server"
+	lifecycle "github.com/ordersync/ordersync/internal/service"
 	"github.com/ordersync/ordersync/internal/stock/scheduler"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
 )
@@ -120,15 +120,17 @@ func (a *app) run(ctx context.Context) error {
 			"claims_and_locks", c.Claims, "inbox_writers", c.Writers, "listen", c.Listen)
 	}
 
-	adm, err := startAdmin(ctx, cfg, db, client, log)
-	if err != nil {
+	// The services, started in a list's order and stopped in the reverse one
+	// (lifecycle.Run): the admin listener first, so that it stops last — /metrics and
+	// /readyz answer while the work in flight drains. A failed start stops what
+	// started; the deferred Stop after a normal stop does nothing.
+	var services lifecycle.Group
+	defer services.Stop()
+	adm := newAdmin(ctx, cfg, db, client, log)
+	services.Add("admin.listen", lifecycle.Server(adm, cfg.HTTP.ShutdownTimeout))
+	if err := services.Start(ctx); err != nil {
 		return stoppedDuringStartUp(ctx, log, err)
 	}
-	defer func() { // after stop(): /metrics and /readyz answer while the work in flight drains
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.HTTP.ShutdownTimeout)
-		defer cancel()
-		adm.Stop(stopCtx)
-	}()
 	db = adm.DB() // the engine, the pollers and the scheduler count through it
 	// The process's clock against the database's, which ordersync judges on: a WARN
 	// past a second, ordersync_clock_offset_seconds; at each measurement.
@@ -147,11 +149,7 @@ func (a *app) run(ctx context.Context) error {
 	// 1C's start-up ping goes on in the background: webhooks and feeds are served
 	// while 1C does not answer (operations wait and retry). It goes through the
 	// engine, so that a 1C that does not answer has the engine ping it until it does.
-	pingCtx, cancelPing := context.WithCancel(ctx)
-	defer cancelPing()
-	pinged := make(chan struct{})
-	go func() {
-		defer close(pinged)
+	ping := lifecycle.Go(func(pingCtx context.Context) {
 		if info, err := eng.PingOneC(pingCtx); err != nil {
 			// 1C may be down for a while; the engine retries. Say it loudly (unless
 			// the ping ended because a stop was requested).
@@ -162,7 +160,7 @@ func (a *app) run(ctx context.Context) error {
 		} else {
 			log.InfoContext(ctx, "1C answers", "service", info.Service, "contract", info.Version)
 		}
-	}()
+	}, 0)
 	relay := out.relay(db, cfg, log)
 	// Stock publishes are long (a marketplace's rate limit paces them): they have a
 	// relay of their own, so that order events never wait behind them.
@@ -186,90 +184,37 @@ func (a *app) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	schedCtx, stopSched := context.WithCancel(ctx)
-	defer stopSched()
-	schedDone := make(chan struct{})
-	schedStarted := false
 	handlers := map[string]http.Handler{}
 	if feed != nil {
 		handlers["GET "+kaspi.FeedPath] = feed
 	}
-	var (
-		srv     *server.Server
-		pollers []*connectors.Poller
-	)
-	// stop ends what has started, in this order: no new webhooks, no new polls, then
-	// the calls and deliveries in flight. Each Stop is safe before Start and twice,
-	// so a failed start-up stops what it started, and the deferred call after a
-	// normal stop does nothing.
-	stopSupervising := func() {}
-	stop := func() {
-		stopSupervising()
-		cancelPing()
-		<-pinged
-		if srv != nil {
-			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.HTTP.ShutdownTimeout)
-			srv.Stop(stopCtx) // its error is the timeout: the connections left were closed
-			cancel()
-		}
-		for _, p := range pollers {
-			p.Stop()
-		}
-		stopSched()
-		if schedStarted {
-			select {
-			case <-schedDone:
-			case <-time.After(cfg.Worker.ShutdownTimeout):
-			}
-		}
-		eng.Stop()
-		relay.Stop()
-		stockRelay.Stop()
-	}
-	defer stop()
-	if err := eng.Start(ctx); err != nil {
-		return stoppedDuringStartUp(ctx, log, err)
-	}
-	if err := relay.Start(ctx); err != nil {
-		return stoppedDuringStartUp(ctx, log, err)
-	}
-	if err := stockRelay.Start(ctx); err != nil {
-		return stoppedDuringStartUp(ctx, log, err)
-	}
-	srv, err = newServer(cfg, db, eng.Wake, handlers, log)
+	srv, err := newServer(cfg, db, eng.Wake, handlers, log)
 	if err != nil {
 		return err
 	}
-	if srv != nil {
-		if err := srv.Start(ctx); err != nil {
-			return stoppedDuringStartUp(ctx, log, fmt.Errorf("http.listen: %w", err))
-		}
-		log.InfoContext(ctx, "webhooks listening", "address", listenURL(srv.Addr()))
-	}
-	// The journal pages: after the engine (a resync wakes it), before the pollers.
-	pages, err := startUI(ctx, cfg, db, adm.Client(), markets, eng.Wake, log)
+	// The journal pages wake the engine on a resync.
+	pages, err := newUI(cfg, db, adm.Client(), markets, eng.Wake, log)
 	if err != nil {
 		return stoppedDuringStartUp(ctx, log, err)
 	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.HTTP.ShutdownTimeout)
-		defer cancel()
-		pages.Stop(stopCtx)
-	}()
-	pollers = newPollers(markets, db, skus, eng.Wake, log)
-	for _, p := range pollers {
-		if err := p.Start(ctx); err != nil {
-			return stoppedDuringStartUp(ctx, log, err)
-		}
+	parts := lifecycle.Run{StockRelay: stockRelay, Relay: relay, Engine: eng, Ping: ping,
+		Scheduler: lifecycle.Go(func(ctx context.Context) { sched.Run(ctx) }, cfg.Worker.ShutdownTimeout)}
+	if srv != nil {
+		parts.Webhooks = lifecycle.Server(webhookServer{srv, log}, cfg.HTTP.ShutdownTimeout)
+	}
+	if pages != nil {
+		parts.Pages = lifecycle.Server(pages, cfg.HTTP.ShutdownTimeout)
+	}
+	for i, p := range newPollers(markets, db, skus, eng.Wake, log) {
+		parts.Pollers = append(parts.Pollers, lifecycle.Named{Name: "poller " + markets[i].name, Service: p})
+	}
+	parts.Add(&services)
+	if err := services.Start(ctx); err != nil {
+		return stoppedDuringStartUp(ctx, log, err)
 	}
 	if len(markets) > 0 {
 		log.InfoContext(ctx, "connectors polling", "connectors", connectorNames(markets))
 	}
-	schedStarted = true
-	go func() {
-		defer close(schedDone)
-		sched.Run(schedCtx)
-	}()
 	if len(setup.schedules) > 0 {
 		log.InfoContext(ctx, "stock schedules running", "schedules", len(setup.schedules), "catch_up", cfg.Stock.CatchUp,
 			"publishers", strings.Join(sortedKeys(stockPubs), ","), "kaspi_feed", feed != nil)
@@ -294,7 +239,7 @@ func (a *app) run(ctx context.Context) error {
 	counts := func() string {
 		oneC := "1C " + eng.OneCState()
 		select {
-		case <-pinged:
+		case <-ping.Done():
 		default:
 			if eng.OneCState() == "up" {
 				oneC = "1C: start-up ping in flight"
@@ -310,12 +255,20 @@ func (a *app) run(ctx context.Context) error {
 	}
 	adm.Attach(eng, srv, relay, stockRelay)
 	sm.MarkReady("ready; " + counts())
-	stopSupervising = sm.Supervise(ctx, sdnotify.Supervised{DB: db, Outbox: db.Outbox(), Struggling: strugglingAttempts,
-		Alive: []func() error{eng.Alive, relay.Alive, stockRelay.Alive}, Counts: counts})
+	// Added last, stopped first.
+	stopSupervising := func() {}
+	services.Add("systemd supervision", lifecycle.Func(func(ctx context.Context) error {
+		stopSupervising = sm.Supervise(ctx, sdnotify.Supervised{DB: db, Outbox: db.Outbox(), Struggling: strugglingAttempts,
+			Alive: []func() error{eng.Alive, relay.Alive, stockRelay.Alive}, Counts: counts})
+		return nil
+	}, func() { stopSupervising() }))
+	if err := services.Start(ctx); err != nil {
+		return stoppedDuringStartUp(ctx, log, err)
+	}
 	<-ctx.Done()
 	log.Info("stop requested: finishing calls and deliveries in flight", "shutdown_timeout", cfg.Worker.ShutdownTimeout.String())
 	start := time.Now()
-	stop()
+	services.Stop()
 	st, rs := eng.Stats(), relay.Stats()
 	log.Info("ordersync stopped", "took", time.Since(start).Round(time.Millisecond).String(),
 		"done", st.Done, "retried", st.Retried, "failed", st.Failed, "events_sent", rs.Sent, "events_dead", rs.Dead)

@@ -58,16 +58,21 @@ The password itself is never printed or logged.`,
 	return c
 }
 
-// uiSide is the pages' listener of `ordersync run` (ui.listen); nil srv when off.
-type uiSide struct{ srv *ui.Server }
+// uiSide is the pages' listener of `ordersync run` (ui.listen).
+type uiSide struct {
+	srv   *ui.Server
+	log   *slog.Logger
+	users int
+	mode  string // how one signs in, for the log
+}
 
-// startUI starts the journal pages on ui.listen, unless it is empty, on the
+// newUI builds the journal pages for ui.listen, nil when it is empty, on the
 // service's stores; reconciliation asks 1C through client and the enabled
 // marketplaces. wake makes the engine claim a resynced operation at once.
-func startUI(ctx context.Context, cfg *config.Config, db database, client onec.Client, markets []marketplace,
+func newUI(cfg *config.Config, db database, client onec.Client, markets []marketplace,
 	wake func(), log *slog.Logger) (*uiSide, error) {
 	if cfg.UI.Listen == "" {
-		return &uiSide{}, nil
+		return nil, nil
 	}
 	users := make([]ui.User, len(cfg.UI.Users))
 	for i, u := range cfg.UI.Users {
@@ -87,25 +92,25 @@ func startUI(ctx context.Context, cfg *config.Config, db database, client onec.C
 	if err != nil {
 		return nil, usageError(err)
 	}
-	if err := srv.Start(ctx); err != nil {
-		return nil, fmt.Errorf("ui.listen: %w", err)
-	}
 	mode := "sign-in with ui.users"
 	if len(users) == 0 {
 		mode = "no users: no sign-in, loopback only"
 	}
-	log.InfoContext(ctx, "ui: listening on "+listenURL(srv.Addr().String()), "address", listenURL(srv.Addr().String()),
-		"url", srv.URL(), "users", len(users), "access", mode)
-	return &uiSide{srv: srv}, nil
+	return &uiSide{srv: srv, log: log, users: len(users), mode: mode}, nil
+}
+
+// Start listens on ui.listen.
+func (u *uiSide) Start(ctx context.Context) error {
+	if err := u.srv.Start(ctx); err != nil {
+		return err
+	}
+	u.log.InfoContext(ctx, "ui: listening on "+listenURL(u.srv.Addr().String()), "address", listenURL(u.srv.Addr().String()),
+		"url", u.srv.URL(), "users", u.users, "access", u.mode)
+	return nil
 }
 
 // Stop ends the listener; requests in flight get until ctx ends.
-func (u *uiSide) Stop(ctx context.Context) {
-	if u == nil || u.srv == nil {
-		return
-	}
-	u.srv.Stop(ctx)
-}
+func (u *uiSide) Stop(ctx context.Context) error { return u.srv.Stop(ctx) }
 
 // uiReconcile is the reconciliation page's: source is site or an enabled
 // connector's configuration name (kaspi, ozon, wildberries), as the CLI takes it.

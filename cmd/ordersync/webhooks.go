@@ -199,3 +199,18 @@ func (a *app) withInbox(ctx context.Context, fn func(inbox.Store) error) error {
 
 // listenURL is how a person reaches an address the server bound.
 func listenURL(addr string) string { return (&url.URL{Scheme: "http", Host: addr}).String() }
+
+// webhookServer is the webhook server of `ordersync run`: it says where it
+// listens once it does.
+type webhookServer struct {
+	*server.Server
+	log *slog.Logger
+}
+
+func (w webhookServer) Start(ctx context.Context) error {
+	if err := w.Server.Start(ctx); err != nil {
+		return err
+	}
+	w.log.InfoContext(ctx, "webhooks listening", "address", listenURL(w.Addr()))
+	return nil
+}
