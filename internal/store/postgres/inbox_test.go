@@ -16,23 +16,8 @@ import (
 	"github.com/ordersync/ordersync/internal/inbox"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
-	"github.com/ordersync/ordersync/internal/store/storetest"
 	"github.com/ordersync/ordersync/internal/testdb"
 )
-
-// inboxTestConns is the pool of the inbox suite, whose simultaneous deliveries share
-// it. A test server allows 100 connections by default, to every package and test
-// that runs at the same time, so the 100 deliveries run on 32 connections: the rest
-// wait for one, and most of those find the event stored (duplicates).
-const inboxTestConns = 32
-
-func TestInbox(t *testing.T) {
-	t.Parallel()
-	storetest.Inbox(t, func(t *testing.T) (inbox.Store, journal.Store) {
-		db := newDB(t, Config{MaxConns: inboxTestConns})
-		return db.Inbox(), db.Journal()
-	})
-}
 
 // ---- helpers ----
 

@@ -7,9 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ordersync/ordersync/connectors"
-	"github.com/ordersync/ordersync/internal/journal"
-	"github.com/ordersync/ordersync/internal/store/storetest"
 	"github.com/ordersync/ordersync/internal/testdb"
 )
 
@@ -21,7 +18,7 @@ func newDB(t *testing.T, cfg Config) *DB {
 	}
 	if cfg.TakeoverAfter == 0 {
 		// The suites take over released and failed claims at once; the takeover
-		// wait has tests of its own (storetest.Doubt).
+		// wait has tests of its own (storetest's Doubt topic).
 		cfg.TakeoverAfter = time.Nanosecond
 	}
 	db, err := Open(context.Background(), cfg)
@@ -46,34 +43,4 @@ func newCountedDB(t *testing.T, rt *testdb.RoundTrips) *DB {
 		rt.Install(c)
 		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	}})
-}
-
-func TestJournal(t *testing.T) {
-	t.Parallel()
-	storetest.Journal(t, func(t *testing.T) journal.Store {
-		return newDB(t, Config{}).Journal()
-	})
-}
-
-func TestCursors(t *testing.T) {
-	t.Parallel()
-	storetest.Cursors(t, func(t *testing.T) connectors.CursorStore {
-		return newDB(t, Config{}).Cursors()
-	})
-}
-
-func TestDoubt(t *testing.T) {
-	t.Parallel()
-	storetest.Doubt(t, func(t *testing.T, clock *storetest.Clock) storetest.DoubtStores {
-		db := newDB(t, Config{Now: clock.Now, TakeoverAfter: storetest.DoubtTakeover})
-		return storetest.DoubtStores{Journal: db.Journal(), Outbox: db.Outbox()}
-	})
-}
-
-func TestAccountant(t *testing.T) {
-	t.Parallel()
-	storetest.Accountant(t, func(t *testing.T, clock *storetest.Clock) storetest.AccountantStores {
-		db := newDB(t, Config{Now: clock.Now})
-		return storetest.AccountantStores{Journal: db.Journal(), Inbox: db.Inbox()}
-	})
 }

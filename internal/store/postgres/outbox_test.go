@@ -38,16 +38,6 @@ func enqueueIn(db *DB) storetest.EnqueueFunc {
 	}
 }
 
-func TestOutbox(t *testing.T) {
-	t.Parallel()
-	storetest.Outbox(t, storetest.OutboxHarness{
-		New: func(t *testing.T, now func() time.Time) (outbox.Store, storetest.EnqueueFunc) {
-			db := newDB(t, Config{Now: now})
-			return db.Outbox(), enqueueIn(db)
-		},
-	})
-}
-
 func outboxMsg(dest, agg string) outbox.Message {
 	return outbox.Message{Destination: dest, Event: outbox.Event{
 		Type: outbox.OrderCreated, AggregateType: "order", AggregateID: agg, Data: []byte(`{"ref":"r"}`),

@@ -12,17 +12,8 @@ import (
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/stock"
-	"github.com/ordersync/ordersync/internal/store/storetest"
 	"github.com/ordersync/ordersync/internal/testdb"
 )
-
-func TestStock(t *testing.T) {
-	t.Parallel()
-	storetest.Stock(t, func(t *testing.T) (journal.Store, stock.Store) {
-		db := newDB(t, Config{})
-		return db.Journal(), db.Stock()
-	})
-}
 
 // stockSnapshot is a snapshot of n items under key, its operation registered.
 func stockSnapshot(tb testing.TB, j *Journal, key string, n int) *stock.Snapshot {

@@ -16,18 +16,7 @@ import (
 	"github.com/ordersync/ordersync/internal/inbox"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
-	"github.com/ordersync/ordersync/internal/store/storetest"
 )
-
-// TestInbox runs the conformance suite: the inbox store and the journal store on one
-// database file.
-func TestInbox(t *testing.T) {
-	t.Parallel()
-	storetest.Inbox(t, func(t *testing.T) (inbox.Store, journal.Store) {
-		db := inboxTestDB(t, Config{})
-		return db.Inbox(), db.Journal()
-	})
-}
 
 // ---- helpers ----
 

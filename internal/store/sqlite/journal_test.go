@@ -19,7 +19,6 @@ import (
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/store/postgres"
-	"github.com/ordersync/ordersync/internal/store/storetest"
 )
 
 // journalTestDB opens and migrates a database file in a temporary directory.
@@ -30,7 +29,7 @@ func journalTestDB(t testing.TB, cfg Config) *DB {
 	}
 	if cfg.TakeoverAfter == 0 {
 		// The suites take over released and failed claims at once; the takeover
-		// wait has tests of its own (storetest.Doubt).
+		// wait has tests of its own (storetest's Doubt topic).
 		cfg.TakeoverAfter = time.Nanosecond
 	}
 	db, err := Open(context.Background(), cfg)
@@ -58,20 +57,6 @@ func mustRegister(t testing.TB, j *Journal, key string) {
 	if r.Outcome != journal.Registered {
 		t.Fatalf("register %s: got %s, want %s", key, r.Outcome, journal.Registered)
 	}
-}
-
-func TestJournal(t *testing.T) {
-	t.Parallel()
-	storetest.Journal(t, func(t *testing.T) journal.Store {
-		return journalTestDB(t, Config{}).Journal()
-	})
-}
-
-func TestCursors(t *testing.T) {
-	t.Parallel()
-	storetest.Cursors(t, func(t *testing.T) connectors.CursorStore {
-		return journalTestDB(t, Config{}).Cursors()
-	})
 }
 
 // An accountant reads the same reason on either backend.
@@ -449,20 +434,4 @@ func TestJournalInjectedClock(t *testing.T) {
 	if a := d.History[1]; !a.StartedAt.Equal(start.Add(time.Minute).UTC().Truncate(time.Microsecond)) {
 		t.Fatalf("second attempt started at %v, want the store's clock", a.StartedAt)
 	}
-}
-
-func TestJournalDoubt(t *testing.T) {
-	t.Parallel()
-	storetest.Doubt(t, func(t *testing.T, clock *storetest.Clock) storetest.DoubtStores {
-		db := journalTestDB(t, Config{Now: clock.Now, TakeoverAfter: storetest.DoubtTakeover})
-		return storetest.DoubtStores{Journal: db.Journal(), Outbox: db.Outbox()}
-	})
-}
-
-func TestAccountant(t *testing.T) {
-	t.Parallel()
-	storetest.Accountant(t, func(t *testing.T, clock *storetest.Clock) storetest.AccountantStores {
-		db := journalTestDB(t, Config{Now: clock.Now})
-		return storetest.AccountantStores{Journal: db.Journal(), Inbox: db.Inbox()}
-	})
 }

@@ -55,16 +55,6 @@ func outboxEnqueueIn(db *DB) storetest.EnqueueFunc {
 	}
 }
 
-func TestOutbox(t *testing.T) {
-	t.Parallel()
-	storetest.Outbox(t, storetest.OutboxHarness{
-		New: func(t *testing.T, now func() time.Time) (outbox.Store, storetest.EnqueueFunc) {
-			db := newOutboxDB(t, Config{Now: now})
-			return db.Outbox(), outboxEnqueueIn(db)
-		},
-	})
-}
-
 func outboxMsg(dest, agg string) outbox.Message {
 	return outbox.Message{Destination: dest, Event: outbox.Event{
 		Type: outbox.OrderCreated, AggregateType: "order", AggregateID: agg, Data: []byte(`{"ref":"r","total":1500.10}`),

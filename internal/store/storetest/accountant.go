@@ -14,23 +14,17 @@ import (
 	"github.com/ordersync/ordersync/internal/order"
 )
 
-// AccountantStores are a journal and the inbox of the same database, whose clock is
-// the given Clock (TakeoverAfter as the Journal suite's: released claims are taken
-// over at once).
-type AccountantStores struct {
-	Journal journal.Store
-	Inbox   inbox.Store
-}
-
-// Accountant runs the conformance suite of what the accountant's journal reads: List's
-// search (exactly journal.Matches), kind and period filters with paging, who
-// triggered each registration, requeue, revision and attempt (the timeline), and the
-// inbox deliveries that brought an operation.
-func Accountant(t *testing.T, newStores func(t *testing.T, clock *Clock) AccountantStores) {
+// runAccountant runs the topic of what the accountant's journal reads: List's search
+// (exactly journal.Matches), kind and period filters with paging, who triggered each
+// registration, requeue, revision and attempt (the timeline), and the inbox
+// deliveries that brought an operation. Each case has a journal and the inbox of the
+// same database, whose clock is a stopped Clock (TakeoverAfter as the Journal
+// topic's: released claims are taken over at once).
+func runAccountant(t *testing.T, h Harness) {
 	t.Helper()
 	for _, tc := range []struct {
 		name string
-		fn   func(t *testing.T, s AccountantStores, clock *Clock)
+		fn   func(t *testing.T, s Stores, clock *Clock)
 	}{
 		{"SearchIsMatches", testSearchIsMatches},
 		{"KindAndPeriod", testKindAndPeriod},
@@ -42,7 +36,7 @@ func Accountant(t *testing.T, newStores func(t *testing.T, clock *Clock) Account
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			clock := NewClock()
-			tc.fn(t, newStores(t, clock), clock)
+			tc.fn(t, h.open(t, Options{Clock: clock}, "Journal", "Inbox"), clock)
 		})
 	}
 }
@@ -105,7 +99,7 @@ func orderOp(source, id, number, marketplaceID, phone string) journal.NewOperati
 		ExternalID: id, Payload: b}
 }
 
-func testSearchIsMatches(t *testing.T, s AccountantStores, clock *Clock) {
+func testSearchIsMatches(t *testing.T, s Stores, clock *Clock) {
 	j := s.Journal
 	ops := []journal.NewOperation{
 		orderOp("kaspi", "512344101", "512344101", "", "+7 701 234-56-78"),
@@ -220,7 +214,7 @@ func testSearchIsMatches(t *testing.T, s AccountantStores, clock *Clock) {
 	}
 }
 
-func testKindAndPeriod(t *testing.T, s AccountantStores, clock *Clock) {
+func testKindAndPeriod(t *testing.T, s Stores, clock *Clock) {
 	j := s.Journal
 	start := clock.Now()
 	type reg struct {
@@ -314,7 +308,7 @@ func wantEvents(t *testing.T, what string, d journal.Detail, want ...journal.Eve
 	}
 }
 
-func testTimelineOfRegistrations(t *testing.T, s AccountantStores, clock *Clock) {
+func testTimelineOfRegistrations(t *testing.T, s Stores, clock *Clock) {
 	j := s.Journal
 	key := "kaspi:order:T-1:create"
 	if _, err := j.Register(as(t, journal.ActorPoller("kaspi")), newOp(key)); err != nil {
@@ -387,7 +381,7 @@ func attemptTriggers(d journal.Detail) []string {
 	return got
 }
 
-func testAttemptTriggers(t *testing.T, s AccountantStores, clock *Clock) {
+func testAttemptTriggers(t *testing.T, s Stores, clock *Clock) {
 	j := s.Journal
 	key := "kaspi:order:A-1:create"
 	if _, err := j.Register(as(t, journal.ActorPoller("kaspi")), newOp(key)); err != nil {
@@ -445,7 +439,7 @@ func testAttemptTriggers(t *testing.T, s AccountantStores, clock *Clock) {
 	}
 }
 
-func testReviseEvent(t *testing.T, s AccountantStores, clock *Clock) {
+func testReviseEvent(t *testing.T, s Stores, clock *Clock) {
 	j := s.Journal
 	key := "kaspi:order:R-1:create"
 	registerFailedNew(t, j, rawOp(key), "SKU-9 is not mapped")
@@ -470,7 +464,7 @@ func testReviseEvent(t *testing.T, s AccountantStores, clock *Clock) {
 	}
 }
 
-func testInboxActorAndDeliveries(t *testing.T, s AccountantStores, clock *Clock) {
+func testInboxActorAndDeliveries(t *testing.T, s Stores, clock *Clock) {
 	ib, j := s.Inbox, s.Journal
 	ctx := as(t, journal.ActorWebhook("site"))
 	key, key2 := "site:order:W-1:create", "site:order:W-2:create"

@@ -9,11 +9,10 @@ import (
 	"github.com/ordersync/ordersync/connectors"
 )
 
-// Cursors runs the conformance suite of connectors.CursorStore: a missing cursor is
-// the zero one, a saved cursor comes back whole (times in UTC, nil times nil), a save
-// replaces the saved cursor, and the list is ordered by connector name. newStore must
-// give each call its own empty store and close it in t.Cleanup.
-func Cursors(t *testing.T, newStore func(t *testing.T) connectors.CursorStore) {
+// runCursors runs the topic of connectors.CursorStore: a missing cursor is the zero
+// one, a saved cursor comes back whole (times in UTC, nil times nil), a save replaces
+// the saved cursor, and the list is ordered by connector name.
+func runCursors(t *testing.T, h Harness) {
 	t.Helper()
 	for _, tc := range []struct {
 		name string
@@ -28,7 +27,7 @@ func Cursors(t *testing.T, newStore func(t *testing.T) connectors.CursorStore) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.fn(t, newStore(t))
+			tc.fn(t, h.open(t, Options{}, "Cursors").Cursors)
 		})
 	}
 }

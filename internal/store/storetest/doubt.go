@@ -3,7 +3,6 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,48 +10,19 @@ import (
 	"github.com/ordersync/ordersync/internal/outbox"
 )
 
-// DoubtTakeover is the TakeoverAfter the stores of the Doubt suite are opened with.
+// DoubtTakeover is the TakeoverAfter the Doubt topic opens its stores with.
 const DoubtTakeover = time.Minute
 
-// Clock is a settable clock for the stores under test.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// NewClock starts at the current time, to the microsecond.
-func NewClock() *Clock { return &Clock{now: time.Now().UTC().Truncate(time.Microsecond)} }
-
-// Now is the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock on by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-// DoubtStores are a journal and the outbox it enqueues into, on one database whose
-// clock is the given Clock and whose TakeoverAfter is DoubtTakeover.
-type DoubtStores struct {
-	Journal journal.Store
-	Outbox  outbox.Store
-}
-
-// Doubt runs the conformance suite of what keeps exactly-once when 1C is slow or a
-// worker dies mid-call: settle times, the takeover wait for open attempts, the
-// counters of the retry policy, waking what waits on 1C, and the verification of
-// creates that were in doubt.
-func Doubt(t *testing.T, newStores func(t *testing.T, clock *Clock) DoubtStores) {
+// runDoubt runs the topic of what keeps exactly-once when 1C is slow or a worker
+// dies mid-call: settle times, the takeover wait for open attempts, the counters of
+// the retry policy, waking what waits on 1C, and the verification of creates that
+// were in doubt. Each case has a journal and the outbox it enqueues into, on one
+// database whose clock is a stopped Clock and whose TakeoverAfter is DoubtTakeover.
+func runDoubt(t *testing.T, h Harness) {
 	t.Helper()
 	for _, tc := range []struct {
 		name string
-		fn   func(t *testing.T, s DoubtStores, clock *Clock)
+		fn   func(t *testing.T, s Stores, clock *Clock)
 	}{
 		{"SettleUntilDefersTheClaim", testSettleUntilDefersTheClaim},
 		{"FailedKeepsItsSettleTime", testFailedKeepsItsSettleTime},
@@ -67,12 +37,12 @@ func Doubt(t *testing.T, newStores func(t *testing.T, clock *Clock) DoubtStores)
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			clock := NewClock()
-			tc.fn(t, newStores(t, clock), clock)
+			tc.fn(t, h.open(t, Options{Clock: clock, TakeoverAfter: DoubtTakeover}, "Journal", "Outbox"), clock)
 		})
 	}
 }
 
-func testSettleUntilDefersTheClaim(t *testing.T, s DoubtStores, clock *Clock) {
+func testSettleUntilDefersTheClaim(t *testing.T, s Stores, clock *Clock) {
 	j := s.Journal
 	key := "site:order:slow:create"
 	registerNew(t, j, key)
@@ -114,7 +84,7 @@ func testSettleUntilDefersTheClaim(t *testing.T, s DoubtStores, clock *Clock) {
 // A create that fails on its unknown outcomes keeps the settle time of its last POST:
 // the store records it with the failure, Lock reports it to a cancel, and a requeue
 // (a resync, a page's button, a webhook's wake) is not claimed before it.
-func testFailedKeepsItsSettleTime(t *testing.T, s DoubtStores, clock *Clock) {
+func testFailedKeepsItsSettleTime(t *testing.T, s Stores, clock *Clock) {
 	j := s.Journal
 	key := "site:order:gaveup:create"
 	registerNew(t, j, key)
@@ -151,7 +121,7 @@ func testFailedKeepsItsSettleTime(t *testing.T, s DoubtStores, clock *Clock) {
 	finish(t, c, journal.Finish{Status: journal.StatusDone, Result: &journal.Result{Ref: "r1", Found: true}})
 }
 
-func testYoungOpenAttemptIsNotTakenOver(t *testing.T, s DoubtStores, clock *Clock) {
+func testYoungOpenAttemptIsNotTakenOver(t *testing.T, s Stores, clock *Clock) {
 	j := s.Journal
 	key := "kaspi:order:died:create"
 	registerNew(t, j, key)
@@ -185,7 +155,7 @@ func testYoungOpenAttemptIsNotTakenOver(t *testing.T, s DoubtStores, clock *Cloc
 	finish(t, c, journal.Finish{Status: journal.StatusDone, Result: &journal.Result{Ref: "r"}})
 }
 
-func testLockReportsAnOpenAttemptAsUnsettled(t *testing.T, s DoubtStores, clock *Clock) {
+func testLockReportsAnOpenAttemptAsUnsettled(t *testing.T, s Stores, clock *Clock) {
 	j := s.Journal
 	key := "site:order:lock-open:create"
 	registerNew(t, j, key)
@@ -204,7 +174,7 @@ func testLockReportsAnOpenAttemptAsUnsettled(t *testing.T, s DoubtStores, clock 
 	}
 }
 
-func testFinishCountsUnknownOutcomes(t *testing.T, s DoubtStores, clock *Clock) {
+func testFinishCountsUnknownOutcomes(t *testing.T, s Stores, clock *Clock) {
 	j := s.Journal
 	key := "wb:order:9:create"
 	registerNew(t, j, key)
@@ -245,7 +215,7 @@ func testFinishCountsUnknownOutcomes(t *testing.T, s DoubtStores, clock *Clock) 
 	}
 }
 
-func testWakeWaiting(t *testing.T, s DoubtStores, clock *Clock) {
+func testWakeWaiting(t *testing.T, s Stores, clock *Clock) {
 	j := s.Journal
 	later := clock.Now().Add(time.Hour)
 	classes := map[string]string{
@@ -286,7 +256,7 @@ func testWakeWaiting(t *testing.T, s DoubtStores, clock *Clock) {
 	}
 }
 
-func testVerification(t *testing.T, s DoubtStores, clock *Clock) {
+func testVerification(t *testing.T, s Stores, clock *Clock) {
 	j := s.Journal
 	key := "kaspi:order:77:create"
 	registerNew(t, j, key)
@@ -341,7 +311,7 @@ func testVerification(t *testing.T, s DoubtStores, clock *Clock) {
 // A done create that was in doubt is verified twice: when its first verification
 // ends, its late verification (onec.late_verify after the doubtful POST) becomes due
 // at its own time, and when that one ends nothing more is.
-func testLateVerification(t *testing.T, s DoubtStores, clock *Clock) {
+func testLateVerification(t *testing.T, s Stores, clock *Clock) {
 	j := s.Journal
 	key := "kaspi:order:78:create"
 	registerNew(t, j, key)
@@ -382,7 +352,7 @@ func testLateVerification(t *testing.T, s DoubtStores, clock *Clock) {
 	}
 }
 
-func testListByErrorAndWarnings(t *testing.T, s DoubtStores, clock *Clock) {
+func testListByErrorAndWarnings(t *testing.T, s Stores, clock *Clock) {
 	j := s.Journal
 	errs := map[string]string{
 		"site:order:e1:create": "1c create: transient (HTTP 503): Service Unavailable",

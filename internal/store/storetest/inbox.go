@@ -18,16 +18,16 @@ import (
 )
 
 // ConcurrentDeliveries is how many simultaneous deliveries of one event the inbox
-// suite makes: give the store a pool that size for them to run on separate
-// connections.
+// topic makes; it asks for that many connections (Options.Conns), for them to run on
+// separate connections.
 const ConcurrentDeliveries = 100
 
-// Inbox runs the inbox conformance suite: the four outcomes of a delivery, counted in
-// inbox records and journal operations (never only in answers), IfAbsent and Wake,
+// runInbox runs the inbox topic: the four outcomes of a delivery, counted in inbox
+// records and journal operations (never only in answers), IfAbsent and Wake,
 // simultaneous deliveries of one event, a failed delivery and its redelivery, and the
-// operators' List and Show. newStores must give each call an empty, migrated inbox
-// store and the journal store of the same database, and close them in t.Cleanup.
-func Inbox(t *testing.T, newStores func(t *testing.T) (inbox.Store, journal.Store)) {
+// operators' List and Show. Each case has an inbox store and the journal store of the
+// same database.
+func runInbox(t *testing.T, h Harness) {
 	t.Helper()
 	for _, tc := range []struct {
 		name string
@@ -46,8 +46,8 @@ func Inbox(t *testing.T, newStores func(t *testing.T) (inbox.Store, journal.Stor
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ib, j := newStores(t)
-			tc.fn(t, ib, j)
+			s := h.open(t, Options{Conns: ConcurrentDeliveries}, "Inbox", "Journal")
+			tc.fn(t, s.Inbox, s.Journal)
 		})
 	}
 }

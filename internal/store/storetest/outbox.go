@@ -22,20 +22,14 @@ import (
 // is false.
 type EnqueueFunc func(ctx context.Context, commit bool, msgs ...outbox.Message) error
 
-// OutboxHarness adapts a store to the outbox conformance suite.
-type OutboxHarness struct {
-	// New returns a fresh, migrated, empty outbox store whose clock is now, and an
-	// EnqueueFunc on the same database; it closes them in t.Cleanup. The suite moves
-	// now forward to expire leases and backoffs; now never runs behind time.Now, so an
-	// event enqueued at the real time is due by the store's clock.
-	New func(t *testing.T, now func() time.Time) (outbox.Store, EnqueueFunc)
-}
-
-// Outbox runs the outbox conformance suite: enqueue in a transaction, per-lane
-// sequences, lane-head claims, leases and fencing, dead events, disabled destinations,
-// the operators' commands, concurrent claimers, and a claim that carries the previous
-// round's write-back.
-func Outbox(t *testing.T, h OutboxHarness) {
+// runOutbox runs the outbox topic: enqueue in a transaction, per-lane sequences,
+// lane-head claims, leases and fencing, dead events, disabled destinations, the
+// operators' commands, concurrent claimers, and a claim that carries the previous
+// round's write-back. Each case has an outbox store and an EnqueueFunc on the same
+// database, whose clock is a running Clock: the topic moves it forward to expire
+// leases and backoffs, and it never runs behind time.Now, so an event enqueued at
+// the real time is due by the store's clock.
+func runOutbox(t *testing.T, h Harness) {
 	t.Helper()
 	for _, tc := range []struct {
 		name string
@@ -64,38 +58,20 @@ func Outbox(t *testing.T, h OutboxHarness) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c := &testClock{}
-			s, enqueue := h.New(t, c.Now)
-			tc.fn(t, &outboxEnv{t: t, s: s, enqueue: enqueue, clock: c})
+			c := NewRunningClock()
+			s := h.open(t, Options{Clock: c}, "Outbox", "Enqueue")
+			tc.fn(t, &outboxEnv{t: t, s: s.Outbox, enqueue: s.Enqueue, clock: c})
 		})
 	}
 }
 
 // ---- helpers ----
 
-// testClock is the real clock plus an offset that only grows.
-type testClock struct {
-	mu     sync.Mutex
-	offset time.Duration
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.offset)
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.offset += d
-}
-
 type outboxEnv struct {
 	t       *testing.T
 	s       outbox.Store
 	enqueue EnqueueFunc
-	clock   *testClock
+	clock   *Clock
 }
 
 const lease = time.Minute

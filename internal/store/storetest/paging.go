@@ -11,23 +11,14 @@ import (
 	"github.com/ordersync/ordersync/internal/outbox"
 )
 
-// PagingStores are the stores of one fresh, migrated, empty database, for Paging.
-type PagingStores struct {
-	Journal journal.Store
-	Inbox   inbox.Store
-	Outbox  outbox.Store
-	Enqueue EnqueueFunc
-}
-
-// Paging runs the suite of the listings read page by page (`journal list --limit 0`,
-// `inbox list`, `outbox list`): each page after the last row of the one before,
-// every row once, in the listing's order, filters kept. newStores must give each call
-// its own database and close it in t.Cleanup.
-func Paging(t *testing.T, newStores func(t *testing.T) PagingStores) {
+// runPaging runs the topic of the listings read page by page (`journal list --limit
+// 0`, `inbox list`, `outbox list`): each page after the last row of the one before,
+// every row once, in the listing's order, filters kept.
+func runPaging(t *testing.T, h Harness) {
 	t.Helper()
 	for _, tc := range []struct {
 		name string
-		fn   func(t *testing.T, s PagingStores)
+		fn   func(t *testing.T, s Stores)
 	}{
 		{"Journal", testPagingJournal},
 		{"Inbox", testPagingInbox},
@@ -35,7 +26,7 @@ func Paging(t *testing.T, newStores func(t *testing.T) PagingStores) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.fn(t, newStores(t))
+			tc.fn(t, h.open(t, Options{}, "Journal", "Inbox", "Outbox", "Enqueue"))
 		})
 	}
 }
@@ -67,7 +58,7 @@ func pages[T any](t *testing.T, size int, list func(after *T, size int) ([]T, er
 	return nil
 }
 
-func testPagingJournal(t *testing.T, s PagingStores) {
+func testPagingJournal(t *testing.T, s Stores) {
 	j := s.Journal
 	var keys []string
 	for i := range 23 {
@@ -113,7 +104,7 @@ func testPagingJournal(t *testing.T, s PagingStores) {
 	}
 }
 
-func testPagingInbox(t *testing.T, s PagingStores) {
+func testPagingInbox(t *testing.T, s Stores) {
 	ib := s.Inbox
 	at := time.Now().UTC().Truncate(time.Microsecond)
 	for i := range 17 {
@@ -147,8 +138,8 @@ func testPagingInbox(t *testing.T, s PagingStores) {
 	}
 }
 
-func testPagingOutbox(t *testing.T, s PagingStores) {
-	e := &outboxEnv{t: t, s: s.Outbox, enqueue: s.Enqueue, clock: &testClock{}}
+func testPagingOutbox(t *testing.T, s Stores) {
+	e := &outboxEnv{t: t, s: s.Outbox, enqueue: s.Enqueue, clock: NewRunningClock()}
 	for i := range 19 {
 		e.put(msg([]string{"crm", "erp"}[i%2], fmt.Sprintf("site:order:%d", i%5), i))
 	}

@@ -17,18 +17,17 @@ import (
 	"github.com/ordersync/ordersync/internal/stock"
 )
 
-// Stock runs the stock.Store conformance suite: snapshots written by a done claim's
-// Finish as its attachment (whole or not at all; an attachment of another type
-// refused), their reads, the item states, the publishes, and the journal's snapshot
-// operations of a schedule (ScheduleRuns).
-// newStores must give each call its own empty, migrated store (both interfaces on
-// the same database), closed in t.Cleanup.
+// runStock runs the stock.Store topic: snapshots written by a done claim's Finish as
+// its attachment (whole or not at all; an attachment of another type refused), their
+// reads, the item states, the publishes, and the journal's snapshot operations of a
+// schedule (ScheduleRuns). Each case has a journal and a stock store on the same
+// database.
 //
 // What the suite fixes beyond the interface's comments: decimals come back with
 // the scale they were stored with (2.500 as 2.500); SKUs sort in byte order;
 // RecordStates sets UpdatedAt from the store's clock; empty warnings read back as an
 // empty, non-nil slice.
-func Stock(t *testing.T, newStores func(t *testing.T) (journal.Store, stock.Store)) {
+func runStock(t *testing.T, h Harness) {
 	t.Helper()
 	for _, tc := range []struct {
 		name string
@@ -57,8 +56,8 @@ func Stock(t *testing.T, newStores func(t *testing.T) (journal.Store, stock.Stor
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			j, s := newStores(t)
-			tc.fn(t, &stockEnv{t: t, j: j, s: s})
+			s := h.open(t, Options{}, "Journal", "Stock")
+			tc.fn(t, &stockEnv{t: t, j: s.Journal, s: s.Stock})
 		})
 	}
 }

@@ -1,13 +1,11 @@
 // Package storetest is the conformance suite of journal.Store (and of outbox.Store,
-// inbox.Store and connectors.CursorStore): the behaviour every store (PostgreSQL,
-// SQLite) must show, run by each store's tests with a constructor that returns a
-// fresh, migrated, empty store per call:
+// inbox.Store, stock.Store and connectors.CursorStore): the behaviour every store
+// (PostgreSQL, SQLite) must show, run by each store's tests through one entry, Run,
+// with a Harness that opens a fresh, migrated, empty database per case (see Run).
 //
-//	func TestJournal(t *testing.T) {
-//		storetest.Journal(t, func(t *testing.T) journal.Store { return newStore(t) })
-//	}
-//
-// Subtests run in parallel, each on its own store.
+// The suite is split into topics, one file each: the journal (this file, failed.go,
+// lock.go, counts.go), cursors, doubt, accountant, inbox, outbox, paging and stock.
+// Subtests run in parallel, each on its own database.
 package storetest
 
 import (
@@ -27,9 +25,8 @@ import (
 	"github.com/ordersync/ordersync/internal/order"
 )
 
-// Journal runs the journal conformance suite. newStore must give each call its own
-// empty store and close it in t.Cleanup.
-func Journal(t *testing.T, newStore func(t *testing.T) journal.Store) {
+// runJournal runs the journal topic, on the store's own clock.
+func runJournal(t *testing.T, h Harness) {
 	t.Helper()
 	for _, tc := range []struct {
 		name string
@@ -78,7 +75,7 @@ func Journal(t *testing.T, newStore func(t *testing.T) journal.Store) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.fn(t, newStore(t))
+			tc.fn(t, h.open(t, Options{}, "Journal").Journal)
 		})
 	}
 }
