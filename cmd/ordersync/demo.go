@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ordersync/ordersync/internal/demo"
+	"github.com/ordersync/ordersync/internal/logging"
 )
 
 func (a *app) demoCommand() *cobra.Command {
@@ -48,7 +49,7 @@ file in the directory, which is removed at the end unless the demo fails.
 				Open:               openDemoStore,
 				ShowJournal:        showJournal,
 				StrugglingAttempts: strugglingAttempts,
-				Report:             func(err error) { fmt.Fprintln(a.stderr, "ordersync: "+oneLine(err)) },
+				Report:             func(err error) { fmt.Fprintln(a.stderr, "ordersync: "+logging.OneLine(err)) },
 				Quietly:            failedQuietly,
 			})
 		},

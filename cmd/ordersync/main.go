@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ordersync/ordersync/internal/config"
+	"github.com/ordersync/ordersync/internal/logging"
 )
 
 // version is set at build time: -ldflags "-X main.version=…".
@@ -102,7 +103,7 @@ func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) i
 	if opened != "" {
 		opened = " [" + opened + "]"
 	}
-	fmt.Fprintln(a.stderr, "ordersync: "+oneLine(err)+opened)
+	fmt.Fprintln(a.stderr, "ordersync: "+logging.OneLine(err)+opened)
 	return codeOf(err)
 }
 
@@ -173,16 +174,6 @@ func requireSubcommands(c *cobra.Command) {
 		}
 		requireSubcommands(sub)
 	}
-}
-
-// oneLine folds a multi-line error (a configuration with several problems) into the
-// single stderr line the README promises.
-func oneLine(err error) string {
-	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
-	for i := range lines {
-		lines[i] = strings.TrimSpace(lines[i])
-	}
-	return strings.Join(lines, "; ")
 }
 
 func (a *app) versionCommand() *cobra.Command {

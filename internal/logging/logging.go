@@ -69,3 +69,14 @@ func cmpOr(s, def string) string {
 	}
 	return s
 }
+
+// OneLine is err's message on one line: its lines trimmed and joined with "; ", so
+// that a multi-line error (a 1C exception's text, a YAML problem list) stays one line
+// on stderr and in systemd's status.
+func OneLine(err error) string {
+	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(lines, "; ")
+}

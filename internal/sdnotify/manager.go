@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/logging"
 	"github.com/ordersync/ordersync/internal/outbox"
 )
 
@@ -327,7 +328,7 @@ func outboxLine(ctx context.Context, s Supervised) string {
 		if ctx.Err() != nil {
 			return line
 		}
-		return line + "; outbox: unknown (" + oneLine(err) + ")"
+		return line + "; outbox: unknown (" + logging.OneLine(err) + ")"
 	}
 	var pending, dead, disabled int
 	var lag time.Duration
@@ -352,16 +353,6 @@ func lagText(d time.Duration) string {
 		return fmt.Sprintf("%.1fs", d.Seconds())
 	}
 	return d.Round(time.Second).String()
-}
-
-// oneLine folds a multi-line error into one line of the status (as the command's
-// own errors are folded on stderr).
-func oneLine(err error) string {
-	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
-	for i := range lines {
-		lines[i] = strings.TrimSpace(lines[i])
-	}
-	return strings.Join(lines, "; ")
 }
 
 // dbPinger pings the database every interval, each ping bounded by a short
@@ -418,7 +409,7 @@ func (p *dbPinger) alive() error {
 	defer p.mu.Unlock()
 	if p.err != nil {
 		return fmt.Errorf("the database does not answer a ping within %s (for %s now): %s",
-			p.timeout, time.Since(p.failed).Round(100*time.Millisecond), oneLine(p.err))
+			p.timeout, time.Since(p.failed).Round(100*time.Millisecond), logging.OneLine(p.err))
 	}
 	if d := time.Since(p.okAt); d > 2*p.interval+p.timeout {
 		return fmt.Errorf("the database has answered no ping for %s", d.Round(100*time.Millisecond))
