@@ -45,9 +45,9 @@ type Store interface {
 	Stock() stock.Store
 	Close()
 	String() string
-	// Embedded reports whether the store is the embedded SQLite file, as the demo
-	// configures it, and not PostgreSQL.
-	Embedded() bool
+	// EmbeddedFile is the embedded SQLite file, as the demo configures it, and ""
+	// for PostgreSQL.
+	EmbeddedFile() string
 }
 
 // Config is what the CLI gives the demo. Every field but Keep is required.
@@ -313,7 +313,7 @@ func (d *script) startWorld(ctx context.Context) (string, error) {
 		return "", err
 	}
 	d.db = db
-	if !db.Embedded() {
+	if db.EmbeddedFile() == "" {
 		return "", fmt.Errorf("the service's database is %s, not the embedded SQLite file", db)
 	}
 	return fmt.Sprintf("service pid %d, SQLite journal %s, journal pages %s", svc.pid(), db.String(), svc.pages), nil

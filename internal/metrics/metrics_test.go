@@ -367,7 +367,7 @@ func TestRefresherReadsTheDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := NewRefresher(m, Sources{Journal: j, Outbox: db.Outbox(), Cursors: db.Cursors(), Connectors: []string{"kaspi", "wb"}}, nil)
+	r := NewRefresher(m, Sources{Journal: j.(journal.Counter), Outbox: db.Outbox(), Cursors: db.Cursors(), Connectors: []string{"kaspi", "wb"}}, nil)
 	if err := r.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -18,8 +18,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/backoff"
 	"github.com/ordersync/ordersync/internal/config"
+	"github.com/ordersync/ordersync/internal/inbox"
+	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/stock"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
@@ -27,12 +31,16 @@ import (
 
 // DB is an open database, whichever backend holds it: *postgres.DB and *sqlite.DB
 // implement it as they are.
-//
-// The journal, outbox, inbox, cursor and listener stores are not in it: each
-// backend returns them as its own concrete types (its tests reach into them), so
-// they are not the same methods on both.
 type DB interface {
+	Journal() journal.Store
+	Outbox() outbox.Store
+	Inbox() inbox.Store
+	Cursors() connectors.CursorStore
+	Listener() outbox.Listener
 	Stock() stock.Store
+	// EmbeddedFile is the SQLite file the database is, "" for PostgreSQL: one
+	// process works an embedded file.
+	EmbeddedFile() string
 	// Migrate applies the pending migrations and returns the versions applied.
 	Migrate(ctx context.Context) ([]int, error)
 	SchemaStatus(ctx context.Context) (current, latest int, err error)

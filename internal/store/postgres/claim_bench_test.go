@@ -28,7 +28,7 @@ func BenchmarkClaimDue(b *testing.B) {
 			fillJournal(b, db, n)
 			b.Logf("set-up: %d operations, %d due, analysed, in %v", n, n/10, time.Since(start).Round(time.Millisecond))
 			b.Logf("plan of the claim statement (EXPLAIN (ANALYZE, BUFFERS), rolled back):\n%s", explainJournalClaim(b, db))
-			j := db.Journal()
+			j := db.journalStore()
 			var elapsed time.Duration
 			b.ResetTimer()
 			for range b.N {

@@ -73,10 +73,10 @@ func testSkewedReplica(t *testing.T, how string, settle, skew time.Duration, ste
 	honestNow := honest.Now
 
 	key := "site:order:skew:create"
-	if _, err := honest.Journal().Register(ctx, testOp(key)); err != nil {
+	if _, err := honest.journalStore().Register(ctx, testOp(key)); err != nil {
 		t.Fatal(err)
 	}
-	c, err := honest.Journal().ClaimKey(ctx, key, "honest")
+	c, err := honest.journalStore().ClaimKey(ctx, key, "honest")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func testSkewedReplica(t *testing.T, how string, settle, skew time.Duration, ste
 	// The skewed replica tries, ClaimDue and ClaimKey in turn (ClaimVerification for
 	// verify_at), until it gets the operation: never before until on the database's
 	// clock.
-	j := skewed.Journal()
+	j := skewed.journalStore()
 	deadline := until.Add(30 * time.Second)
 	for i := 0; ; i++ {
 		before := databaseClock(t, honest)
@@ -201,7 +201,7 @@ func TestNowIsTheDatabaseClock(t *testing.T) {
 		t.Fatalf("nowUTC: got %s, the database says %s", got, at)
 	}
 	// What the store writes is on that clock too.
-	r, err := db.Journal().Register(context.Background(), testOp("site:order:now:create"))
+	r, err := db.journalStore().Register(context.Background(), testOp("site:order:now:create"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ type Cursors struct {
 var _ connectors.CursorStore = (*Cursors)(nil)
 
 // Cursors is the connectors' cursor store.
-func (db *DB) Cursors() *Cursors { return &Cursors{db: db} }
+func (db *DB) Cursors() connectors.CursorStore { return &Cursors{db: db} }
 
 const cursorColumns = `connector, position, last_poll_at, last_success_at, last_error, orders_seen, unreadable`
 

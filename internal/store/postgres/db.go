@@ -345,7 +345,7 @@ func writersConfig(pc *pgxpool.Config) *pgxpool.Config {
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 
 // Journal is the journal store.
-func (db *DB) Journal() *Journal { return db.journal }
+func (db *DB) Journal() journal.Store { return db.journal }
 
 // Connections is how the store's connections are split: it never opens more than
 // Total at once.
@@ -353,6 +353,9 @@ func (db *DB) Connections() Connections { return db.conns }
 
 // String names the server as host:port/database.
 func (db *DB) String() string { return db.target }
+
+// EmbeddedFile is "": PostgreSQL is no embedded file (store.DB).
+func (db *DB) EmbeddedFile() string { return "" }
 
 // nowUTC is the store's clock (Now) at the database's precision.
 func (db *DB) nowUTC() time.Time { return db.Now().UTC().Truncate(time.Microsecond) }

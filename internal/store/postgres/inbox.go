@@ -34,7 +34,7 @@ type Inbox struct {
 var _ inbox.Store = (*Inbox)(nil)
 
 // Inbox is the webhook inbox store.
-func (db *DB) Inbox() *Inbox { return &Inbox{db: db} }
+func (db *DB) Inbox() inbox.Store { return &Inbox{db: db} }
 
 // maxReceiveTries bounds how often Receive starts over after a serialization
 // failure or a deadlock (a concurrent writer of the same operation or event).

@@ -37,7 +37,7 @@ func BenchmarkReceive(b *testing.B) {
 		rt.Install(c)
 		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	}})
-	ib := db.Inbox()
+	ib := db.inboxStore()
 	answer := inbox.Answer{Status: 200, ContentType: "application/json", Body: json.RawMessage(`{"result":true}`)}
 	delivery := func(n int64) (inbox.Event, []inbox.Registration) {
 		body := fmt.Sprintf(benchInboxBody, n, n)

@@ -29,7 +29,7 @@ func TestInboxGroupCommit(t *testing.T) {
 			db := newDB(t, Config{MaxConns: 24})
 			ctx := context.Background()
 			saved := "site:order:X-1:create"
-			if _, err := db.Journal().Register(ctx, journal.NewOperation{Key: saved, Kind: order.KindCreate, Source: "site",
+			if _, err := db.journalStore().Register(ctx, journal.NewOperation{Key: saved, Kind: order.KindCreate, Source: "site",
 				ExternalID: "site:X-1", Payload: json.RawMessage(`{"n":1}`)}); err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +91,7 @@ func TestInboxGroupCommit(t *testing.T) {
 			errs := make([]error, len(ds))
 			var wg sync.WaitGroup
 			for i, d := range ds {
-				wg.Go(func() { receipts[i], errs[i] = db.Inbox().Receive(ctx, d.ev, d.regs, inboxOK) })
+				wg.Go(func() { receipts[i], errs[i] = db.inboxStore().Receive(ctx, d.ev, d.regs, inboxOK) })
 			}
 			deadline := time.Now().Add(20 * time.Second)
 			for {
@@ -162,7 +162,7 @@ func TestInboxGroupCommit(t *testing.T) {
 			if !slices.Equal(mOps, []string{"site:order:zz:create", "site:order:aa:create"}) || answer != string(inboxOK.Body) {
 				t.Fatalf("M-1 stored operations %v and answer %s; want them in the order registered, and %s", mOps, answer, inboxOK.Body)
 			}
-			op, err := db.Journal().Get(ctx, saved)
+			op, err := db.journalStore().Get(ctx, saved)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -205,12 +205,12 @@ func TestInboxBurstBesideAClaimedRow(t *testing.T) {
 			if i < updates {
 				wake := inboxReg(key, 2+i)
 				wake.IfAbsent, wake.Wake = true, true
-				r, err := db.Inbox().Receive(ctx, inboxEv(fmt.Sprintf("deal-update-%d", i), `{}`), []inbox.Registration{wake}, inboxOK)
+				r, err := db.inboxStore().Receive(ctx, inboxEv(fmt.Sprintf("deal-update-%d", i), `{}`), []inbox.Registration{wake}, inboxOK)
 				outcomes[i], errs[i] = r.Outcome, err
 				return
 			}
 			id := fmt.Sprintf("burst-%d", i)
-			r, err := db.Inbox().Receive(ctx, inboxEv(id, `{}`), []inbox.Registration{inboxReg("site:order:"+id+":create", 1)}, inboxOK)
+			r, err := db.inboxStore().Receive(ctx, inboxEv(id, `{}`), []inbox.Registration{inboxReg("site:order:"+id+":create", 1)}, inboxOK)
 			outcomes[i], errs[i] = r.Outcome, err
 		})
 	}
@@ -220,7 +220,7 @@ func TestInboxBurstBesideAClaimedRow(t *testing.T) {
 			t.Fatalf("delivery %d beside the claimed row: %s (%v), want processed", i, outcomes[i], errs[i])
 		}
 	}
-	ops, err := db.Journal().List(ctx, journal.Filter{Source: "site", Limit: 1000})
+	ops, err := db.journalStore().List(ctx, journal.Filter{Source: "site", Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestInboxBurstBesideAClaimedRow(t *testing.T) {
 	if err := c.Finish(ctx, journal.Finish{Status: journal.StatusPending, NextAttemptAt: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if op, _ := db.Journal().Get(ctx, key); op.NextAttemptAt.After(time.Now().Add(time.Minute)) {
+	if op, _ := db.journalStore().Get(ctx, key); op.NextAttemptAt.After(time.Now().Add(time.Minute)) {
 		t.Fatalf("after the claim ended %s is due at %v: the updates' wake was lost", key, op.NextAttemptAt)
 	}
 }

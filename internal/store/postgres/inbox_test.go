@@ -71,10 +71,10 @@ func wantCounts(t *testing.T, db *DB, what string, events, ops int) {
 func wakeBehindClaim(t *testing.T, db *DB, key string) journal.Claim {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := db.Journal().Register(ctx, testOp(key)); err != nil {
+	if _, err := db.journalStore().Register(ctx, testOp(key)); err != nil {
 		t.Fatal(err)
 	}
-	c, err := db.Journal().ClaimKey(ctx, key, "w")
+	c, err := db.journalStore().ClaimKey(ctx, key, "w")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func wakeBehindClaim(t *testing.T, db *DB, key string) journal.Claim {
 	wake.IfAbsent, wake.Wake = true, true
 	done := make(chan error, 1)
 	go func() {
-		_, err := db.Inbox().Receive(ctx, inboxEv("update-"+key, `{}`), []inbox.Registration{wake}, inboxOK)
+		_, err := db.inboxStore().Receive(ctx, inboxEv("update-"+key, `{}`), []inbox.Registration{wake}, inboxOK)
 		done <- err
 	}()
 	select {
@@ -129,7 +129,7 @@ func TestInboxFailureBeforeCommitLeavesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{})
-	ib := db.Inbox()
+	ib := db.inboxStore()
 	if _, err := db.Pool().Exec(ctx, `
 		CREATE FUNCTION fail_inbox_test() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN RAISE EXCEPTION 'injected failure (%)', TG_NAME; END $$;
@@ -182,7 +182,7 @@ func TestInboxInProgress(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{})
-	ib := db.Inbox()
+	ib := db.inboxStore()
 	ev := inboxEv("held", `{}`)
 	regs := []inbox.Registration{inboxReg("site:order:H-1:create", 1)}
 
@@ -246,14 +246,14 @@ func TestInboxEventCommittedDuringTheStatement(t *testing.T) {
 			}
 			committed <- tx.Commit(ctx)
 		}()
-		r := mustReceive(t, db.Inbox(), inboxEv(id, `{"a":1}`), []inbox.Registration{inboxReg(key, 2)}, tc.want)
+		r := mustReceive(t, db.inboxStore(), inboxEv(id, `{"a":1}`), []inbox.Registration{inboxReg(key, 2)}, tc.want)
 		if err := <-committed; err != nil {
 			t.Fatal(err)
 		}
 		if !slices.Equal(r.Operations, []string{key}) {
 			t.Fatalf("%s: operations %q, want the stored event's %q", tc.name, r.Operations, []string{key})
 		}
-		op, err := db.Journal().Get(ctx, key)
+		op, err := db.journalStore().Get(ctx, key)
 		if err != nil || op.PayloadSHA256 != order.SHA256Hex(first) {
 			t.Fatalf("%s: operation %+v, %v; want the committed one", tc.name, op, err)
 		}
@@ -293,11 +293,11 @@ func TestInboxRegistrationCommittedDuringTheStatement(t *testing.T) {
 		}
 		committed <- tx.Commit(ctx)
 	}()
-	mustReceive(t, db.Inbox(), inboxEv("during", `{}`), []inbox.Registration{inboxReg(key, 1)}, inbox.Processed)
+	mustReceive(t, db.inboxStore(), inboxEv("during", `{}`), []inbox.Registration{inboxReg(key, 1)}, inbox.Processed)
 	if err := <-committed; err != nil {
 		t.Fatal(err)
 	}
-	d, err := db.Journal().Show(ctx, key)
+	d, err := db.journalStore().Show(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +318,7 @@ func TestInboxWakeOfAClaimedOperationDoesNotWait(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{})
-	j := db.Journal()
+	j := db.journalStore()
 	for _, tc := range []struct {
 		verdict journal.Finish
 		want    journal.Status
@@ -379,7 +379,7 @@ func TestInboxInjectedClock(t *testing.T) {
 	now := time.Date(2026, 9, 16, 10, 0, 0, 123456789, time.FixedZone("Asia/Almaty", 5*3600))
 	want := now.UTC().Truncate(time.Microsecond)
 	db := newDB(t, Config{Now: func() time.Time { return now }})
-	ib, j := db.Inbox(), db.Journal()
+	ib, j := db.inboxStore(), db.journalStore()
 
 	if _, err := j.Register(ctx, testOp("site:order:old:create")); err != nil {
 		t.Fatal(err)
@@ -426,7 +426,7 @@ func TestInboxRoundTrips(t *testing.T) {
 		rt.Install(c)
 		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	}})
-	ib := db.Inbox()
+	ib := db.inboxStore()
 	var newRT, dupRT, conflictRT int64
 	for i := range 6 {
 		id := fmt.Sprintf("rt-%d", i)
@@ -450,7 +450,7 @@ func TestInboxDuplicateWritesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{})
-	ib := db.Inbox()
+	ib := db.inboxStore()
 	evs := []inbox.Event{inboxEv("dup-1", `{"a":1}`), inboxEv("dup-2", `{"a":2}`), inboxEv("dup-3", `{"a":3}`)}
 	regs := func(ev inbox.Event) []inbox.Registration {
 		return []inbox.Registration{inboxReg("site:order:"+ev.ID+":create", 1)}

@@ -23,7 +23,7 @@ type Listener struct {
 var _ outbox.Listener = (*Listener)(nil)
 
 // Listener is the outbox's LISTEN/NOTIFY listener.
-func (db *DB) Listener() *Listener { return &Listener{db: db} }
+func (db *DB) Listener() outbox.Listener { return &Listener{db: db} }
 
 // Listen runs LISTEN ordersync_outbox on the store's LISTEN connection (the pool's
 // connection settings, not one of its connections; opened by the first Listen, closed

@@ -62,7 +62,7 @@ func TestLockWaitsForClaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{})
-	j := db.Journal()
+	j := db.journalStore()
 	key := "kaspi:order:wait:create"
 	if _, err := j.Register(ctx, testOp(key)); err != nil {
 		t.Fatal(err)
@@ -117,7 +117,7 @@ func TestLockBusy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{ClaimLockTimeout: 200 * time.Millisecond})
-	j := db.Journal()
+	j := db.journalStore()
 	key := "site:order:busy-lock:create"
 	if _, err := j.Register(ctx, testOp(key)); err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func TestLockUsesClaimSlots(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{MaxConns: 3, ClaimLockTimeout: 300 * time.Millisecond})
-	j := db.Journal()
+	j := db.journalStore()
 	for _, k := range []string{"a:order:1:cancel", "a:order:1:create", "a:order:2:create"} {
 		if _, err := j.Register(ctx, testOp(k)); err != nil {
 			t.Fatal(err)
@@ -210,7 +210,7 @@ func TestLockSettings(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{ClaimIdleTimeout: 1500 * time.Millisecond, ClaimLockTimeout: 4 * time.Second})
-	j := db.Journal()
+	j := db.journalStore()
 	key := "site:order:settings:create"
 	if _, err := j.Register(ctx, testOp(key)); err != nil {
 		t.Fatal(err)
@@ -252,7 +252,7 @@ func TestLockIdleTimeoutEndsTheLock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{ClaimIdleTimeout: 300 * time.Millisecond})
-	j := db.Journal()
+	j := db.journalStore()
 	key := "site:order:idle-lock:create"
 	if _, err := j.Register(ctx, testOp(key)); err != nil {
 		t.Fatal(err)
@@ -290,7 +290,7 @@ func TestLockFailRefusesNotPending(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{})
-	j := db.Journal()
+	j := db.journalStore()
 	done, failed := "site:order:done-lock:create", "site:order:failed-lock:create"
 	for _, k := range []string{done, failed} {
 		if _, err := j.Register(ctx, testOp(k)); err != nil {
@@ -338,7 +338,7 @@ func TestLockFailClosesOpenAttempts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{})
-	j := db.Journal()
+	j := db.journalStore()
 	key := "kaspi:order:crashed:create"
 	if _, err := j.Register(ctx, testOp(key)); err != nil {
 		t.Fatal(err)
@@ -373,7 +373,7 @@ func TestReviseWaitsForTheRow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{ClaimLockTimeout: 200 * time.Millisecond})
-	j := db.Journal()
+	j := db.journalStore()
 	key := "ozon:posting:9-9:create"
 	raw := testOp(key)
 	raw.Payload = []byte(`{"posting_number":"9-9","products":[{"offer_id":"X"}]}`)
@@ -402,7 +402,7 @@ func TestReviseWaitsForTheRow(t *testing.T) {
 	defer c.Release(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := db2.Journal().Revise(ctx, testOp(key))
+		_, err := db2.journalStore().Revise(ctx, testOp(key))
 		done <- err
 	}()
 	if err := lockWait(db); err != nil { // Revise waits for the claim's row lock
@@ -427,7 +427,7 @@ func TestRoundTripsConnectors(t *testing.T) {
 		rt.Install(c)
 		c.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	}})
-	j := db.Journal()
+	j := db.journalStore()
 	cur := db.Cursors()
 
 	run := func(i int) map[string]int64 {

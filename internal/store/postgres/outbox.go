@@ -26,7 +26,7 @@ type Outbox struct {
 var _ outbox.Store = (*Outbox)(nil)
 
 // Outbox is the outbox store.
-func (db *DB) Outbox() *Outbox { return &Outbox{db: db} }
+func (db *DB) Outbox() outbox.Store { return &Outbox{db: db} }
 
 // Defaults of the outbox store.
 const (

@@ -131,7 +131,7 @@ func TestFinishWritesMessagesWithTheVerdict(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{})
-	j, ob := db.Journal(), db.Outbox()
+	j, ob := db.journalStore(), db.Outbox()
 	key := "kaspi:order:77:create"
 	if _, err := j.Register(ctx, testOp(key)); err != nil {
 		t.Fatal(err)
@@ -349,7 +349,7 @@ func TestListener(t *testing.T) {
 	wait("after a commit")
 
 	// Finish with messages notifies too.
-	j := db.Journal()
+	j := db.journalStore()
 	if _, err := j.Register(context.Background(), testOp("site:order:listen:create")); err != nil {
 		t.Fatal(err)
 	}

@@ -119,14 +119,14 @@ func testClaimPlans(t *testing.T, n int) {
 	waiting := planWaiting(n)
 	cases := []planCase{
 		{"journal ClaimDue", lockSlack, func(ctx context.Context, db *DB) error {
-			c, err := db.Journal().ClaimDue(ctx, "plan")
+			c, err := db.journalStore().ClaimDue(ctx, "plan")
 			if err != nil {
 				return err
 			}
 			return c.Release(ctx)
 		}},
 		{"journal ClaimKey", lockSlack, func(ctx context.Context, db *DB) error {
-			c, err := db.Journal().ClaimKey(ctx, pendingKey, "plan")
+			c, err := db.journalStore().ClaimKey(ctx, pendingKey, "plan")
 			if err != nil {
 				return err
 			}
@@ -136,23 +136,23 @@ func testClaimPlans(t *testing.T, n int) {
 			return c.Release(ctx)
 		}},
 		{"journal Lock", lockSlack, func(ctx context.Context, db *DB) error {
-			l, err := db.Journal().Lock(ctx, pendingKey)
+			l, err := db.journalStore().Lock(ctx, pendingKey)
 			if err != nil {
 				return err
 			}
 			return l.Release(ctx)
 		}},
 		{"journal ClaimVerification", lockSlack, func(ctx context.Context, db *DB) error {
-			_, err := db.Journal().ClaimVerification(ctx, time.Minute)
+			_, err := db.journalStore().ClaimVerification(ctx, time.Minute)
 			return err
 		}},
 		// Every waiting operation is read and woken.
 		{"journal WakeWaiting", waiting + lockSlack, func(ctx context.Context, db *DB) error {
-			_, err := db.Journal().WakeWaiting(ctx)
+			_, err := db.journalStore().WakeWaiting(ctx)
 			return err
 		}},
 		{"journal ApplyWakes", 4*planWakes + lockSlack, func(ctx context.Context, db *DB) error {
-			_, err := db.Journal().ApplyWakes(ctx)
+			_, err := db.journalStore().ApplyWakes(ctx)
 			return err
 		}},
 		// 100 lane heads, each probed for an earlier unsent and a later leased event;
@@ -200,7 +200,7 @@ func testClaimPlans(t *testing.T, n int) {
 		{"inbox Receive with a wake", lockSlack, func(ctx context.Context, db *DB) error {
 			body := []byte(`{"id":"deal-49"}`)
 			id := fmt.Sprintf("plan-%d", time.Now().UnixNano())
-			_, err := db.Inbox().Receive(ctx, inbox.Event{Source: "bitrix24", ID: id, Body: body, ContentType: "application/json"},
+			_, err := db.inboxStore().Receive(ctx, inbox.Event{Source: "bitrix24", ID: id, Body: body, ContentType: "application/json"},
 				[]inbox.Registration{{Op: journal.NewOperation{Key: pendingKey, Kind: order.KindCreate, Source: "site",
 					ExternalID: "49", Payload: []byte(`{"source":"site","number":"49"}`)}, IfAbsent: true, Wake: true}},
 				inbox.Answer{Status: 200, ContentType: "application/json", Body: json.RawMessage(`{}`)})

@@ -164,7 +164,7 @@ func TestClaimHoldsRowLockAcrossCalls(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{})
-	j := db.Journal()
+	j := db.journalStore()
 	if _, err := j.Register(ctx, testOp("site:order:lock:create")); err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestClaimSetsIdleInTransactionTimeout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{ClaimIdleTimeout: 1500 * time.Millisecond})
-	j := db.Journal()
+	j := db.journalStore()
 	if _, err := j.Register(ctx, testOp("site:order:idle:create")); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestClaimIdleTimeoutEndsTheClaim(t *testing.T) {
 	// The idle timeout also bounds the next claim's attempt write: long enough for a
 	// loaded machine's INSERT, short enough to wait out.
 	db := newDB(t, Config{ClaimIdleTimeout: time.Second})
-	j := db.Journal()
+	j := db.journalStore()
 	if _, err := j.Register(ctx, testOp("site:order:slow:create")); err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestClaimKeyLockTimeoutIsBusy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{ClaimLockTimeout: 200 * time.Millisecond})
-	j := db.Journal()
+	j := db.journalStore()
 	key := "site:order:busy:create"
 	if _, err := j.Register(ctx, testOp(key)); err != nil {
 		t.Fatal(err)
@@ -338,7 +338,7 @@ func TestClaimsLeaveAConnectionFree(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t, Config{MaxConns: 3})
-	j := db.Journal()
+	j := db.journalStore()
 	for i := range 3 {
 		if _, err := j.Register(ctx, testOp(fmt.Sprintf("site:order:%d:create", i))); err != nil {
 			t.Fatal(err)
@@ -375,7 +375,7 @@ func TestRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	var rt testdb.RoundTrips
 	db := newCountedDB(t, &rt)
-	j := db.Journal()
+	j := db.journalStore()
 
 	type counts struct {
 		register, claim, finish, total int64
@@ -447,7 +447,7 @@ func TestInjectedClock(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 	db := newDB(t, Config{Now: clock})
-	j := db.Journal()
+	j := db.journalStore()
 
 	key := "site:order:clock:create"
 	r, err := j.Register(ctx, testOp(key))

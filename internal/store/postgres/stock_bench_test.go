@@ -23,7 +23,7 @@ const benchStockItems = 50_000
 func BenchmarkStockFinish(b *testing.B) {
 	ctx := context.Background()
 	db := openBenchDB(b, Config{})
-	j := db.Journal()
+	j := db.journalStore()
 	items := stockItems(benchStockItems)
 	slot := time.Date(2026, 9, 16, 10, 0, 0, 0, time.UTC)
 	payload, err := json.Marshal(stock.Payload{Schedule: "main", Warehouse: "WH1", Slot: slot, Publish: []string{stock.Ozon, stock.Wildberries}})
@@ -81,7 +81,7 @@ func BenchmarkStockFinish(b *testing.B) {
 func BenchmarkStockItems(b *testing.B) {
 	ctx := context.Background()
 	db := openBenchDB(b, Config{})
-	j := db.Journal()
+	j := db.journalStore()
 	key := "stock:main:WH1:2026-09-16T15:00"
 	snap := stockSnapshot(b, j, key, benchStockItems)
 	c, err := j.ClaimKey(ctx, key, "bench")

@@ -61,7 +61,7 @@ func TestStockFinishRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	var rt testdb.RoundTrips
 	db := newCountedDB(t, &rt)
-	j := db.Journal()
+	j := db.journalStore()
 	var finish int64
 	for i := range 6 {
 		key := fmt.Sprintf("stock:main:WH1:2026-09-16T15:%02d", i)

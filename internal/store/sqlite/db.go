@@ -169,6 +169,9 @@ func (db *DB) String() string { return db.path }
 // Path is the database file.
 func (db *DB) Path() string { return db.path }
 
+// EmbeddedFile is the database file (store.DB).
+func (db *DB) EmbeddedFile() string { return db.path }
+
 // SQL is the underlying handle, for tests.
 func (db *DB) SQL() *sql.DB { return db.sql }
 

@@ -111,7 +111,7 @@ func TestOpenMustExistAndReadOnly(t *testing.T) {
 	if _, err := db.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Journal().Register(ctx, journal.NewOperation{Key: "site:order:1:create", Kind: order.KindCreate,
+	if _, err := db.journalStore().Register(ctx, journal.NewOperation{Key: "site:order:1:create", Kind: order.KindCreate,
 		Source: "site", ExternalID: "1", Payload: []byte(`{"n":1}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -125,14 +125,14 @@ func TestOpenMustExistAndReadOnly(t *testing.T) {
 	if err := ro.CheckSchema(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ops, err := ro.Journal().List(ctx, journal.Filter{})
+	ops, err := ro.journalStore().List(ctx, journal.Filter{})
 	if err != nil || len(ops) != 1 {
 		t.Fatalf("read-only list: %v %v", ops, err)
 	}
-	if _, err := ro.Journal().Show(ctx, "site:order:1:create"); err != nil {
+	if _, err := ro.journalStore().Show(ctx, "site:order:1:create"); err != nil {
 		t.Fatalf("read-only show: %v", err)
 	}
-	if _, err := ro.Journal().Register(ctx, journal.NewOperation{Key: "site:order:2:create", Kind: order.KindCreate,
+	if _, err := ro.journalStore().Register(ctx, journal.NewOperation{Key: "site:order:2:create", Kind: order.KindCreate,
 		Source: "site", ExternalID: "2", Payload: []byte(`{"n":2}`)}); err == nil {
 		t.Fatal("a read-only database took a write")
 	}
@@ -201,7 +201,7 @@ func TestRootLeavesTheServiceItsFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ro.Journal().List(ctx, journal.Filter{}); err != nil {
+	if _, err := ro.journalStore().List(ctx, journal.Filter{}); err != nil {
 		t.Fatal(err)
 	}
 	ro.Close()

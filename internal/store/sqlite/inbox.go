@@ -46,7 +46,7 @@ type Inbox struct {
 var _ inbox.Store = (*Inbox)(nil)
 
 // Inbox is the webhook inbox store.
-func (db *DB) Inbox() *Inbox { return &Inbox{db: db} }
+func (db *DB) Inbox() inbox.Store { return &Inbox{db: db} }
 
 // inboxMaxTries bounds how often Receive starts over after a registering transaction
 // that found the event committed since the lookup (by another process).

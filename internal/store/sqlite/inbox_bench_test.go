@@ -29,7 +29,7 @@ const inboxBenchBody = `{"source":"site","external_id":"A-%d","number":"A-%d","c
 func BenchmarkReceive(b *testing.B) {
 	ctx := context.Background()
 	db := inboxTestDB(b, Config{})
-	ib := db.Inbox()
+	ib := db.inboxStore()
 	answer := inbox.Answer{Status: 200, ContentType: "application/json", Body: json.RawMessage(`{"result":true}`)}
 	delivery := func(n int64) (inbox.Event, []inbox.Registration) {
 		body := fmt.Sprintf(inboxBenchBody, n, n)

@@ -111,7 +111,7 @@ func readInboxOp(t testing.TB, db *DB, key string) inboxOp {
 func TestInboxOutcomesInRows(t *testing.T) {
 	t.Parallel()
 	db := inboxTestDB(t, Config{})
-	ib := db.Inbox()
+	ib := db.inboxStore()
 	key := "site:order:A-1:create"
 	ev := inboxEv("msg_1", `{"a":1}`)
 
@@ -161,7 +161,7 @@ func TestInboxFailureBeforeCommitLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	failCommit := false
-	ib := db.Inbox()
+	ib := db.inboxStore()
 	ib.beforeCommit = func() error {
 		if failCommit {
 			return errors.New("injected failure before commit")
@@ -216,7 +216,7 @@ func TestInboxFailureBeforeCommitLeavesNothing(t *testing.T) {
 func TestInboxCancelledReceiveLeavesNothing(t *testing.T) {
 	t.Parallel()
 	db := inboxTestDB(t, Config{})
-	ib := db.Inbox()
+	ib := db.inboxStore()
 	ctx, cancel := context.WithCancel(context.Background())
 	ib.beforeCommit = func() error { cancel(); return nil }
 	ev := inboxEv("cancelled", `{}`)
@@ -235,7 +235,7 @@ func TestInboxCancelledReceiveLeavesNothing(t *testing.T) {
 func TestInboxInProgress(t *testing.T) {
 	t.Parallel()
 	db := inboxTestDB(t, Config{})
-	ib := db.Inbox()
+	ib := db.inboxStore()
 	ev := inboxEv("held", `{}`)
 	regs := []inbox.Registration{inboxReg("site:order:H-1:create", 1)}
 
@@ -243,7 +243,7 @@ func TestInboxInProgress(t *testing.T) {
 	if !db.Keys().TryLock(lock) {
 		t.Fatal("the event's lock is held before any delivery")
 	}
-	r := mustReceive(t, db.Inbox(), ev, regs, inbox.InProgress)
+	r := mustReceive(t, db.inboxStore(), ev, regs, inbox.InProgress)
 	if r.Answer.Status != 0 || len(r.Operations) != 0 {
 		t.Fatalf("in progress: got %+v, want no answer and no operations", r)
 	}
@@ -264,7 +264,7 @@ func TestInboxInProgressWhileRegistering(t *testing.T) {
 	ev := inboxEv("slow", `{}`)
 	regs := []inbox.Registration{inboxReg("site:order:S-1:create", 1)}
 	inTx, release := make(chan struct{}), make(chan struct{})
-	slow := db.Inbox()
+	slow := db.inboxStore()
 	slow.beforeCommit = func() error {
 		close(inTx)
 		<-release
@@ -277,13 +277,13 @@ func TestInboxInProgressWhileRegistering(t *testing.T) {
 	}()
 	<-inTx
 	start := time.Now()
-	mustReceive(t, db.Inbox(), ev, regs, inbox.InProgress)
+	mustReceive(t, db.inboxStore(), ev, regs, inbox.InProgress)
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("in progress took %v, want at once", d)
 	}
 	other := make(chan error, 1)
 	go func() {
-		_, err := db.Inbox().Receive(context.Background(), inboxEv("other", `{}`), nil, inboxOK)
+		_, err := db.inboxStore().Receive(context.Background(), inboxEv("other", `{}`), nil, inboxOK)
 		other <- err
 	}()
 	close(release)
@@ -293,7 +293,7 @@ func TestInboxInProgressWhileRegistering(t *testing.T) {
 	if err := <-other; err != nil {
 		t.Fatal(err)
 	}
-	mustReceive(t, db.Inbox(), ev, regs, inbox.Duplicate)
+	mustReceive(t, db.inboxStore(), ev, regs, inbox.Duplicate)
 	wantInboxCounts(t, db, "in the end", 2, 1)
 }
 
@@ -317,11 +317,11 @@ func TestInboxCommittedBetweenLookupAndInsert(t *testing.T) {
 	} {
 		id := "race-" + tc.name
 		key := "site:order:" + id + ":create"
-		ib := db.Inbox()
+		ib := db.inboxStore()
 		var once sync.Once
 		ib.beforeRegister = func() {
 			once.Do(func() {
-				mustReceive(t, otherProcess.Inbox(), inboxEv(id, tc.first), []inbox.Registration{inboxReg(key, 1)}, inbox.Processed)
+				mustReceive(t, otherProcess.inboxStore(), inboxEv(id, tc.first), []inbox.Registration{inboxReg(key, 1)}, inbox.Processed)
 			})
 		}
 		r := mustReceive(t, ib, inboxEv(id, `{"a":1}`), []inbox.Registration{inboxReg(key, 2)}, tc.want)
@@ -367,7 +367,7 @@ func TestInboxConcurrentAcrossHandles(t *testing.T) {
 	)
 	start := make(chan struct{})
 	for i := range 100 {
-		ib := handles[i%len(handles)].Inbox()
+		ib := handles[i%len(handles)].inboxStore()
 		wg.Go(func() {
 			<-start
 			r, err := ib.Receive(ctx, ev, []inbox.Registration{inboxReg(key, 1)}, inboxOK)
@@ -412,23 +412,23 @@ func TestInboxWakeDoesNotWaitForTheKeyLock(t *testing.T) {
 		{`UPDATE operations SET status = 'done', result = '{"ref":"r"}', next_attempt_at = ? WHERE key = ?`, "done", false},
 	} {
 		key := "bitrix24:deal:" + tc.want + ":create"
-		mustReceive(t, db.Inbox(), inboxEv("create-"+key, `{}`), []inbox.Registration{inboxReg(key, 1)}, inbox.Processed)
+		mustReceive(t, db.inboxStore(), inboxEv("create-"+key, `{}`), []inbox.Registration{inboxReg(key, 1)}, inbox.Processed)
 		if err := db.Keys().Lock(ctx, key); err != nil {
 			t.Fatal(err)
 		}
 		wake := inboxReg(key, 2)
 		wake.IfAbsent, wake.Wake = true, true
-		mustReceive(t, db.Inbox(), inboxEv("update-"+key, `{}`), []inbox.Registration{wake}, inbox.Processed)
+		mustReceive(t, db.inboxStore(), inboxEv("update-"+key, `{}`), []inbox.Registration{wake}, inbox.Processed)
 		later := time.Now().Add(time.Hour)
 		if _, err := db.SQL().ExecContext(ctx, tc.verdict, ts(later), key); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := db.Journal().ApplyWakes(ctx); err != nil || n != 0 {
+		if n, err := db.journalStore().ApplyWakes(ctx); err != nil || n != 0 {
 			t.Fatalf("%s: ApplyWakes while the key is held applied %d (%v), want 0", key, n, err)
 		}
 		finishedAt := time.Now()
 		db.Keys().Unlock(key)
-		if _, err := db.Journal().ApplyWakes(ctx); err != nil {
+		if _, err := db.journalStore().ApplyWakes(ctx); err != nil {
 			t.Fatal(err)
 		}
 		op := readInboxOp(t, db, key)
@@ -449,7 +449,7 @@ func TestInboxInjectedClock(t *testing.T) {
 	now := time.Date(2026, 9, 16, 10, 0, 0, 123456789, time.FixedZone("Asia/Almaty", 5*3600))
 	want := now.UTC().Truncate(time.Microsecond)
 	db := inboxTestDB(t, Config{Now: func() time.Time { return now }})
-	ib := db.Inbox()
+	ib := db.inboxStore()
 
 	old := "site:order:old:create"
 	mustReceive(t, ib, inboxEv("first", `{}`), []inbox.Registration{inboxReg(old, 1)}, inbox.Processed)
@@ -487,7 +487,7 @@ func TestInboxInjectedClock(t *testing.T) {
 func TestInboxBareEvent(t *testing.T) {
 	t.Parallel()
 	db := inboxTestDB(t, Config{})
-	ib := db.Inbox()
+	ib := db.inboxStore()
 	ev := inbox.Event{Source: "ozon", ID: "bare"}
 	if _, err := ib.Receive(context.Background(), ev, nil, inbox.Answer{Status: 204}); err != nil {
 		t.Fatal(err)
@@ -516,7 +516,7 @@ func TestInboxDuplicateWritesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := inboxTestDB(t, Config{})
-	ib := db.Inbox()
+	ib := db.inboxStore()
 	ev := inboxEv("dup", `{"a":1}`)
 	key := "site:order:dup:create"
 	mustReceive(t, ib, ev, []inbox.Registration{inboxReg(key, 1)}, inbox.Processed)
@@ -584,7 +584,7 @@ func TestInboxWakeOfAClaimedOperationDoesNotWait(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := inboxTestDB(t, Config{})
-	j := db.Journal()
+	j := db.journalStore()
 	for _, tc := range []struct {
 		verdict journal.Finish
 		want    journal.Status
@@ -605,7 +605,7 @@ func TestInboxWakeOfAClaimedOperationDoesNotWait(t *testing.T) {
 		wake := inboxReg(key, 2)
 		wake.IfAbsent, wake.Wake = true, true
 		// Answered while the claim holds the key: this returns, or the test times out.
-		mustReceive(t, db.Inbox(), inboxEv("update-"+key, `{}`), []inbox.Registration{wake}, inbox.Processed)
+		mustReceive(t, db.inboxStore(), inboxEv("update-"+key, `{}`), []inbox.Registration{wake}, inbox.Processed)
 		finishedAt := time.Now()
 		if err := c.Finish(ctx, tc.verdict); err != nil {
 			t.Fatal(err)
@@ -656,7 +656,7 @@ func TestInboxConcurrentRounds(t *testing.T) {
 		for range 100 {
 			wg.Go(func() {
 				<-start
-				r, err := db.Inbox().Receive(ctx, ev, []inbox.Registration{inboxReg(key, 1)}, inboxOK)
+				r, err := db.inboxStore().Receive(ctx, ev, []inbox.Registration{inboxReg(key, 1)}, inboxOK)
 				if err != nil {
 					t.Error(err)
 					return

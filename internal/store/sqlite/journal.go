@@ -28,7 +28,7 @@ type Journal struct {
 var _ journal.Store = (*Journal)(nil)
 
 // Journal is the journal store.
-func (db *DB) Journal() *Journal { return &Journal{db: db} }
+func (db *DB) Journal() journal.Store { return &Journal{db: db} }
 
 // DefaultListLimit is how many operations List returns when the filter sets no limit.
 const DefaultListLimit = 100

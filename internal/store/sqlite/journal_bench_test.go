@@ -26,7 +26,7 @@ func BenchmarkJournalOps(b *testing.B) {
 	if _, err := db.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
-	j := db.Journal()
+	j := db.journalStore()
 	result := &journal.Result{Ref: "0f8fad5b-d9cb-469f-a165-70867728950e", Number: "ТД-000777", Date: "2026-09-16T10:00:00"}
 	one := func(i int) {
 		op := journalTestOp(fmt.Sprintf("site:order:B-%07d:create", i))

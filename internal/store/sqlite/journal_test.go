@@ -78,7 +78,7 @@ func TestJournalSecondHandleWritesWhileClaiming(t *testing.T) {
 	svc := journalTestDB(t, Config{Path: path})
 	// A busy timeout far below a 1C call: a claim that held the writer lock would fail it.
 	cli := journalTestDB(t, Config{Path: path, BusyTimeout: time.Second})
-	js, jc := svc.Journal(), cli.Journal()
+	js, jc := svc.journalStore(), cli.journalStore()
 
 	mustRegister(t, js, "site:order:claimed:create")
 	c, err := js.ClaimDue(ctx, "svc")
@@ -117,7 +117,7 @@ func TestJournalSecondHandleWritesWhileClaiming(t *testing.T) {
 	// Both at once: the service drains while the CLI registers; no write fails on a
 	// busy file (the CLI waits on its busy timeout, the default here, while the
 	// service writes back to back), nothing is lost, nothing is claimed twice.
-	jc = journalTestDB(t, Config{Path: path}).Journal()
+	jc = journalTestDB(t, Config{Path: path}).journalStore()
 	const n = 60
 	var (
 		wg      sync.WaitGroup
@@ -187,7 +187,7 @@ func TestJournalKeyLockWaitIsBounded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := journalTestDB(t, Config{ClaimLockTimeout: 50 * time.Millisecond})
-	j := db.Journal()
+	j := db.journalStore()
 	key := "site:order:held:create"
 	mustRegister(t, j, key)
 	c, err := j.ClaimDue(ctx, "w")
@@ -218,7 +218,7 @@ func TestJournalKeyLockWaitIsBounded(t *testing.T) {
 	}
 
 	// A waiter gets the key once the claim lets it go.
-	j = journalTestDB(t, Config{}).Journal()
+	j = journalTestDB(t, Config{}).journalStore()
 	mustRegister(t, j, key)
 	if c, err = j.ClaimDue(ctx, "w"); err != nil {
 		t.Fatal(err)
@@ -256,7 +256,7 @@ func TestJournalKeyLockWaitIsBounded(t *testing.T) {
 func TestJournalCancelRequested(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	j := journalTestDB(t, Config{}).Journal()
+	j := journalTestDB(t, Config{}).journalStore()
 	for _, k := range []string{"kaspi:order:1:create", "kaspi:order:1:cancel", "kaspi:order:2:create", "kaspi:order:10:create"} {
 		mustRegister(t, j, k)
 	}
@@ -298,7 +298,7 @@ func TestJournalFinishWritesMessagesWithTheVerdict(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := journalTestDB(t, Config{})
-	j := db.Journal()
+	j := db.journalStore()
 	key := "kaspi:order:77:create"
 	mustRegister(t, j, key)
 	taken := uuid.NewString()
@@ -400,7 +400,7 @@ func TestJournalInjectedClock(t *testing.T) {
 	set := func(tm time.Time) { now.Store(&tm) }
 	start := time.Date(2026, 9, 16, 10, 0, 0, 123456789, time.FixedZone("Asia/Almaty", 5*3600))
 	set(start)
-	j := journalTestDB(t, Config{Now: func() time.Time { return *now.Load() }}).Journal()
+	j := journalTestDB(t, Config{Now: func() time.Time { return *now.Load() }}).journalStore()
 	key := "site:order:clock:create"
 	r, err := j.Register(ctx, journalTestOp(key))
 	if err != nil {

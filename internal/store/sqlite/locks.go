@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ordersync/ordersync/internal/outbox"
 )
 
 // KeyLocks are in-process locks by key: the stand-in for SELECT … FOR UPDATE in the
@@ -131,7 +134,7 @@ func (n *notifier) subscribe() (<-chan struct{}, func()) {
 type Listener struct{ n *notifier }
 
 // Listener returns the in-process listener.
-func (db *DB) Listener() *Listener { return &Listener{n: db.notify} }
+func (db *DB) Listener() outbox.Listener { return &Listener{n: db.notify} }
 
 // Notify wakes the listeners, as a NOTIFY would.
 func (db *DB) Notify() { db.notify.Notify() }
@@ -228,6 +231,37 @@ const holderSettle = time.Second
 
 // AcquireRunLock takes the run lock of dbPath for `ordersync run`, without waiting.
 func AcquireRunLock(dbPath string) (*RunLock, error) { return AcquireRunLockAs(dbPath, RoleRun) }
+
+// WaitRunLock takes the embedded database's run lock for `ordersync run`.
+// Another service holding it — or a holder that cannot be told, an older ordersync —
+// is an error naming its pid (exit 1). A CLI command holding it is doing its own
+// work, bounded by its calls: the service waits for it, saying so once per holder,
+// and starts once it is done. It returns nil, nil when a stop was requested while it
+// waited.
+func WaitRunLock(ctx context.Context, path string, log *slog.Logger) (*RunLock, error) {
+	var waitingFor Holder
+	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
+		lock, err := AcquireRunLock(path)
+		var locked *LockedError
+		if !errors.As(err, &locked) {
+			return lock, err
+		}
+		h := locked.Holder
+		if h.IsService() || h.Role == "" {
+			return nil, err
+		}
+		if h != waitingFor {
+			log.InfoContext(ctx, fmt.Sprintf("waiting for %s to finish with the database; starting once it has", h),
+				"pid", h.PID, "command", h.Role, "lock", LockPath(path))
+			waitingFor = h
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(delay):
+		}
+	}
+}
 
 // AcquireRunLockAs takes the run lock of dbPath without waiting and records this
 // process and role (RoleRun, or the CLI command's name) in it. A held lock is a

@@ -71,7 +71,7 @@ func benchStockFinish(b *testing.B, c journal.Claim, snap *stock.Snapshot) {
 // the heap in use after the last Finish.
 func BenchmarkStockFinish(b *testing.B) {
 	db := newOutboxDB(b, Config{})
-	j := db.Journal()
+	j := db.journalStore()
 	items := benchStockItemsOf(benchStockItems)
 	c, snap := benchStockClaim(b, j, -1, items) // warm the connections
 	benchStockFinish(b, c, snap)
@@ -103,7 +103,7 @@ func BenchmarkStockFinish(b *testing.B) {
 // decimals parsed), as the Kaspi feed and the publishes do.
 func BenchmarkStockItems(b *testing.B) {
 	db := newOutboxDB(b, Config{})
-	c, snap := benchStockClaim(b, db.Journal(), 0, benchStockItemsOf(benchStockItems))
+	c, snap := benchStockClaim(b, db.journalStore(), 0, benchStockItemsOf(benchStockItems))
 	benchStockFinish(b, c, snap)
 	s := db.Stock()
 	b.ReportAllocs()
