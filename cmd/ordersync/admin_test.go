@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -20,20 +21,24 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/ordersync/ordersync/internal/admin"
+	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/engine"
 	"github.com/ordersync/ordersync/internal/inbox"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/logging"
+	"github.com/ordersync/ordersync/internal/monitor"
+	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/store"
 )
 
 // adminWorld is a service wired in this process with its admin listener.
 type adminWorld struct {
 	t      *testing.T
-	adm    *adminSide
-	db     database // instrumented
+	adm    *monitor.Monitor
+	db     store.DB // instrumented
 	eng    *engine.Engine
 	relay  *outbox.Relay
 	hooks  string // the webhook server's base URL
@@ -263,7 +268,7 @@ func TestMetricsAfterAScriptedRunEqualTheJournalAndTheSimulator(t *testing.T) {
 			waitUntil(t, 30*time.Second, func() bool { // the relay's counters follow the sink's answers
 				return w.relay.Stats().Sent == 2
 			})
-			if err := w.adm.refresh(ctx); err != nil {
+			if err := w.adm.Refresh(ctx); err != nil {
 				t.Fatal(err)
 			}
 			m := w.scrape()
@@ -474,4 +479,14 @@ func TestAdminPProfAndDisabled(t *testing.T) {
 	if err := adm.Stop(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startAdmin builds the monitor as run does and starts it.
+func startAdmin(ctx context.Context, cfg *config.Config, db store.DB, client onec.Client, log *slog.Logger) (*monitor.Monitor, error) {
+	m := monitor.New(ctx, monitor.Config{Config: cfg, Version: version, Connectors: enabledConnectorNames(cfg),
+		DB: db, Client: client, Logger: log})
+	if err := m.Start(ctx); err != nil {
+		return nil, fmt.Errorf("admin.listen: %w", err)
+	}
+	return m, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/store"
 )
 
 // marketplace is one enabled connector.
@@ -87,7 +88,7 @@ func publishers(ms []marketplace) connectorPublishers {
 	return ps
 }
 
-func newPollers(ms []marketplace, db database, skus *connectors.SKUMap, wake func(), log *slog.Logger) []*connectors.Poller {
+func newPollers(ms []marketplace, db store.DB, skus *connectors.SKUMap, wake func(), log *slog.Logger) []*connectors.Poller {
 	ps := make([]*connectors.Poller, len(ms))
 	for i, m := range ms {
 		ps[i] = connectors.NewPoller(m.mp, connectors.PollerConfig{

@@ -2,54 +2,16 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/engine"
-	"github.com/ordersync/ordersync/internal/inbox"
-	"github.com/ordersync/ordersync/internal/journal"
-	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/store"
-	"github.com/ordersync/ordersync/internal/store/postgres"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
 )
-
-// database is what the commands need of a store, whichever backend holds it:
-// store.DB, and the stores each backend returns as its own types, here as their
-// interfaces.
-type database interface {
-	store.DB
-	Journal() journal.Store
-	Outbox() outbox.Store
-	Inbox() inbox.Store
-	Cursors() connectors.CursorStore
-	Listener() outbox.Listener
-	// embedded is the SQLite store, nil for PostgreSQL: one process works its file.
-	embedded() *sqlite.DB
-}
-
-type pgDatabase struct{ *postgres.DB }
-
-func (d pgDatabase) Journal() journal.Store          { return d.DB.Journal() }
-func (d pgDatabase) Outbox() outbox.Store            { return d.DB.Outbox() }
-func (d pgDatabase) Inbox() inbox.Store              { return d.DB.Inbox() }
-func (d pgDatabase) Cursors() connectors.CursorStore { return d.DB.Cursors() }
-func (d pgDatabase) Listener() outbox.Listener       { return d.DB.Listener() }
-func (d pgDatabase) embedded() *sqlite.DB            { return nil }
-
-type sqliteDatabase struct{ *sqlite.DB }
-
-func (d sqliteDatabase) Journal() journal.Store          { return d.DB.Journal() }
-func (d sqliteDatabase) Outbox() outbox.Store            { return d.DB.Outbox() }
-func (d sqliteDatabase) Inbox() inbox.Store              { return d.DB.Inbox() }
-func (d sqliteDatabase) Cursors() connectors.CursorStore { return d.DB.Cursors() }
-func (d sqliteDatabase) Listener() outbox.Listener       { return d.DB.Listener() }
-func (d sqliteDatabase) embedded() *sqlite.DB            { return d.DB }
 
 // getenv reads the command's environment (not the process's: tests inject it).
 func (a *app) getenv(name string) string {
@@ -136,7 +98,7 @@ var serviceStateDir = sqlite.ServiceDir
 // (exit 1) named by host, port and database; run and migrate first wait for it up to
 // database.connect_timeout. An embedded file found by looking is named once the
 // command is done (Main).
-func (a *app) openDB(ctx context.Context, cfg *config.Config, log *slog.Logger) (database, error) {
+func (a *app) openDB(ctx context.Context, cfg *config.Config, log *slog.Logger) (store.DB, error) {
 	use := a.use()
 	db, err := store.Open(ctx, store.Config{
 		Database: cfg.Database, Create: use.create, Wait: use.wait, ReadOnly: use.readOnly,
@@ -151,28 +113,18 @@ func (a *app) openDB(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 		ProcessClock:     a.processClock,
 		Logger:           log,
 	})
-	if err != nil {
-		return nil, err
-	}
-	switch db := db.(type) {
-	case *postgres.DB:
-		return pgDatabase{db}, nil
-	case *sqlite.DB:
-		return sqliteDatabase{db}, nil
-	}
-	db.Close()
-	return nil, fmt.Errorf("database.url: %s: unexpected store %T", db, db)
+	return db, err
 }
 
 // openReadyDB opens the database and refuses a schema that is behind the binary. The
 // embedded database is migrated on the spot (but by a command that only reads): it
 // is the zero-set-up path, and nobody else shares the file.
-func (a *app) openReadyDB(ctx context.Context, cfg *config.Config, log *slog.Logger) (database, error) {
+func (a *app) openReadyDB(ctx context.Context, cfg *config.Config, log *slog.Logger) (store.DB, error) {
 	db, err := a.openDB(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	if db.embedded() != nil && !a.use().readOnly {
+	if db.EmbeddedFile() != "" && !a.use().readOnly {
 		if _, err := db.Migrate(ctx); err != nil {
 			db.Close()
 			return nil, err
@@ -186,9 +138,9 @@ func (a *app) openReadyDB(ctx context.Context, cfg *config.Config, log *slog.Log
 }
 
 // serviceRunning reports the pid of an `ordersync run` working an embedded database.
-func serviceRunning(db database) (int, bool) {
-	if e := db.embedded(); e != nil {
-		return sqlite.LockHolder(e.Path())
+func serviceRunning(db store.DB) (int, bool) {
+	if f := db.EmbeddedFile(); f != "" {
+		return sqlite.LockHolder(f)
 	}
 	return 0, false
 }

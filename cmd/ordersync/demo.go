@@ -58,11 +58,6 @@ file in the directory, which is removed at the end unless the demo fails.
 	return c
 }
 
-// demoStore is the CLI's database as the demo reads it.
-type demoStore struct{ database }
-
-func (s demoStore) Embedded() bool { return s.embedded() != nil }
-
 // openDemoStore opens the service's journal as a command does, configured by env.
 func openDemoStore(ctx context.Context, env []string) (demo.Store, error) {
 	reader := &app{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, environ: env, configPath: os.DevNull}
@@ -74,7 +69,7 @@ func openDemoStore(ctx context.Context, env []string) (demo.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return demoStore{db}, nil
+	return db, nil
 }
 
 // showJournal is `ordersync journal show key`, run in this process.

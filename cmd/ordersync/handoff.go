@@ -9,6 +9,7 @@ import (
 	"github.com/ordersync/ordersync/internal/engine"
 	"github.com/ordersync/ordersync/internal/handoff"
 	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/store"
 )
 
 // worker carries operations out now, on behalf of a CLI command (resync, import):
@@ -18,7 +19,7 @@ type worker struct {
 	a   *app
 	cfg *config.Config
 	log *slog.Logger
-	db  database
+	db  store.DB
 }
 
 // runKeys carries each key out and returns the operations as they ended (an
@@ -30,9 +31,7 @@ func (w worker) runKeys(ctx context.Context, keys []string) ([]journal.Operation
 	c := handoff.Config{Journal: w.db.Journal(), Database: w.db.String(), Role: w.a.role(),
 		OneCTimeout: w.cfg.OneC.Timeout, Wake: wakeService, Stderr: w.a.stderr, Log: w.log,
 		Engine: func() (handoff.Runner, func(), error) { return w.engine() }}
-	if e := w.db.embedded(); e != nil {
-		c.Embedded = e.Path()
-	}
+	c.Embedded = w.db.EmbeddedFile()
 	return handoff.RunKeys(ctx, c, keys)
 }
 

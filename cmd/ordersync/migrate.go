@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ordersync/ordersync/internal/store"
 )
 
 func (a *app) migrateCommand() *cobra.Command {
@@ -29,7 +31,7 @@ STATUS=.`,
 				return err
 			}
 			sm := a.serviceManager(log)
-			var db database
+			var db store.DB
 			err = sm.extendWhile("migrate: opening the database", func() (err error) {
 				db, err = a.openDB(ctx, cfg, log)
 				return err

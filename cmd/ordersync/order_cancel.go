@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -38,7 +36,7 @@ and not applied. Exit status 0 when the cancel ends done, 1 otherwise.`,
 			if err := checkFormat(format, "table", "json"); err != nil {
 				return err
 			}
-			c, err := newCancel(args[0], args[1], reason)
+			c, err := order.NewCancel(args[0], args[1], reason)
 			if err != nil {
 				return usageError(fmt.Errorf("order cancel: %w", err))
 			}
@@ -61,7 +59,7 @@ and not applied. Exit status 0 when the cancel ends done, 1 otherwise.`,
 			defer db.Close()
 
 			if !beforeCreate {
-				seen, err := seenOrder(ctx, db.Journal(), c)
+				seen, err := journal.HoldsOrder(ctx, db.Journal(), c)
 				if err != nil {
 					return fmt.Errorf("order cancel: %w", err)
 				}
@@ -120,52 +118,6 @@ and not applied. Exit status 0 when the cancel ends done, 1 otherwise.`,
 	c.Flags().BoolVar(&beforeCreate, "before-create", false,
 		"record the cancel of an order the journal has not seen yet (its create, if it comes, is not made)")
 	return c
-}
-
-// seenOrder reports whether the journal holds the order's create (under its order key
-// or any other key of the same source and external id, such as an Ozon posting's) or
-// this cancel already.
-func seenOrder(ctx context.Context, j journal.Store, c order.Cancel) (bool, error) {
-	for _, key := range []string{c.CreateKey, order.CancelKeyOf(c.CreateKey)} {
-		_, err := j.Get(ctx, key)
-		if err == nil {
-			return true, nil
-		}
-		if !errors.Is(err, journal.ErrNotFound) {
-			return false, err
-		}
-	}
-	ops, err := j.List(ctx, journal.Filter{Source: c.Source, Kind: order.KindCreate, Query: c.ExternalID, Limit: 20})
-	if err != nil {
-		return false, err
-	}
-	for _, op := range ops {
-		if op.ExternalID == c.ExternalID {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// newCancel checks SOURCE and EXTERNAL_ID by the canonical order's rules (they make
-// the keys of its create and its cancel) and builds the cancel.
-func newCancel(source, externalID, reason string) (order.Cancel, error) {
-	err := order.Order{Source: source, ExternalID: externalID}.Validate()
-	var ve *order.ValidationError
-	if errors.As(err, &ve) {
-		for _, p := range ve.Problems {
-			switch p.Field {
-			case "source":
-				return order.Cancel{}, fmt.Errorf("SOURCE %s", p.Message)
-			case "external_id":
-				return order.Cancel{}, fmt.Errorf("EXTERNAL_ID %s", p.Message)
-			}
-		}
-	}
-	// The reason trimmed as a webhook's is, so that the same cancel either way is a
-	// duplicate.
-	return order.Cancel{Source: source, ExternalID: externalID, Reason: strings.TrimSpace(reason),
-		CreateKey: order.Key(source, "order", externalID, "create")}, nil
 }
 
 type cancelOutput struct {

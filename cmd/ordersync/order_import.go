@@ -15,6 +15,7 @@ import (
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
+	"github.com/ordersync/ordersync/internal/store"
 )
 
 func (a *app) orderCommand() *cobra.Command {
@@ -152,14 +153,14 @@ func (a *app) reportImport(results []importResult, format string) error {
 // afterImport hands newly registered operations on: on PostgreSQL the service claims
 // them at its next poll. On an embedded database, a running service is woken at once;
 // with none running, this command carries them out itself when 1C is configured.
-func (a *app) afterImport(ctx context.Context, cfg *config.Config, log *slog.Logger, db database, results []importResult) error {
+func (a *app) afterImport(ctx context.Context, cfg *config.Config, log *slog.Logger, db store.DB, results []importResult) error {
 	var keys []string
 	for _, r := range results {
 		if r.Outcome == string(journal.Registered) {
 			keys = append(keys, r.Key)
 		}
 	}
-	if len(keys) == 0 || db.embedded() == nil {
+	if len(keys) == 0 || db.EmbeddedFile() == "" {
 		return nil
 	}
 	if pid, ok := serviceRunning(db); ok {

@@ -9,6 +9,7 @@ import (
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/outbox/webhook"
 	"github.com/ordersync/ordersync/internal/stdwebhook"
+	"github.com/ordersync/ordersync/internal/store"
 )
 
 // delivery is the outbox side of the configuration: which destination hears which
@@ -106,7 +107,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-func (d *delivery) relay(db database, cfg *config.Config, log *slog.Logger) *outbox.Relay {
+func (d *delivery) relay(db store.DB, cfg *config.Config, log *slog.Logger) *outbox.Relay {
 	rc := relayConfig(cfg, d.publishers, d.skipDead, log)
 	if cfg.Relay.Listen {
 		rc.Listener = db.Listener()

@@ -9,18 +9,20 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/connectors/kaspi"
+	"github.com/ordersync/ordersync/internal/monitor"
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/sdnotify"
 	lifecycle "github.com/ordersync/ordersync/internal/service"
 	"github.com/ordersync/ordersync/internal/stock/scheduler"
+	"github.com/ordersync/ordersync/internal/store"
+	"github.com/ordersync/ordersync/internal/store/postgres"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
 )
 
@@ -87,7 +89,7 @@ func (a *app) run(ctx context.Context) error {
 			stopping() // the AfterFunc's goroutine may not have sent it yet
 		}
 	}()
-	var db database
+	var db store.DB
 	// Connecting, migrating an embedded file, checking the schema: the start
 	// timeout is extended while it runs.
 	err = sm.ExtendWhile("starting: opening the database", func() (err error) {
@@ -98,10 +100,10 @@ func (a *app) run(ctx context.Context) error {
 		return stoppedDuringStartUp(ctx, log, err)
 	}
 	defer db.Close()
-	if e := db.embedded(); e != nil {
+	if file := db.EmbeddedFile(); file != "" {
 		// One process works an embedded file: a second `run` refuses, naming the
 		// first; a CLI command doing its own work is waited for.
-		lock, err := serviceRunLock(ctx, e.Path(), log)
+		lock, err := sqlite.WaitRunLock(ctx, file, log)
 		if err != nil {
 			return stoppedDuringStartUp(ctx, log, err)
 		}
@@ -110,11 +112,11 @@ func (a *app) run(ctx context.Context) error {
 			return nil
 		}
 		defer lock.Release()
-		log.InfoContext(ctx, "using the embedded SQLite database (set database.url for PostgreSQL)", "file", e.Path())
+		log.InfoContext(ctx, "using the embedded SQLite database (set database.url for PostgreSQL)", "file", file)
 	}
 	log.InfoContext(ctx, "ordersync starting", "version", version, "config", cfg.Source(),
 		"database", db.String(), "onec_base_url", cfg.OneC.BaseURL, "max_concurrency", cfg.OneC.MaxConcurrency)
-	if pg, ok := db.(pgDatabase); ok {
+	if pg, ok := db.(*postgres.DB); ok {
 		c := pg.Connections()
 		log.InfoContext(ctx, "database connections", "max_connections", c.Total, "main_pool", c.Main,
 			"claims_and_locks", c.Claims, "inbox_writers", c.Writers, "listen", c.Listen)
@@ -126,19 +128,15 @@ func (a *app) run(ctx context.Context) error {
 	// started; the deferred Stop after a normal stop does nothing.
 	var services lifecycle.Group
 	defer services.Stop()
-	adm := newAdmin(ctx, cfg, db, client, log)
+	adm := monitor.New(ctx, monitor.Config{Config: cfg, Version: version, Connectors: enabledConnectorNames(cfg),
+		DB: db, Client: client, Logger: log})
 	services.Add("admin.listen", lifecycle.Server(adm, cfg.HTTP.ShutdownTimeout))
 	if err := services.Start(ctx); err != nil {
 		return stoppedDuringStartUp(ctx, log, err)
 	}
 	db = adm.DB() // the engine, the pollers and the scheduler count through it
-	// The process's clock against the database's, which ordersync judges on: a WARN
-	// past a second, ordersync_clock_offset_seconds; at each measurement.
-	var setOffset func(time.Duration)
-	if adm.metrics != nil {
-		setOffset = adm.metrics.SetClockOffset
-	}
-	db.WatchClock(newClockWatch(log, db.String(), setOffset).measured)
+	// The process's clock against the database's, which ordersync judges on.
+	adm.WatchClock()
 
 	sm.Status("starting: engine, relays and listeners")
 	fs, err := fetchers(cfg, skus, log)
@@ -275,61 +273,6 @@ func (a *app) run(ctx context.Context) error {
 	return nil
 }
 
-// clockWarnAfter is how far the process's clock and the database's may differ before
-// run warns; clockWarnAgain is how often the warning is repeated while they do.
-const (
-	clockWarnAfter = time.Second
-	clockWarnAgain = time.Hour
-)
-
-// clockWatch hears each measurement of the database's clock against the process's
-// (database.WatchClock): it sets the gauge, and logs a WARN when they differ by more
-// than clockWarnAfter — at the first such measurement, when the difference moves by
-// more than that again, and every clockWarnAgain while it lasts — and an INFO when
-// they agree again.
-type clockWatch struct {
-	log      *slog.Logger
-	database string
-	set      func(time.Duration) // the gauge; nil without the admin listener
-	now      func() time.Time
-
-	mu       sync.Mutex
-	warned   bool
-	warnedAt time.Time
-	last     time.Duration // the difference last warned about
-}
-
-func newClockWatch(log *slog.Logger, database string, set func(time.Duration)) *clockWatch {
-	return &clockWatch{log: log, database: database, set: set, now: time.Now}
-}
-
-func (w *clockWatch) measured(offset time.Duration) {
-	if w.set != nil {
-		w.set(offset)
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	now := w.now()
-	switch {
-	case offset.Abs() > clockWarnAfter:
-		if w.warned && (offset-w.last).Abs() <= clockWarnAfter && now.Sub(w.warnedAt) < clockWarnAgain {
-			return
-		}
-		w.warned, w.warnedAt, w.last = true, now, offset
-		side := "ahead of"
-		if offset > 0 {
-			side = "behind"
-		}
-		w.log.Warn(fmt.Sprintf("the process's clock and the database's differ by %s (this machine's is %s the database's); "+
-			"ordersync judges settle and takeover times on the database's clock, but check NTP on this machine and on the database server",
-			offset.Abs().Round(100*time.Millisecond), side),
-			"clock_offset", offset.String(), "database", w.database)
-	case w.warned:
-		w.warned = false
-		w.log.Info("the process's clock and the database's agree again", "clock_offset", offset.String(), "database", w.database)
-	}
-}
-
 // stoppedDuringStartUp is what run returns when a start-up step failed: nil when a
 // stop was requested meanwhile (SIGTERM during start-up is a clean stop, exit 0, and
 // the step's error — a connect, a migration or a lookup cut short — is its
@@ -344,35 +287,4 @@ func stoppedDuringStartUp(ctx context.Context, log *slog.Logger, err error) erro
 		log.Warn("stop requested during start-up; a start-up step had failed", "err", err)
 	}
 	return nil
-}
-
-// serviceRunLock takes the embedded database's run lock for `ordersync run`.
-// Another service holding it — or a holder that cannot be told, an older ordersync —
-// is an error naming its pid (exit 1). A CLI command holding it is doing its own
-// work, bounded by its calls: the service waits for it, saying so once per holder,
-// and starts once it is done. It returns nil, nil when a stop was requested while it
-// waited.
-func serviceRunLock(ctx context.Context, path string, log *slog.Logger) (*sqlite.RunLock, error) {
-	var waitingFor sqlite.Holder
-	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
-		lock, err := sqlite.AcquireRunLock(path)
-		var locked *sqlite.LockedError
-		if !errors.As(err, &locked) {
-			return lock, err
-		}
-		h := locked.Holder
-		if h.IsService() || h.Role == "" {
-			return nil, err
-		}
-		if h != waitingFor {
-			log.InfoContext(ctx, fmt.Sprintf("waiting for %s to finish with the database; starting once it has", h),
-				"pid", h.PID, "command", h.Role, "lock", sqlite.LockPath(path))
-			waitingFor = h
-		}
-		select {
-		case <-ctx.Done():
-			return nil, nil
-		case <-time.After(delay):
-		}
-	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/stock"
 	stocksvc "github.com/ordersync/ordersync/internal/stock/service"
+	"github.com/ordersync/ordersync/internal/store"
 )
 
 func (a *app) stockCommand() *cobra.Command {
@@ -30,7 +31,7 @@ func (a *app) stockCommand() *cobra.Command {
 type stockEnv struct {
 	setup *stockSetup
 	svc   *stocksvc.Service
-	db    database
+	db    store.DB
 }
 
 func (a *app) openStock(ctx context.Context) (*stockEnv, error) {

@@ -23,6 +23,7 @@ import (
 	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/stock"
 	stocksvc "github.com/ordersync/ordersync/internal/stock/service"
+	"github.com/ordersync/ordersync/internal/store"
 )
 
 // The stock commands as an operator runs them (in-process, through e.cli), checked
@@ -39,7 +40,7 @@ func stockSetEnv(e *env, kvs ...string) {
 }
 
 // openStockDB opens e's database as the CLI does, whichever the backend.
-func openStockDB(t *testing.T, e *env) database {
+func openStockDB(t *testing.T, e *env) store.DB {
 	t.Helper()
 	a := &app{environ: e.environ, stdout: io.Discard, stderr: io.Discard}
 	cfg, err := a.loadConfig()

@@ -14,6 +14,7 @@ import (
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/stock"
 	"github.com/ordersync/ordersync/internal/stock/publish"
+	"github.com/ordersync/ordersync/internal/store"
 )
 
 // skuMapName is a marketplace's name in the SKU map's first column.
@@ -26,7 +27,7 @@ func skuMapName(marketplace string) string {
 
 // stockPublishers are the outbox destinations that publish stock (ozon-stock,
 // wildberries-stock): one per enabled connector with stock warehouses.
-func stockPublishers(cfg *config.Config, db database, markets []marketplace, skus *connectors.SKUMap, log *slog.Logger) (map[string]outbox.Publisher, error) {
+func stockPublishers(cfg *config.Config, db store.DB, markets []marketplace, skus *connectors.SKUMap, log *slog.Logger) (map[string]outbox.Publisher, error) {
 	pubs := map[string]outbox.Publisher{}
 	for _, m := range markets {
 		var sender stock.Sender
@@ -81,7 +82,7 @@ func stockPublishers(cfg *config.Config, db database, markets []marketplace, sku
 
 // kaspiFeed is the Kaspi price list served on http.listen, nil when Kaspi has no
 // feed configured.
-func kaspiFeed(cfg *config.Config, db database, skus *connectors.SKUMap, log *slog.Logger) (*kaspi.Feed, error) {
+func kaspiFeed(cfg *config.Config, db store.DB, skus *connectors.SKUMap, log *slog.Logger) (*kaspi.Feed, error) {
 	k := cfg.Connectors.Kaspi
 	if !k.Enabled || k.FeedToken == "" || len(k.Stores) == 0 {
 		return nil, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/reconcile"
+	"github.com/ordersync/ordersync/internal/store"
 	"github.com/ordersync/ordersync/internal/ui"
 )
 
@@ -69,7 +70,7 @@ type uiSide struct {
 // newUI builds the journal pages for ui.listen, nil when it is empty, on the
 // service's stores; reconciliation asks 1C through client and the enabled
 // marketplaces. wake makes the engine claim a resynced operation at once.
-func newUI(cfg *config.Config, db database, client onec.Client, markets []marketplace,
+func newUI(cfg *config.Config, db store.DB, client onec.Client, markets []marketplace,
 	wake func(), log *slog.Logger) (*uiSide, error) {
 	if cfg.UI.Listen == "" {
 		return nil, nil
@@ -114,7 +115,7 @@ func (u *uiSide) Stop(ctx context.Context) error { return u.srv.Stop(ctx) }
 
 // uiReconcile is the reconciliation page's: source is site or an enabled
 // connector's configuration name (kaspi, ozon, wildberries), as the CLI takes it.
-func uiReconcile(cfg *config.Config, db database, client onec.Client, markets []marketplace) ui.ReconcileFunc {
+func uiReconcile(cfg *config.Config, db store.DB, client onec.Client, markets []marketplace) ui.ReconcileFunc {
 	return func(ctx context.Context, source string, from, to time.Time) (reconcile.Report, error) {
 		var mp connectors.Marketplace
 		name := source

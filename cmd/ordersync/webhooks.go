@@ -21,10 +21,11 @@ import (
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/server"
 	"github.com/ordersync/ordersync/internal/stdwebhook"
+	"github.com/ordersync/ordersync/internal/store"
 )
 
 // newServer builds the webhook server, or nil when http.listen is empty.
-func newServer(cfg *config.Config, db database, wake func(), handlers map[string]http.Handler, log *slog.Logger) (*server.Server, error) {
+func newServer(cfg *config.Config, db store.DB, wake func(), handlers map[string]http.Handler, log *slog.Logger) (*server.Server, error) {
 	if cfg.HTTP.Listen == "" {
 		return nil, nil
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/stock"
 	stocksnapshot "github.com/ordersync/ordersync/internal/stock/snapshot"
+	"github.com/ordersync/ordersync/internal/store"
 )
 
 // loadConfig reads the configuration: --config, or the default file when present,
@@ -89,7 +90,7 @@ func getRetries(n int) int {
 // cancel's "is the create settled" agree with what every replica's claims read. The
 // engine carries out the orders' creates and cancels itself; the features register
 // the handlers of their kinds here: the stock snapshots.
-func newEngine(db database, client onec.Client, cfg *config.Config, routes outbox.Routes,
+func newEngine(db store.DB, client onec.Client, cfg *config.Config, routes outbox.Routes,
 	fetchers map[string]engine.Fetcher, log *slog.Logger) *engine.Engine {
 	return engine.New(db.Journal(), client, engine.Config{
 		Now:             db.Now,

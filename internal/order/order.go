@@ -125,6 +125,27 @@ type Cancel struct {
 	CreateKey  string `json:"create_key"`
 }
 
+// NewCancel checks SOURCE and EXTERNAL_ID by the canonical order's rules (they make
+// the keys of its create and its cancel) and builds the cancel of `order cancel`.
+func NewCancel(source, externalID, reason string) (Cancel, error) {
+	err := Order{Source: source, ExternalID: externalID}.Validate()
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		for _, p := range ve.Problems {
+			switch p.Field {
+			case "source":
+				return Cancel{}, fmt.Errorf("SOURCE %s", p.Message)
+			case "external_id":
+				return Cancel{}, fmt.Errorf("EXTERNAL_ID %s", p.Message)
+			}
+		}
+	}
+	// The reason trimmed as a webhook's is, so that the same cancel either way is a
+	// duplicate.
+	return Cancel{Source: source, ExternalID: externalID, Reason: strings.TrimSpace(reason),
+		CreateKey: Key(source, "order", externalID, "create")}, nil
+}
+
 // CancelKeyOf is the cancel operation's key for a create key
 // (kaspi:order:1:create → kaspi:order:1:cancel); "" for a key that is not a create.
 func CancelKeyOf(createKey string) string {
