@@ -196,24 +196,40 @@ func Register(ctx context.Context, js Registrar, p stock.Payload) (journal.Regis
 	})
 }
 
+// supersedePage is how many pending snapshots Supersede reads a page.
+const supersedePage = 500
+
 // Supersede fails every pending snapshot of p's schedule and warehouse whose slot
 // is older than p's, and returns how many it failed. A snapshot that a worker holds
 // right now is left to finish.
 func Supersede(ctx context.Context, js journal.Store, p stock.Payload) (int, error) {
-	ops, err := js.List(ctx, journal.Filter{Status: journal.StatusPending, Source: stock.Source, Limit: 10000})
-	if err != nil {
-		return 0, err
-	}
 	key := stock.Key(p.Schedule, p.Warehouse, p.Label)
+	// Every pending snapshot, page by page, and those of this schedule and
+	// warehouse with an older slot kept: however many are pending.
+	var older []journal.Operation
+	f := journal.Filter{Status: journal.StatusPending, Source: stock.Source, Kind: stock.KindSnapshot, Limit: supersedePage}
+	for {
+		page, err := js.List(ctx, f)
+		if err != nil {
+			return 0, err
+		}
+		for _, op := range page {
+			if op.ExternalID != p.Schedule+":"+p.Warehouse || op.Key == key {
+				continue
+			}
+			var old stock.Payload
+			if json.Unmarshal(op.Payload, &old) == nil && old.Slot.Before(p.Slot) {
+				older = append(older, op)
+			}
+		}
+		if len(page) < f.Limit {
+			break
+		}
+		last := page[len(page)-1]
+		f.After = &last
+	}
 	n := 0
-	for _, op := range ops {
-		if op.Kind != stock.KindSnapshot || op.ExternalID != p.Schedule+":"+p.Warehouse || op.Key == key {
-			continue
-		}
-		var old stock.Payload
-		if json.Unmarshal(op.Payload, &old) != nil || !old.Slot.Before(p.Slot) {
-			continue
-		}
+	for _, op := range older {
 		l, err := js.Lock(ctx, op.Key)
 		if errors.Is(err, journal.ErrBusy) || errors.Is(err, journal.ErrNotFound) {
 			continue

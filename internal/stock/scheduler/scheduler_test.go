@@ -139,3 +139,38 @@ func TestCatchUpRegistersTheLatestMissedSlotOnce(t *testing.T) {
 		t.Fatalf("catch-up registered %d operations (%v), want only the latest missed slot, stock:main:WH1:2026-09-16T10:00", len(ops), ops)
 	}
 }
+
+// A pending snapshot is superseded however many other snapshots are pending: the
+// older slot of WH1 sits behind 10,000 newer pending snapshots of WH2.
+func TestSupersedeFindsTheOlderSlotBehindManyPending(t *testing.T) {
+	t.Parallel()
+	js := openJournal(t)
+	ctx := context.Background()
+	first := time.Date(2026, 9, 16, 10, 0, 0, 0, time.UTC)
+	payload := func(wh string, slot time.Time) stock.Payload {
+		return stock.Payload{Schedule: "main", Warehouse: wh, Slot: slot, Label: slot.Format("2006-01-02T15:04:05")}
+	}
+	if _, err := scheduler.Register(ctx, js, payload("WH1", first)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10000 {
+		if _, err := scheduler.Register(ctx, js, payload("WH2", first.Add(time.Duration(i+1)*time.Second))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := payload("WH1", first.Add(time.Hour))
+	if _, err := scheduler.Register(ctx, js, next); err != nil {
+		t.Fatal(err)
+	}
+	n, err := scheduler.Supersede(ctx, js, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := js.Get(ctx, stock.Key("main", "WH1", payload("WH1", first).Label))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || old.Status != journal.StatusFailed {
+		t.Fatalf("superseded %d, the older WH1 snapshot is %s; want 1 and failed", n, old.Status)
+	}
+}
