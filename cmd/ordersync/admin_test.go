@@ -23,6 +23,7 @@ import (
 	"github.com/ordersync/ordersync/internal/admin"
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/engine"
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/inbox"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/logging"
@@ -231,7 +232,7 @@ func TestMetricsAfterAScriptedRunEqualTheJournalAndTheSimulator(t *testing.T) {
 				[]byte(orderJSON("M-1", "SKU-1", "1", "10"))); st != 200 {
 				t.Fatalf("M-1: %d %s", st, b)
 			}
-			waitUntil(t, 30*time.Second, func() bool {
+			eventually.True(t, "one dead event in the outbox status", func() bool {
 				st, err := w.db.Outbox().Status(ctx, 1)
 				return err == nil && len(st) == 1 && st[0].Dead == 1
 			})
@@ -253,7 +254,7 @@ func TestMetricsAfterAScriptedRunEqualTheJournalAndTheSimulator(t *testing.T) {
 				t.Fatalf("a forged delivery answered %d", st)
 			}
 			store := w.db.Journal()
-			waitUntil(t, 30*time.Second, func() bool {
+			eventually.True(t, "the four operations", func() bool {
 				ops, err := store.List(ctx, journal.Filter{Limit: 1000})
 				if err != nil || len(ops) != 4 {
 					return false
@@ -265,7 +266,7 @@ func TestMetricsAfterAScriptedRunEqualTheJournalAndTheSimulator(t *testing.T) {
 				}
 				return sink.Unique() == 2
 			})
-			waitUntil(t, 30*time.Second, func() bool { // the relay's counters follow the sink's answers
+			eventually.True(t, "the relay's two sends", func() bool { // the relay's counters follow the sink's answers
 				return w.relay.Stats().Sent == 2
 			})
 			if err := w.adm.Refresh(ctx); err != nil {
@@ -374,19 +375,25 @@ func TestReadyzFollows1C(t *testing.T) {
 	// recorded, and /readyz asked.
 	const slack = 3 * time.Second
 
+	// waitReady waits for /readyz to answer want and satisfy cond, and fails the
+	// test if that took longer than within: the bound is what some of the waits
+	// assert (within a ping interval and the slack).
 	waitReady := func(what string, within time.Duration, want int, cond func(admin.Report) bool) time.Duration {
 		t.Helper()
 		start := time.Now()
-		for {
-			code, r := w.ready()
-			if code == want && cond(r) {
-				return time.Since(start)
-			}
-			if time.Since(start) > within {
-				t.Fatalf("%s: /readyz still %d %+v after %s", what, code, r, within)
-			}
-			time.Sleep(10 * time.Millisecond)
+		type answer struct {
+			code int
+			r    admin.Report
 		}
+		eventually.Value(t, fmt.Sprintf("%s: /readyz %d", what, want), func() (answer, bool) {
+			code, r := w.ready()
+			return answer{code, r}, code == want && cond(r)
+		})
+		took := time.Since(start)
+		if took > within {
+			t.Fatalf("%s: /readyz answered %d only after %s, want within %s", what, want, took, within)
+		}
+		return took
 	}
 	waitReady("start", 30*time.Second, 200, func(r admin.Report) bool { return true })
 	if code, r := w.ready(); code != 200 || len(r.Checks) != 4 || !slices.ContainsFunc(r.Checks, func(c admin.Result) bool {
@@ -435,7 +442,7 @@ func TestReadyzFollows1C(t *testing.T) {
 	})
 	e.onec.ClearMissing()
 	waitReady("publication back", 30*time.Second, 200, func(admin.Report) bool { return true })
-	waitUntil(t, 30*time.Second, func() bool { return e.onec.CountExternal("site:P-1") == 1 })
+	eventually.True(t, "site:P-1 in 1C", func() bool { return e.onec.CountExternal("site:P-1") == 1 })
 }
 
 // admin.pprof serves the profiles; an empty admin.listen serves nothing and

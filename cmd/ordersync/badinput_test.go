@@ -11,6 +11,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/sim"
 )
@@ -90,7 +91,7 @@ func TestOrderImportRefusesBadInputBetweenGoodOrders(t *testing.T) {
 					svc.wait(30 * time.Second)
 				}()
 			}
-			waitUntil(t, 30*time.Second, func() bool {
+			eventually.True(t, "GOOD-1 and GOOD-2 in 1C", func() bool {
 				return e.onec.CountExternal("site:GOOD-1") == 1 && e.onec.CountExternal("site:GOOD-2") == 1
 			})
 			if n := e.onec.Count(); n != 2 {
@@ -162,7 +163,7 @@ func TestWebhookRefusesBadInputAndTheServiceGoesOn(t *testing.T) {
 			if st, ans := badSignedPost(t, url, "msg_good", good); st != 200 {
 				t.Fatalf("good delivery: %d %s", st, ans)
 			}
-			waitUntil(t, 30*time.Second, func() bool { return e.onec.CountExternal("site:WH-1") == 1 })
+			eventually.True(t, "site:WH-1 in 1C", func() bool { return e.onec.CountExternal("site:WH-1") == 1 })
 			if rows := e.inboxRows(); len(rows) != 1 || rows[0].EventID != "msg_good" {
 				t.Fatalf("inbox rows %+v, want msg_good only", rows)
 			}
@@ -228,7 +229,7 @@ func TestKaspiBadOrdersDoNotStopRunOrItsCursor(t *testing.T) {
 				`{"code":"880003","state":"NEW","status":"APPROVED_BY_BANK","creationDate":253402300800000,"totalPrice":1500.0}}`)
 
 			svc := e.startService()
-			waitUntil(t, 30*time.Second, func() bool {
+			eventually.True(t, "kaspi orders 880001 and 880004 in 1C", func() bool {
 				return e.onec.CountExternal("kaspi:880001") == 1 && e.onec.CountExternal("kaspi:880004") == 1
 			})
 			store := e.store()
@@ -246,7 +247,7 @@ func TestKaspiBadOrdersDoNotStopRunOrItsCursor(t *testing.T) {
 				LastError string    `json:"last_error"`
 			}
 			var kaspi cursor
-			waitUntil(t, 30*time.Second, func() bool {
+			eventually.True(t, "kaspi's cursor in connectors status", func() bool {
 				out, _, _ := e.cli("", "connectors", "status", "--format", "json")
 				var cursors []cursor
 				json.Unmarshal([]byte(out), &cursors)

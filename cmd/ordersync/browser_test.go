@@ -19,6 +19,7 @@ import (
 	"github.com/xuri/excelize/v2"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/journal/export"
 	"github.com/ordersync/ordersync/internal/sim"
@@ -230,7 +231,7 @@ func TestTheAccountantsPagesInABrowser(t *testing.T) {
 	stop, log := e.runWithLog()
 	defer stop()
 	var base string
-	waitUntil(t, time.Minute, func() bool {
+	eventually.True(t, "the UI's listening address in the log", func() bool {
 		for _, line := range strings.Split(log.String(), "\n") {
 			var rec struct{ Msg, URL string }
 			if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "ui: listening on ") {
@@ -242,7 +243,7 @@ func TestTheAccountantsPagesInABrowser(t *testing.T) {
 	js := e.store()
 	key := "kaspi:order:512344101:create"
 	// Wait for the engine: every good order done, the lost reply found in 1C.
-	waitUntil(t, 3*time.Minute, func() bool {
+	eventually.True(t, "every good order done and the lost reply found", func() bool {
 		done, err := js.List(context.Background(), journal.Filter{Status: journal.StatusDone, Limit: n})
 		if err != nil || len(done) != n-1 {
 			return false
@@ -383,7 +384,7 @@ func TestTheAccountantsPagesInABrowser(t *testing.T) {
 		chromedp.WaitVisible(css(`#flash[data-msg=requeued]`)),
 		chromedp.WaitVisible(css(`li.event[data-action=requeued][data-actor="ui:anna"]`)),
 	)
-	waitUntil(t, 2*time.Minute, func() bool {
+	eventually.True(t, "the requeued operation done", func() bool {
 		op, _ := js.Get(context.Background(), badKey)
 		return op.Status == journal.StatusDone
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/logging"
 	"github.com/ordersync/ordersync/internal/order"
@@ -62,7 +63,7 @@ func TestRunOnAClockAheadOfTheDatabase(t *testing.T) {
 		}
 	})
 	var admin string
-	waitUntil(t, 20*time.Second, func() bool {
+	eventually.True(t, "the admin's listening address in the log", func() bool {
 		for _, r := range jsonRecords(t, stderr.String()) {
 			if r["msg"] == "admin listening" {
 				admin, _ = r["address"].(string)
@@ -107,17 +108,12 @@ func TestRunOnAClockAheadOfTheDatabase(t *testing.T) {
 	}
 	store := e.store()
 	key := "site:order:CLK-1:create"
-	var op journal.Operation
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if op, err = store.Get(context.Background(), key); err == nil && op.Status == journal.StatusDone {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not done within 30s (a retry reckoned on the process's clock waits 5 minutes): %+v, %v", key, op, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// Within eventually's bound: a retry reckoned on the process's clock would wait
+	// 5 minutes.
+	op := eventually.Value(t, key+" done", func() (journal.Operation, bool) {
+		op, err := store.Get(context.Background(), key)
+		return op, err == nil && op.Status == journal.StatusDone
+	})
 	if op.Attempts != 2 {
 		t.Fatalf("attempts: %d, want 2 (a 503, then the create)", op.Attempts)
 	}

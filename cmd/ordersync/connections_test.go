@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/testdb"
 )
@@ -135,7 +136,7 @@ func TestServiceWithin64SendersStaysWithinMaxConnections(t *testing.T) {
 	wg.Wait()
 	// The engine goes on carrying the orders into 1C, and the relay their events:
 	// still sampled.
-	waitUntil(t, 2*time.Minute, func() bool { return e.onec.Count() >= events })
+	eventually.True(t, "e.onec.Count() >= events", func() bool { return e.onec.Count() >= events })
 	if code := stopRun(); code != 0 {
 		t.Fatalf("run exited %d", code)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/sim"
 )
 
@@ -101,7 +102,7 @@ func TestRunBringsEveryMarketplaceOrderInto1COnceAndAcknowledgesIt(t *testing.T)
 		}
 		return
 	}
-	waitUntil(t, 30*time.Second, func() bool {
+	eventually.True(t, "nine orders in 1C, three acknowledged per marketplace", func() bool {
 		k, o, w := acked()
 		return e.onec.Count() == 9 && k == 3 && o == 3 && w == 3
 	})
@@ -110,7 +111,7 @@ func TestRunBringsEveryMarketplaceOrderInto1COnceAndAcknowledgesIt(t *testing.T)
 	m.kaspi.SetStatus("512344100", "CANCELLED")
 	m.ozon.Cancel("05708065-000-1", "Покупатель отменил заказ", "Клиент")
 	m.wb.SetStatus(1234567, "cancel", "canceled_by_client")
-	waitUntil(t, 30*time.Second, func() bool {
+	eventually.True(t, "the cancelled orders cancelled in 1C", func() bool {
 		n := 0
 		for _, o := range e.onec.Orders() {
 			if o.Cancelled {
@@ -124,8 +125,17 @@ func TestRunBringsEveryMarketplaceOrderInto1COnceAndAcknowledgesIt(t *testing.T)
 	}
 
 	// Restart: the same listings again; nothing new anywhere.
+	polls := func() (k, o, w int) {
+		return m.kaspi.Requests()[sim.KaspiOpList],
+			len(m.ozon.RequestsTo(sim.OzonUnfulfilledV3)) + len(m.ozon.RequestsTo(sim.OzonUnfulfilledV4)),
+			len(m.wb.RequestsOf(sim.WBOpNew))
+	}
+	k0, o0, w0 := polls()
 	stop = e.runInProcess()
-	time.Sleep(800 * time.Millisecond) // a few polls
+	eventually.True(t, "three more polls of each marketplace", func() bool {
+		k, o, w := polls()
+		return k >= k0+3 && o >= o0+3 && w >= w0+3
+	})
 	if code := stop(); code != 0 {
 		t.Fatalf("second run exited %d", code)
 	}
@@ -211,7 +221,7 @@ func TestAMarketplaceRefusingCredentialsStopsOnlyItsConnector(t *testing.T) {
 		CurrencyCode: 643, CreatedAt: time.Now().Add(-time.Hour)})
 	stop := e.runInProcess()
 	var out string
-	waitUntil(t, 20*time.Second, func() bool {
+	eventually.True(t, "wb:42 in 1C and kaspi's token error in connectors status", func() bool {
 		out, _, _ = e.cli("", "connectors", "status")
 		return e.onec.CountExternal("wb:42") == 1 && strings.Contains(out, "connectors.kaspi.token")
 	})

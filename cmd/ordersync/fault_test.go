@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/testdb"
@@ -74,11 +75,11 @@ func TestPostgresRestartedMidRun(t *testing.T) {
 	store := e.store()
 
 	svc := e.startService()
-	waitUntil(t, 20*time.Second, func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
+	eventually.True(t, "engine started in the log", func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
 	if _, stderr, code := e.cli(first.String(), "order", "import"); code != 0 {
 		t.Fatalf("import: %d %s", code, stderr)
 	}
-	waitUntil(t, 30*time.Second, func() bool { return e.onec.Count() >= 5 })
+	eventually.True(t, "e.onec.Count() >= 5", func() bool { return e.onec.Count() >= 5 })
 
 	restarted := time.Now()
 	cluster.Restart()
@@ -88,7 +89,7 @@ func TestPostgresRestartedMidRun(t *testing.T) {
 	}
 	var recovered time.Duration
 	before := e.onec.Count()
-	waitUntil(t, 90*time.Second, func() bool {
+	eventually.True(t, "the service to recover from the database outage", func() bool {
 		if recovered == 0 && e.onec.Count() > before {
 			recovered = time.Since(restarted)
 		}
@@ -96,7 +97,7 @@ func TestPostgresRestartedMidRun(t *testing.T) {
 		return ok && c[journal.StatusDone] == n
 	})
 	allDone := time.Since(restarted)
-	waitUntil(t, 60*time.Second, func() bool { return sink.Unique() >= n })
+	eventually.True(t, "sink.Unique() >= n", func() bool { return sink.Unique() >= n })
 	delivered := time.Since(restarted)
 	select {
 	case <-svc.done:
@@ -165,18 +166,18 @@ func TestFaultProxyBetweenTheServiceAnd1CAndPostgres(t *testing.T) {
 	}
 	store := e.store() // straight to the database, not through the proxy
 	svc := e.startService()
-	waitUntil(t, 20*time.Second, func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
+	eventually.True(t, "engine started in the log", func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
 	// Chances per chunk of the stream (an HTTP answer, a query's reply).
 	onecProxy.SetFaults(sim.ProxyFaults{ResetMidAnswer: 0.06, Stall: 0.06, StallFor: 1500 * time.Millisecond, CloseAfterRequest: 0.06})
 	dbProxy.SetFaults(sim.ProxyFaults{ResetMidAnswer: 0.01, Stall: 0.01, StallFor: 1500 * time.Millisecond, CloseAfterRequest: 0.01})
 
-	waitUntil(t, 3*time.Minute, func() bool {
+	eventually.True(t, "every operation done through the faults", func() bool {
 		c, ok := statusCounts(store)
 		return ok && c[journal.StatusDone] == n
 	})
 	onecProxy.SetFaults(sim.ProxyFaults{})
 	dbProxy.SetFaults(sim.ProxyFaults{})
-	waitUntil(t, time.Minute, func() bool { return sink.Unique() >= n })
+	eventually.True(t, "sink.Unique() >= n", func() bool { return sink.Unique() >= n })
 	select {
 	case <-svc.done:
 		t.Fatalf("the service exited under the faults; its log:\n%s", svc.stderr.String())
@@ -231,9 +232,9 @@ func TestShutdownWhenTheDatabaseStopsAnswering(t *testing.T) {
 		t.Fatalf("import: %d %s", code, stderr)
 	}
 	svc := e.startService()
-	waitUntil(t, 20*time.Second, func() bool { return e.onec.Count() >= 3 })
+	eventually.True(t, "e.onec.Count() >= 3", func() bool { return e.onec.Count() >= 3 })
 	dbProxy.SetFaults(sim.ProxyFaults{Stall: 1, StallFor: 10 * time.Minute}) // the database answers nothing more
-	waitUntil(t, 20*time.Second, func() bool { return dbProxy.Stats().Stalls >= 1 })
+	eventually.True(t, "dbProxy.Stats().Stalls >= 1", func() bool { return dbProxy.Stats().Stalls >= 1 })
 	stopped := time.Now()
 	svc.signal(syscall.SIGTERM)
 	code := svc.wait(60 * time.Second) // fails the test if the service hangs

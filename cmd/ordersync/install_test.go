@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
 	"github.com/ordersync/ordersync/internal/testdb"
@@ -570,7 +571,7 @@ func TestRunAndMigrateWaitForTheDatabase(t *testing.T) {
 	}
 	waitLog := func(log *lockedBuffer, msg string) {
 		t.Helper()
-		waitUntil(t, 90*time.Second, func() bool { return strings.Contains(log.String(), msg) })
+		eventually.True(t, msg+" in the log", func() bool { return strings.Contains(log.String(), msg) })
 	}
 	exit := func(done <-chan int, log *lockedBuffer) int {
 		t.Helper()

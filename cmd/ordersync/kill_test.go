@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/sim"
 )
@@ -57,7 +58,7 @@ func testKill9Twice(t *testing.T, backend string) {
 	cutShort := map[string]int{}
 	for kill := 1; kill <= 2; kill++ {
 		svc := e.startService()
-		waitUntil(t, 20*time.Second, func() bool { return strings.Contains(svc.stderr.String(), "engine started") || svc.exited() })
+		eventually.True(t, "engine started in the log, or the service gone", func() bool { return strings.Contains(svc.stderr.String(), "engine started") || svc.exited() })
 		if svc.exited() {
 			t.Fatalf("run %d ended before it started: %s; log:\n%s", kill, svc.cmd.ProcessState, svc.stderr.String())
 		}
@@ -68,7 +69,7 @@ func testKill9Twice(t *testing.T, backend string) {
 		}
 		// Kill once some creates have been answered and others are in flight.
 		before := e.onec.Stats().Requests["create"]
-		waitUntil(t, 30*time.Second, func() bool {
+		eventually.True(t, "creates answered and in flight, or the service gone", func() bool {
 			return (e.onec.Stats().Requests["create"] >= before+6 && creating.Load() >= 2) || svc.exited()
 		})
 		svc.signal(syscall.SIGKILL)
@@ -94,7 +95,11 @@ func testKill9Twice(t *testing.T, backend string) {
 	// The last run: it takes over the cut-short attempts once they have settled and
 	// finishes everything.
 	svc := e.startService()
-	if !waitFor(60*time.Second, func() bool { return countStatus(t, store, journal.StatusDone) == n || svc.exited() }) || svc.exited() {
+	eventually.Value(t, fmt.Sprintf("all %d operations done", n), func() (int, bool) {
+		done := countStatus(t, store, journal.StatusDone)
+		return done, done == n || svc.exited()
+	})
+	if countStatus(t, store, journal.StatusDone) != n || svc.exited() {
 		t.Fatalf("%d of %d operations done (%d pending); log:\n%s", countStatus(t, store, journal.StatusDone), n,
 			countStatus(t, store, journal.StatusPending), svc.stderr.String())
 	}

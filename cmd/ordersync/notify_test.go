@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/sdnotify"
 	"github.com/ordersync/ordersync/internal/sim"
 )
@@ -148,7 +149,7 @@ func TestNotifyReadyStatusWatchdogAndStopping(t *testing.T) {
 	sock := newNotifySocket(t)
 	svc := e.startService("NOTIFY_SOCKET="+sock.addr, "WATCHDOG_USEC="+strconv.Itoa(watchdogUSec))
 
-	waitUntil(t, 30*time.Second, func() bool { return sock.index(0, "READY=1") >= 0 || svc.exited() })
+	eventually.True(t, "READY=1, or the service gone", func() bool { return sock.index(0, "READY=1") >= 0 || svc.exited() })
 	ready := sock.index(0, "READY=1")
 	if ready < 0 {
 		t.Fatalf("no READY=1; the service exited: %s\n%s", svc.cmd.ProcessState, svc.stderr.String())
@@ -178,11 +179,11 @@ func TestNotifyReadyStatusWatchdogAndStopping(t *testing.T) {
 			return false
 		}
 	}
-	waitUntil(t, 20*time.Second, hasStatus("1C up", "outbox: 0 pending, 0 dead, lag 0.0s"))
+	eventually.True(t, `the status "1C up", "outbox: 0 pending, 0 dead, lag 0.0s"`, hasStatus("1C up", "outbox: 0 pending, 0 dead, lag 0.0s"))
 	if _, stderr, code := e.cli(orderJSON("N-1", "SKU-1", "1", "10"), "order", "import"); code != 0 {
 		t.Fatalf("import: %d %s", code, stderr)
 	}
-	waitUntil(t, 20*time.Second, hasStatus("since start: 1 done", "1C up"))
+	eventually.True(t, `the status "since start: 1 done", "1C up"`, hasStatus("since start: 1 done", "1C up"))
 
 	// The watchdog's rate: a WATCHDOG=1 about every 200ms. Bounds are generous (a
 	// loaded machine delays timers); what they catch is a ping per status line, per
@@ -190,7 +191,7 @@ func TestNotifyReadyStatusWatchdogAndStopping(t *testing.T) {
 	from := len(sock.all())
 	const pings = 12
 	var stamps []time.Time
-	waitUntil(t, 30*time.Second, func() bool {
+	eventually.True(t, "12 watchdog pings", func() bool {
 		stamps = stamps[:0]
 		for _, m := range sock.all()[from:] {
 			if m.has("WATCHDOG=1") && len(stamps) < pings {
@@ -244,7 +245,7 @@ func TestNotifyWatchdogStopsWhileAnEngineLoopIsHung(t *testing.T) {
 		"ORDERSYNC_WORKER__SHUTDOWN_TIMEOUT=1s")
 	sock := newNotifySocket(t)
 	svc := e.startService("NOTIFY_SOCKET="+sock.addr, "WATCHDOG_USEC="+strconv.Itoa(watchdogUSec))
-	waitUntil(t, 30*time.Second, func() bool { return sock.count("WATCHDOG=1") >= 3 || svc.exited() })
+	eventually.True(t, "3 watchdog pings, or the service gone", func() bool { return sock.count("WATCHDOG=1") >= 3 || svc.exited() })
 	if svc.exited() {
 		t.Fatalf("the service exited: %s\n%s", svc.cmd.ProcessState, svc.stderr.String())
 	}
@@ -252,12 +253,12 @@ func TestNotifyWatchdogStopsWhileAnEngineLoopIsHung(t *testing.T) {
 	// 1. Every answer of the database held back: the ping fails, the watchdog stops.
 	dbProxy.SetFaults(sim.ProxyFaults{Stall: 1, StallFor: 10 * time.Minute})
 	stalled := len(sock.all())
-	waitUntil(t, 30*time.Second, func() bool {
+	eventually.True(t, "STATUS=UNHEALTHY for the stalled database", func() bool {
 		i := sock.index(stalled, "STATUS=UNHEALTHY")
 		return i >= 0 && strings.Contains(sock.all()[i].lines[0], "the database does not answer")
 	})
 	// The claim loops poll every 20ms: each has met the stall by now.
-	waitUntil(t, 10*time.Second, func() bool { return dbProxy.Stats().Stalls >= 4 })
+	eventually.True(t, "dbProxy.Stats().Stalls >= 4", func() bool { return dbProxy.Stats().Stalls >= 4 })
 
 	// 2. New answers pass again; the calls already held stay held.
 	dbProxy.SetFaults(sim.ProxyFaults{})
@@ -267,7 +268,7 @@ func TestNotifyWatchdogStopsWhileAnEngineLoopIsHung(t *testing.T) {
 			strings.Contains(st, "is hung") && !strings.Contains(st, "database")
 	}
 	var hung int
-	waitUntil(t, 90*time.Second, func() bool {
+	eventually.True(t, "a status line of the hung engine only", func() bool {
 		for i, m := range sock.all()[cleared:] {
 			if st, ok := m.value("STATUS"); ok && engineOnly(st) {
 				hung = cleared + i
@@ -279,7 +280,7 @@ func TestNotifyWatchdogStopsWhileAnEngineLoopIsHung(t *testing.T) {
 	// From then on, several watchdog intervals in a row with no WATCHDOG=1, each
 	// saying why in STATUS=.
 	const withheld = 5
-	waitUntil(t, 30*time.Second, func() bool {
+	eventually.True(t, "the watchdog withheld 5 intervals", func() bool {
 		n := 0
 		for _, m := range sock.all()[hung:] {
 			if m.has("WATCHDOG=1") {
@@ -330,7 +331,7 @@ func TestNotifyListenersDoNotWaitFor1CsStartUpPing(t *testing.T) {
 	started := time.Now()
 	svc := e.startService("NOTIFY_SOCKET=" + sock.addr)
 	addr := webhooksURL(t, svc.stderr)
-	waitUntil(t, 20*time.Second, func() bool { return sock.index(0, "READY=1") >= 0 })
+	eventually.True(t, "READY=1", func() bool { return sock.index(0, "READY=1") >= 0 })
 	resp, err := http.Get(addr + "/healthz")
 	if err != nil {
 		t.Fatal(err)
@@ -370,7 +371,7 @@ func TestNotifyMigrateExtendsTheStartTimeout(t *testing.T) {
 			if code != 0 || !strings.Contains(out, "applied migrations") {
 				t.Fatalf("migrate: exit %d out %q err %q", code, out, stderr)
 			}
-			waitUntil(t, 5*time.Second, func() bool {
+			eventually.True(t, "migrate's EXTEND_TIMEOUT_USEC and status", func() bool {
 				return sock.index(0, "EXTEND_TIMEOUT_USEC=") >= 0 && sock.count("STATUS=migrate: bringing the schema") >= 1
 			})
 			if sock.count("READY=1") != 0 || sock.count("WATCHDOG=1") != 0 {
@@ -568,7 +569,7 @@ func TestSystemdUnitWatchdogAbortIsRestartable(t *testing.T) {
 			extra = append(extra, "GOTRACEBACK="+tc.traceback)
 		}
 		svc := e.startService(extra...)
-		waitUntil(t, 20*time.Second, func() bool { return strings.Contains(svc.stderr.String(), "engine started") || svc.exited() })
+		eventually.True(t, "engine started in the log, or the service gone", func() bool { return strings.Contains(svc.stderr.String(), "engine started") || svc.exited() })
 		svc.signal(syscall.SIGABRT)
 		svc.wait(30 * time.Second)
 		ws, _ := svc.cmd.ProcessState.Sys().(syscall.WaitStatus)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/sim"
 )
 
@@ -49,7 +50,7 @@ func (e *env) runInProcess() (stop func() int) {
 func webhooksURL(t *testing.T, log *lockedBuffer) string {
 	t.Helper()
 	var addr string
-	waitUntil(t, 10*time.Second, func() bool {
+	eventually.True(t, "the webhooks' listening address in the log", func() bool {
 		for _, line := range strings.Split(log.String(), "\n") {
 			var rec struct{ Msg, Address string }
 			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "webhooks listening" {
@@ -101,11 +102,27 @@ func TestOrderCreatedReachesTheWebhookSignedExactlyOnce(t *testing.T) {
 		t.Fatalf("import: %d %s", code, stderr)
 	}
 	stop := e.runInProcess()
-	waitUntil(t, 20*time.Second, func() bool { return sink.Count() >= 1 })
+	eventually.True(t, "sink.Count() >= 1", func() bool { return sink.Count() >= 1 })
 	// The same order again, and a resync of the done operation: no second event.
 	e.cli(order, "order", "import")
 	e.cli("", "resync", "site:order:W-1:create")
-	time.Sleep(300 * time.Millisecond)
+	// A second event, had they made one, is in the outbox now: wait until every
+	// event is sent, so that it would have reached the sink.
+	eventually.True(t, "every outbox event sent", func() bool {
+		out, _, _ := e.cli("", "outbox", "list", "--format", "json")
+		var recs []struct {
+			SentAt *time.Time `json:"sent_at"`
+		}
+		if json.Unmarshal([]byte(out), &recs) != nil || len(recs) == 0 {
+			return false
+		}
+		for _, r := range recs {
+			if r.SentAt == nil {
+				return false
+			}
+		}
+		return true
+	})
 	if code := stop(); code != 0 {
 		t.Fatalf("run exited %d", code)
 	}
@@ -155,7 +172,7 @@ func TestDeadEventIsListedAndRequeueDeliversIt(t *testing.T) {
 		EventID   string `json:"event_id"`
 		LastError string `json:"last_error"`
 	}
-	waitUntil(t, 20*time.Second, func() bool {
+	eventually.True(t, "one dead event in outbox list", func() bool {
 		out, _, _ := e.cli("", "outbox", "list", "--dead", "--format", "json")
 		return json.Unmarshal([]byte(out), &dead) == nil && len(dead) == 1
 	})
@@ -178,13 +195,13 @@ func TestDeadEventIsListedAndRequeueDeliversIt(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "requeued 1") {
 		t.Fatalf("requeue: exit %d %q %q", code, out, stderr)
 	}
-	waitUntil(t, 20*time.Second, func() bool { return sink.Count() == 1 })
+	eventually.True(t, "sink.Count() == 1", func() bool { return sink.Count() == 1 })
 	if sink.Deliveries()[0].EventID != dead[0].EventID {
 		t.Fatalf("requeue delivered event %s, want the dead %s", sink.Deliveries()[0].EventID, dead[0].EventID)
 	}
 
 	// The sink has it; the relay records it sent just after. Replay takes sent events.
-	waitUntil(t, 20*time.Second, func() bool {
+	eventually.True(t, "W-2 sent in outbox list", func() bool {
 		out, _, _ := e.cli("", "outbox", "list", "--aggregate", "site:order:W-2", "--format", "json")
 		var recs []struct {
 			SentAt *time.Time `json:"sent_at"`
@@ -195,7 +212,7 @@ func TestDeadEventIsListedAndRequeueDeliversIt(t *testing.T) {
 	if out, stderr, code := e.cli("", "outbox", "replay", "--aggregate", "site:order:W-2"); code != 0 {
 		t.Fatalf("replay: exit %d %q %q", code, out, stderr)
 	}
-	waitUntil(t, 20*time.Second, func() bool { return sink.Count() == 2 })
+	eventually.True(t, "sink.Count() == 2", func() bool { return sink.Count() == 2 })
 	if d := sink.Deliveries(); d[1].EventID != d[0].EventID {
 		t.Fatalf("replay sent event %s, want the same id %s", d[1].EventID, d[0].EventID)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/sim"
 )
@@ -125,11 +126,11 @@ func testKill9(t *testing.T, backend string) {
 
 	// 1. Run, hand it the orders, and kill -9 once creates are in flight.
 	svc := e.startService()
-	waitUntil(t, 10*time.Second, func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
+	eventually.True(t, "engine started in the log", func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
 	if _, stderr, code := e.cli(input.String(), "order", "import"); code != 0 {
 		t.Fatalf("import: %d %s", code, stderr)
 	}
-	waitUntil(t, 20*time.Second, func() bool { return e.onec.Stats().Requests["create"] >= 10 })
+	eventually.True(t, "10 creates in 1C", func() bool { return e.onec.Stats().Requests["create"] >= 10 })
 	svc.signal(syscall.SIGKILL)
 	svc.wait(10 * time.Second)
 	open := len(openAttempts(t, store))
@@ -141,7 +142,7 @@ func testKill9(t *testing.T, backend string) {
 	// 2. Restart; SIGTERM while calls are in flight: exit 0, every call finished.
 	svc = e.startService()
 	before := e.onec.Stats().Requests["create"]
-	waitUntil(t, 20*time.Second, func() bool { return e.onec.Stats().Requests["create"] >= before+8 })
+	eventually.True(t, "before+8 creates in 1C", func() bool { return e.onec.Stats().Requests["create"] >= before+8 })
 	svc.signal(syscall.SIGTERM)
 	if code := svc.wait(30 * time.Second); code != 0 {
 		t.Fatalf("SIGTERM: exit %d, want 0; log:\n%s", code, svc.stderr.String())
@@ -160,7 +161,7 @@ func testKill9(t *testing.T, backend string) {
 
 	// 3. Restart and let it finish.
 	svc = e.startService()
-	waitUntil(t, 60*time.Second, func() bool { return countStatus(t, store, journal.StatusDone) == n })
+	eventually.True(t, "every operation done", func() bool { return countStatus(t, store, journal.StatusDone) == n })
 	svc.signal(syscall.SIGTERM)
 	if code := svc.wait(30 * time.Second); code != 0 {
 		t.Fatalf("final SIGTERM: exit %d", code)
@@ -216,23 +217,12 @@ func mustList(t *testing.T, store journal.Store) []journal.Operation {
 	return ops
 }
 
-func waitUntil(t *testing.T, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestASecondRunOnTheSameSQLiteFileRefuses: one process works an embedded file.
 func TestASecondRunOnTheSameSQLiteFileRefuses(t *testing.T) {
 	t.Parallel()
 	e := newEnvOn(t, "sqlite", sim.OneCOptions{}, true)
 	svc := e.startService()
-	waitUntil(t, 10*time.Second, func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
+	eventually.True(t, "engine started in the log", func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
 	_, stderr, code := e.cli("", "run")
 	want := fmt.Sprintf("pid %d", svc.cmd.Process.Pid)
 	if code != 1 || !strings.Contains(stderr, want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
@@ -263,16 +253,16 @@ func TestCLIHandsWorkToTheServiceOnSQLite(t *testing.T) {
 	}
 
 	svc := e.startService()
-	waitUntil(t, 10*time.Second, func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
+	eventually.True(t, "engine started in the log", func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
 	// Beside the service: import hands it over, and the service picks it up at once.
 	if _, stderr, code := e.cli(orderJSON("S-2", "SKU-1", "1", "10"), "order", "import"); code != 0 || !strings.Contains(stderr, "handed") {
 		t.Fatalf("import beside the service: exit %d err %q", code, stderr)
 	}
-	waitUntil(t, 5*time.Second, func() bool { return e.onec.CountExternal("site:S-2") == 1 })
+	eventually.True(t, "site:S-2 in 1C", func() bool { return e.onec.CountExternal("site:S-2") == 1 })
 
 	// A failed operation, resynced beside the service after its cause is fixed.
 	e.cli(orderJSON("S-3", "SKU-NEW", "1", "10"), "order", "import")
-	waitUntil(t, 5*time.Second, func() bool {
+	eventually.True(t, "S-3 failed", func() bool {
 		op, err := e.store().Get(context.Background(), "site:order:S-3:create")
 		return err == nil && op.Status == "failed"
 	})
@@ -351,7 +341,7 @@ func testSIGTERM(t *testing.T, backend string) {
 				code := Main(context.Background(), []string{"order", "import"}, strings.NewReader(input.String()), &out, &errb, e.environ)
 				imported <- fmt.Sprintf("exit %d: %s%s", code, out.String(), errb.String())
 			}()
-			time.Sleep(time.Duration(round%5) * 2 * time.Millisecond)
+			time.Sleep(time.Duration(round%5) * 2 * time.Millisecond) // the start, 0-8ms after the import's
 			svc = e.startService()
 			if res := <-imported; !strings.HasPrefix(res, "exit 0") {
 				t.Fatalf("import beside the service: %s", res)
@@ -365,13 +355,12 @@ func testSIGTERM(t *testing.T, backend string) {
 			// first steps of run.
 			time.Sleep(time.Duration(round%10) * 2 * time.Millisecond)
 		case "during start-up":
-			if waitFor(10*time.Second, func() bool { return svc.stderr.String() != "" || svc.exited() }) {
-				time.Sleep(time.Duration(round%4) * time.Millisecond)
-			}
+			eventually.True(t, "the service's first log line", func() bool { return svc.stderr.String() != "" || svc.exited() })
+			time.Sleep(time.Duration(round%4) * time.Millisecond) // 0-3ms into the start-up
 		case "calls in flight":
-			waitFor(20*time.Second, func() bool { return e.onec.Stats().Requests["create"] > creates || svc.exited() })
+			eventually.True(t, "a create in flight", func() bool { return e.onec.Stats().Requests["create"] > creates || svc.exited() })
 		case "work done", "import beside the start-up":
-			waitFor(30*time.Second, func() bool { return allDone() || svc.exited() })
+			eventually.True(t, "the run's orders done", func() bool { return allDone() || svc.exited() })
 		}
 		started := strings.Contains(svc.stderr.String(), "engine started")
 		linesAtSignal := strings.Count(svc.stderr.String(), "\n")
@@ -401,9 +390,13 @@ func testSIGTERM(t *testing.T, backend string) {
 	}
 	// Whatever the moments, every order is created once in the end.
 	svc := e.startService()
-	waitUntil(t, 20*time.Second, func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
-	if !waitFor(60*time.Second, func() bool { return countStatus(t, store, journal.StatusDone) == total || svc.exited() }) {
-		t.Fatalf("%d of %d operations done; log:\n%s", countStatus(t, store, journal.StatusDone), total, svc.stderr.String())
+	eventually.True(t, "engine started in the log", func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
+	eventually.Value(t, fmt.Sprintf("all %d operations done", total), func() (int, bool) {
+		n := countStatus(t, store, journal.StatusDone)
+		return n, n == total || svc.exited()
+	})
+	if n := countStatus(t, store, journal.StatusDone); n != total {
+		t.Fatalf("%d of %d operations done; log:\n%s", n, total, svc.stderr.String())
 	}
 	svc.signal(syscall.SIGTERM)
 	if code := svc.wait(30 * time.Second); code != 0 {
@@ -427,16 +420,4 @@ func (s *service) exited() bool {
 	default:
 		return false
 	}
-}
-
-// waitFor polls cond until it holds (true) or within has passed (false).
-func waitFor(within time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/reconcile"
 	"github.com/ordersync/ordersync/internal/sim"
@@ -57,7 +58,7 @@ func TestReconcileKaspi(t *testing.T) {
 
 			stop := e.runInProcess()
 			store := e.store()
-			waitUntil(t, 60*time.Second, func() bool {
+			eventually.True(t, "five orders in 1C and the bad one failed", func() bool {
 				op, err := store.Get(context.Background(), "kaspi:order:"+failCode+":create")
 				return e.onec.Count() == 5 && err == nil && op.Status == journal.StatusFailed
 			})

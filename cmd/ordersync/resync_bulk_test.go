@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/sim"
 )
@@ -172,7 +173,7 @@ func TestBulkResyncHandsWorkToTheServiceOnSQLite(t *testing.T) {
 	e.environ = append(e.environ, "ORDERSYNC_WORKER__POLL_INTERVAL=1h") // only a wake-up makes it claim at once
 	failOrders(t, e, "sqlite", "SV", "SKU-NEW", n)
 	svc := e.startService()
-	waitUntil(t, 10*time.Second, func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
+	eventually.True(t, "engine started in the log", func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
 
 	e.onec.SetKnownSKUs([]string{"SKU-1", "SKU-NEW"})
 	out, stderr, code := e.cli("", "resync", "--status", "failed")

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
@@ -34,7 +35,7 @@ func (e *env) registerOnly(input string) {
 func (e *env) waitForHolder(p *service, role string, find int) {
 	e.t.Helper()
 	want := sqlite.Holder{PID: p.cmd.Process.Pid, Role: role}
-	waitUntil(e.t, 20*time.Second, func() bool {
+	eventually.True(e.t, "the run lock held by the process", func() bool {
 		h, held := sqlite.RunLockHolder(filepath.Join(e.stateDir, "ordersync.db"))
 		return (held && h == want && e.onec.Stats().Requests["find"] >= find) || p.exited()
 	})
@@ -118,7 +119,7 @@ func TestRunWaitsForACLICommandHoldingTheRunLock(t *testing.T) {
 		e.waitForHolder(imp, "order import", round+1)
 		svc := e.startService()
 		waiting := fmt.Sprintf("waiting for `ordersync order import` (pid %d)", imp.cmd.Process.Pid)
-		waitUntil(t, 20*time.Second, func() bool { return strings.Contains(svc.stderr.String(), waiting) || svc.exited() || imp.exited() })
+		eventually.True(t, waiting+" in the log, or a process gone", func() bool { return strings.Contains(svc.stderr.String(), waiting) || svc.exited() || imp.exited() })
 		if !strings.Contains(svc.stderr.String(), waiting) {
 			t.Fatalf("run beside a CLI command: its log lacks %q:\n%s", waiting, svc.stderr.String())
 		}
@@ -134,7 +135,7 @@ func TestRunWaitsForACLICommandHoldingTheRunLock(t *testing.T) {
 		if stopWhileWaiting {
 			break
 		}
-		waitUntil(t, 20*time.Second, func() bool { return strings.Contains(svc.stderr.String(), "engine started") || svc.exited() })
+		eventually.True(t, "engine started in the log, or the service gone", func() bool { return strings.Contains(svc.stderr.String(), "engine started") || svc.exited() })
 		svc.signal(syscall.SIGTERM)
 		if code := svc.wait(20 * time.Second); code != 0 {
 			t.Fatalf("SIGTERM: exit %d, want 0; log:\n%s", code, svc.stderr.String())

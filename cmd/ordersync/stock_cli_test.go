@@ -18,6 +18,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/logging"
 	"github.com/ordersync/ordersync/internal/sim"
@@ -483,7 +484,7 @@ func TestStockShowDiffAndStatusCommands(t *testing.T) {
 		return err == nil && slices.ContainsFunc(ps, func(p stock.Publish) bool { return p.SnapshotKey == key && p.FinishedAt != nil })
 	}
 	var a1, a2 stock.Snapshot
-	waitForIt(t, 2*time.Minute, "the scheduled snapshots and their publishes", func() bool {
+	eventually.True(t, "the scheduled snapshots and their publishes", func() bool {
 		var ok1, ok2 bool
 		a1, ok1 = latest("main")
 		a2, ok2 = latest("wb")

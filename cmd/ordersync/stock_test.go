@@ -12,6 +12,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/stock"
@@ -95,18 +96,6 @@ func openPG(t *testing.T, url string) *postgres.DB {
 	return db
 }
 
-// waitForIt is waitUntil naming what it waits for.
-func waitForIt(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestTwoReplicasMakeOneSnapshotAndOnePublishPerSlot runs two `ordersync run`
 // processes on one PostgreSQL with a schedule @every 2s while 1C's stock grows by
 // a SKU at a time: each slot is one snapshot (1C is asked once per slot), published
@@ -137,17 +126,10 @@ func TestTwoReplicasMakeOneSnapshotAndOnePublishPerSlot(t *testing.T) {
 		}
 	}()
 	const slots = 5
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	eventually.Value(t, fmt.Sprintf("%d snapshots", slots), func() (int, bool) {
 		ss, err := st.Snapshots(context.Background(), stock.Filter{Schedule: "main"})
-		if err == nil && len(ss) >= slots {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d snapshots after 2m (%v), want %d; replica a's log:\n%s", len(ss), err, slots, a.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(ss), err == nil && len(ss) >= slots
+	})
 	close(stop)
 	grower.Wait()
 	a.signal(syscall.SIGTERM)
@@ -257,7 +239,7 @@ func TestASlotMissedWhileStoppedIsCaughtUpOnce(t *testing.T) {
 		return ks
 	}
 	s := w.startService()
-	waitForIt(t, time.Minute, "the first snapshot", func() bool { return len(keys()) > 0 })
+	eventually.True(t, "the first snapshot", func() bool { return len(keys()) > 0 })
 	s.signal(syscall.SIGTERM)
 	if code := s.wait(time.Minute); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, s.stderr.String())
@@ -274,10 +256,10 @@ func TestASlotMissedWhileStoppedIsCaughtUpOnce(t *testing.T) {
 		}
 	}
 	// Three slots go by while it is stopped.
-	waitForIt(t, time.Minute, "three slots to pass", func() bool { return !spec.Floor(time.Now()).Before(last.Add(6 * time.Second)) })
+	eventually.True(t, "three slots to pass", func() bool { return !spec.Floor(time.Now()).Before(last.Add(6 * time.Second)) })
 	s = w.startService()
 	caught := spec.Floor(time.Now())
-	waitForIt(t, time.Minute, "the caught-up slot", func() bool { return slices.Contains(keys(), stock.Key("main", "WH1", spec.Label(caught))) })
+	eventually.True(t, "the caught-up slot", func() bool { return slices.Contains(keys(), stock.Key("main", "WH1", spec.Label(caught))) })
 	s.signal(syscall.SIGTERM)
 	if code := s.wait(time.Minute); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, s.stderr.String())

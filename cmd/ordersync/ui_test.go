@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/sim"
 )
 
@@ -75,7 +76,7 @@ func TestRunServesTheJournalPages(t *testing.T) {
 	users, _ := json.Marshal([]map[string]string{{"name": "anna", "password_hash": string(hash), "role": "operator"}})
 	svc := e.startService("ORDERSYNC_UI__LISTEN=127.0.0.1:0", "ORDERSYNC_UI__USERS="+string(users), "ORDERSYNC_UI__LANG=en")
 	var pages string
-	waitUntil(t, 20*time.Second, func() bool {
+	eventually.True(t, "the UI's pages address in the log", func() bool {
 		sc := bufio.NewScanner(strings.NewReader(svc.stderr.String()))
 		for sc.Scan() {
 			var rec map[string]any

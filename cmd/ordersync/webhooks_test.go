@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/stdwebhook"
@@ -87,7 +88,7 @@ func TestSignedWebhookReceiverChecks(t *testing.T) {
 	if st != 200 {
 		t.Fatalf("new event: %d %s", st, first)
 	}
-	waitUntil(t, 20*time.Second, func() bool { return e.onec.CountExternal("site:H-1") == 1 })
+	eventually.True(t, "site:H-1 in 1C", func() bool { return e.onec.CountExternal("site:H-1") == 1 })
 
 	// An exact repeat: the saved answer, nothing more anywhere.
 	st, again := post(t, url, "application/json", signed("msg_1", body), body)
@@ -125,8 +126,9 @@ func TestSignedWebhookReceiverChecks(t *testing.T) {
 	if counts[200] == 0 || counts[200]+counts[409] != 100 {
 		t.Fatalf("answers %v, want 200s (new or duplicate) and 409s (in progress) only", counts)
 	}
-	waitUntil(t, 20*time.Second, func() bool { return e.onec.CountExternal("site:H-2") == 1 })
-	time.Sleep(200 * time.Millisecond) // give a second create, if any, the time to happen
+	eventually.True(t, "site:H-2 in 1C", func() bool { return e.onec.CountExternal("site:H-2") == 1 })
+	// A second create, if any, comes of an operation still pending: none is left.
+	eventually.True(t, "no operation pending", func() bool { return countStatus(t, e.store(), journal.StatusPending) == 0 })
 
 	rows := e.inboxRows()
 	if len(rows) != 2 {
@@ -182,7 +184,7 @@ func TestOzonPushPingNewPostingAndCancel(t *testing.T) {
 	if st, b := post(t, url, "application/json", nil, newPosting); st != 200 || !strings.Contains(string(b), `"result":true`) {
 		t.Fatalf("new posting: %d %s", st, b)
 	}
-	waitUntil(t, 20*time.Second, func() bool { return e.onec.CountExternal("ozon:05708065-0029-1") == 1 })
+	eventually.True(t, "ozon:05708065-0029-1 in 1C", func() bool { return e.onec.CountExternal("ozon:05708065-0029-1") == 1 })
 	if st, _ := post(t, url, "application/json", nil, newPosting); st != 200 {
 		t.Fatalf("repeat: %d", st)
 	}
@@ -199,7 +201,7 @@ func TestOzonPushPingNewPostingAndCancel(t *testing.T) {
 	if st, b := post(t, url, "application/json", nil, cancel); st != 200 {
 		t.Fatalf("cancel: %d %s", st, b)
 	}
-	waitUntil(t, 20*time.Second, func() bool {
+	eventually.True(t, "the order cancelled in 1C", func() bool {
 		for _, o := range e.onec.Orders() {
 			if o.Cancelled {
 				return true
@@ -246,7 +248,7 @@ func TestBitrix24DealBecomesAnOrderOnceWon(t *testing.T) {
 	if st := send("ONCRMDEALADD", t0, "app-token"); st != 200 {
 		t.Fatalf("deal add: %d", st)
 	}
-	waitUntil(t, 20*time.Second, func() bool {
+	eventually.True(t, "the NEW deal attempted and held back", func() bool {
 		op, err := e.store().Get(context.Background(), "bitrix24:deal:42:create")
 		return err == nil && op.Attempts >= 1 && strings.Contains(op.LastError, "NEW")
 	})
@@ -257,7 +259,7 @@ func TestBitrix24DealBecomesAnOrderOnceWon(t *testing.T) {
 	if st := send("ONCRMDEALUPDATE", t0.Add(time.Second), "app-token"); st != 200 {
 		t.Fatalf("deal update: %d", st)
 	}
-	waitUntil(t, 20*time.Second, func() bool { return e.onec.CountExternal("bitrix24:42") == 1 })
+	eventually.True(t, "bitrix24:42 in 1C", func() bool { return e.onec.CountExternal("bitrix24:42") == 1 })
 	if strings.Contains(log.String(), "s3cr3tc0de") || strings.Contains(log.String(), "app-token") {
 		t.Fatalf("a Bitrix24 secret reached the log")
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ordersync/ordersync/internal/engine"
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/sim"
@@ -181,9 +182,7 @@ func BenchmarkEngineThroughput(b *testing.B) {
 				b.ResetTimer()
 				start := time.Now()
 				e.Start(context.Background())
-				for e.Stats().Done < int64(n) {
-					time.Sleep(time.Millisecond)
-				}
+				eventually.True(b, "every order done", func() bool { return e.Stats().Done >= int64(n) })
 				elapsed := time.Since(start)
 				b.StopTimer()
 				e.Stop()

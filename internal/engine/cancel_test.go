@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ordersync/ordersync/internal/engine"
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
@@ -93,10 +94,10 @@ func TestCancelWhileTheCreateIsInFlightEndsWithTheOrderCancelled(t *testing.T) {
 	e := h.engine(nil, engine.Config{Workers: 2})
 	e.Start(context.Background())
 	defer e.Stop()
-	waitFor(t, func() bool { return h.onec.Stats().Requests["create"] == 1 }) // the POST is out
+	eventually.True(t, "the POST in 1C", func() bool { return h.onec.Stats().Requests["create"] == 1 }) // the POST is out
 	key := h.registerCancel(o, "out of stock")
 	e.Wake()
-	waitFor(t, func() bool {
+	eventually.True(t, "the cancel to leave pending", func() bool {
 		d := h.show(key)
 		return d.Status != journal.StatusPending
 	})
@@ -144,7 +145,7 @@ func TestCancelFindsAnOrderWhoseCreateReplyWasLost(t *testing.T) {
 	if settle == nil {
 		t.Fatal("the create has no settle time after an unknown outcome")
 	}
-	waitFor(t, func() bool { return time.Now().After(*settle) })
+	eventually.True(t, "the create's settle time to pass", func() bool { return time.Now().After(*settle) })
 	if op, err := e.RunKey(context.Background(), key); err != nil || op.Status != journal.StatusDone {
 		t.Fatalf("cancel: %+v %v", op, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ordersync/ordersync/internal/engine"
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/order"
@@ -59,18 +60,10 @@ func running(t *testing.T, e *engine.Engine) *engine.Engine {
 // waitStatus waits until key has status st (within a minute: the machine may be busy).
 func (h *harness) waitStatus(key string, st journal.Status) journal.Detail {
 	h.t.Helper()
-	var d journal.Detail
-	deadline := time.Now().Add(time.Minute)
-	for {
-		d = h.show(key)
-		if d.Status == st {
-			return d
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%s is %s (%q) after a minute, want %s", key, d.Status, d.LastError, st)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return eventually.Value(h.t, fmt.Sprintf("%s %s", key, st), func() (journal.Detail, bool) {
+		d := h.show(key)
+		return d, d.Status == st
+	})
 }
 
 // waitVerified waits until the done create has had its first verification find:
@@ -78,20 +71,13 @@ func (h *harness) waitStatus(key string, st journal.Status) journal.Detail {
 // holds, and LateVerifyAt is cleared.
 func (h *harness) waitVerified(key string) journal.Operation {
 	h.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	return eventually.Value(h.t, key+"'s first verification", func() (journal.Operation, bool) {
 		op, err := h.store.Get(context.Background(), key)
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		if op.Status == journal.StatusDone && op.LateVerifyAt == nil && (op.VerifyAt == nil || op.VerifyAt.After(time.Now())) {
-			return op
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%s not verified after a minute (status %s, verify at %v)", key, op.Status, op.VerifyAt)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return op, op.Status == journal.StatusDone && op.LateVerifyAt == nil && (op.VerifyAt == nil || op.VerifyAt.After(time.Now()))
+	})
 }
 
 // A create slower than onec.timeout: the client gives up (or a proxy answers 504)
@@ -162,7 +148,7 @@ func TestClaimSessionKilledMidPostCreatesOneOrder(t *testing.T) {
 	cfg := engine.Config{Workers: 2, OneCTimeout: timeout, SettleTime: settle, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}
 	cfg.WorkerID = "process-a"
 	running(t, h.engine(a.Journal(), cfg))
-	waitFor(t, func() bool { return h.onec.Stats().Requests["create"] == 1 })
+	eventually.True(t, "the POST in 1C", func() bool { return h.onec.Stats().Requests["create"] == 1 })
 
 	// The POST is in 1C: kill the session that holds the row lock.
 	var killed int
@@ -228,18 +214,17 @@ func TestCancelRightAfterAnUnknownOutcomeCancelsTheOrderIn1C(t *testing.T) {
 	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.SlowCreate, Delay: slowCreate})
 	running(t, h.engine(nil, engine.Config{Workers: 2, OneCTimeout: scaledTimeout, SettleTime: scaledSettle,
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}))
-	waitFor(t, func() bool {
+	eventually.True(t, "the create's unknown outcome", func() bool {
 		d := h.show(o.CreateKey())
 		return len(d.History) > 0 && d.History[0].Class == journal.ClassUnknown
 	})
 	cancelKey := h.registerCancel(o, "the buyer cancelled")
 
 	c := h.waitStatus(cancelKey, journal.StatusDone)
-	cr := h.show(o.CreateKey())
-	for cr.Status == journal.StatusPending {
-		time.Sleep(10 * time.Millisecond)
-		cr = h.show(o.CreateKey())
-	}
+	cr := eventually.Value(t, "the create to leave pending", func() (journal.Detail, bool) {
+		cr := h.show(o.CreateKey())
+		return cr, cr.Status != journal.StatusPending
+	})
 	h.wantOneCOrders("site:CANCEL-1", 1)
 	held := h.onec.Orders()[0]
 	if !held.Cancelled {
@@ -271,7 +256,7 @@ func TestOutageLongerThanMaxAttemptsFailsNothing(t *testing.T) {
 	e := running(t, h.engine(nil, engine.Config{Workers: 4, MaxAttempts: 3,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond, PingInterval: 50 * time.Millisecond}))
 	// 20 attempts' worth of the old budget: each operation tried far past max_attempts.
-	waitFor(t, func() bool {
+	eventually.True(t, "every operation tried 21 times", func() bool {
 		for _, k := range keys {
 			if h.show(k).Attempts < 3*7 {
 				return false
@@ -315,7 +300,7 @@ func TestMissingPublicationWaitsAndResumes(t *testing.T) {
 	}
 	running(t, h.engine(nil, engine.Config{Workers: 2, MaxAttempts: 1,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 30 * time.Millisecond, PingInterval: 30 * time.Millisecond}))
-	waitFor(t, func() bool { // each waits and is tried again, past max_attempts
+	eventually.True(t, "every operation tried 3 times", func() bool { // each waits and is tried again, past max_attempts
 		for _, k := range keys {
 			if h.show(k).Attempts < 3 {
 				return false

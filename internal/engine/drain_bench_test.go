@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ordersync/ordersync/internal/engine"
+	"github.com/ordersync/ordersync/internal/eventually"
 )
 
 // BenchmarkDrainBacklog drains 1,000 pending orders with 4 workers against a 1C that
@@ -52,9 +53,7 @@ func BenchmarkDrainBacklog(b *testing.B) {
 				b.StartTimer()
 				start := time.Now()
 				e.Start(ctx)
-				for e.Stats().Done < backlog {
-					time.Sleep(time.Millisecond)
-				}
+				eventually.True(b, "the backlog done", func() bool { return e.Stats().Done >= backlog })
 				elapsed += time.Since(start)
 				b.StopTimer()
 				e.Stop()

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ordersync/ordersync/internal/engine"
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
@@ -67,7 +68,7 @@ func TestDoubtThatReachesMaxAttemptsKeepsItsSettleTime(t *testing.T) {
 					cancelKey := h.registerCancel(o, "the buyer cancelled")
 					c := h.waitStatus(cancelKey, journal.StatusDone)
 					// Whatever the cancel concluded, 1C commits the slow create by now.
-					waitFor(t, func() bool { return h.onec.CountExternal(ext) == 1 })
+					eventually.True(t, "1C to commit the slow create", func() bool { return h.onec.CountExternal(ext) == 1 })
 					held := h.onec.Orders()[0]
 					if !held.Cancelled {
 						t.Fatalf("1C holds %s live, but the journal's cancel is done: %+v", held.Ref, c.Result)
@@ -154,7 +155,7 @@ func TestSettleTimeCountsFromThePostNotFromTheSlotWait(t *testing.T) {
 	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Gateway504After, Delay: 10 * time.Millisecond, Hold: 10 * time.Millisecond})
 	h.onec.Inject(sim.Fault{Op: "find", Kind: sim.SlowCreate, Delay: hold, ExternalID: "site:OTHER"})
 	const settle = 300 * time.Millisecond
-	slotTaker := &slotTakingClient{Client: h.client, sim: h.onec, freed: make(chan time.Time, 1)}
+	slotTaker := &slotTakingClient{Client: h.client, t: t, sim: h.onec, freed: make(chan time.Time, 1)}
 	e := engine.New(h.store, slotTaker, engine.Config{Workers: 1, SettleTime: settle, OneCTimeout: 5 * time.Second,
 		BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond, Logger: h.logger()})
 
@@ -178,6 +179,7 @@ func TestSettleTimeCountsFromThePostNotFromTheSlotWait(t *testing.T) {
 // right before each create, so that the create waits for it.
 type slotTakingClient struct {
 	*httpservice.Client
+	t     *testing.T // CreateOrder runs in the test's goroutine (RunDue)
 	sim   *sim.OneC
 	freed chan time.Time
 }
@@ -189,9 +191,7 @@ func (c *slotTakingClient) CreateOrder(ctx context.Context, req onec.CreateOrder
 		c.freed <- time.Now()
 	}()
 	// The slow find is in 1C, holding the slot, before the create asks for it.
-	for c.sim.Stats().Requests["find"] == finds {
-		time.Sleep(time.Millisecond)
-	}
+	eventually.True(c.t, "the slow find in 1C", func() bool { return c.sim.Stats().Requests["find"] > finds })
 	return c.Client.CreateOrder(ctx, req)
 }
 
@@ -280,7 +280,7 @@ func TestADatabaseOutageLogsOnceAndTheLoopsResumeWhenItReturns(t *testing.T) {
 	store.down.Store(true)
 	running(t, h.engine(store, engine.Config{Workers: 2, PollInterval: 20 * time.Millisecond}))
 	// Long enough for each loop's backoff to have doubled many times.
-	waitFor(t, func() bool { return store.failedClaims.Load() >= 14 && store.failedWakes.Load() >= 10 })
+	eventually.True(t, "14 failed claims and 10 failed wakes", func() bool { return store.failedClaims.Load() >= 14 && store.failedWakes.Load() >= 10 })
 	store.down.Store(false)
 	back := time.Now()
 	o := testOrder("BACK-1")
@@ -328,7 +328,7 @@ func TestOneMissingEndpointHoldsBackOnlyWhatNeedsIt(t *testing.T) {
 	for _, k := range others {
 		h.waitStatus(k, journal.StatusDone) // the creates go on
 	}
-	waitFor(t, func() bool { return h.show(cancelKey).Attempts >= 5 })
+	eventually.True(t, "5 attempts of the cancel", func() bool { return h.show(cancelKey).Attempts >= 5 })
 	d := h.show(cancelKey)
 	if d.Status != journal.StatusPending || d.RetryClass != journal.ClassConfiguration {
 		t.Fatalf("cancel %s class %q (%q), want pending on a configuration problem", d.Status, d.RetryClass, d.LastError)

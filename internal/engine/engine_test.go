@@ -1,8 +1,6 @@
 package engine_test
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,126 +15,63 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/ordersync/ordersync/internal/engine"
+	"github.com/ordersync/ordersync/internal/enginetest"
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/store/postgres"
-	"github.com/ordersync/ordersync/internal/testdb"
 )
 
-// harness is one journal schema in PostgreSQL, one simulated 1C and a client to it.
+// harness is one journal schema in PostgreSQL, one simulated 1C and a client to it:
+// enginetest's world, in the fields the tests use (a test may replace client).
 type harness struct {
 	t      *testing.T
+	w      *enginetest.World
 	url    string
 	db     *postgres.DB
 	store  journal.Store
 	onec   *sim.OneC
 	client *httpservice.Client
-	logs   *syncBuffer
+	logs   *enginetest.SyncBuffer
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-const testPassword = "s3cret-Пароль"
+const testPassword = enginetest.Password
 
 func newHarness(t *testing.T, opts sim.OneCOptions) *harness {
 	t.Helper()
-	ctx := context.Background()
-	h := &harness{t: t, url: testdb.URL(t), logs: &syncBuffer{}}
-	h.db = h.openDB()
-	if _, err := h.db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	h.store = h.db.Journal()
-	if opts.Username == "" {
-		opts.Username, opts.Password = "ordersync", testPassword
-	}
-	h.onec = sim.NewOneC(opts)
-	if err := h.onec.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.onec.Close)
-	h.client = h.newClient(opts.Username, opts.Password, 4)
-	return h
+	w := enginetest.New(t, opts)
+	return &harness{t: t, w: w, url: w.URL, db: w.DB, store: w.DB.Journal(), onec: w.OneC, client: w.Client, logs: w.Logs}
 }
 
 func (h *harness) openDB() *postgres.DB {
 	h.t.Helper()
-	return h.openDBWith(postgres.Config{})
+	return h.w.OpenDB(postgres.Config{})
 }
 
-// openDBWith opens another pool on the harness's schema: a replica. A zero
-// TakeoverAfter takes attempts left open over at once (the tests of the takeover
-// wait set their own).
+// openDBWith opens another pool on the harness's schema: a replica (enginetest's
+// OpenDB).
 func (h *harness) openDBWith(cfg postgres.Config) *postgres.DB {
 	h.t.Helper()
-	cfg.URL = cmp.Or(cfg.URL, h.url)
-	cfg.MaxConns = cmp.Or(cfg.MaxConns, 12)
-	cfg.TakeoverAfter = cmp.Or(cfg.TakeoverAfter, time.Nanosecond)
-	db, err := postgres.Open(context.Background(), cfg)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.t.Cleanup(db.Close)
-	return db
+	return h.w.OpenDB(cfg)
 }
 
-func (h *harness) logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
+func (h *harness) logger() *slog.Logger { return h.w.Logger() }
 
 func (h *harness) newClient(user, password string, concurrency int) *httpservice.Client {
 	h.t.Helper()
-	c, err := httpservice.New(httpservice.Config{
-		BaseURL: h.onec.URL(), Username: user, Password: password,
-		Timeout: 5 * time.Second, MaxConcurrency: concurrency, SessionReuse: true,
-		RetryBackoff: time.Millisecond, Logger: h.logger(),
-	})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return c
+	return h.w.NewClient(user, password, concurrency)
 }
 
+// engine is an engine on store (nil: the harness's) and the harness's client, with
+// the tests' short times.
 func (h *harness) engine(store journal.Store, cfg engine.Config) *engine.Engine {
-	cfg.BackoffMin = cmpDur(cfg.BackoffMin, time.Millisecond)
-	cfg.BackoffMax = cmpDur(cfg.BackoffMax, 5*time.Millisecond)
-	cfg.OneCTimeout = cmpDur(cfg.OneCTimeout, 5*time.Second)
-	cfg.PollInterval = cmpDur(cfg.PollInterval, 5*time.Millisecond)
-	cfg.SettleTime = cmpDur(cfg.SettleTime, 20*time.Millisecond)
-	cfg.PingInterval = cmpDur(cfg.PingInterval, 50*time.Millisecond)
-	if cfg.Jitter == nil {
-		cfg.Jitter = func(d time.Duration) time.Duration { return d }
-	}
-	cfg.Logger = h.logger()
 	if store == nil {
 		store = h.store
 	}
-	return engine.New(store, h.client, cfg)
-}
-
-func cmpDur(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
+	return engine.New(store, h.client, h.w.Short(cfg))
 }
 
 func testOrder(id string, skus ...string) order.Order {
@@ -170,26 +105,7 @@ func (h *harness) register(o order.Order) journal.Registration {
 // drain runs due operations in the foreground until none is pending.
 func (h *harness) drain(e *engine.Engine) {
 	h.t.Helper()
-	ctx := context.Background()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		ran, err := e.RunDue(ctx)
-		if err != nil {
-			h.t.Logf("RunDue: %v", err)
-		}
-		if ran {
-			continue
-		}
-		pending, err := h.store.List(ctx, journal.Filter{Status: journal.StatusPending, Limit: 1})
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		if len(pending) == 0 {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	h.t.Fatalf("operations still pending after 20s")
+	enginetest.Drain(h.t, h.store, e)
 }
 
 func (h *harness) show(key string) journal.Detail {
@@ -605,20 +521,13 @@ func TestTwoEnginesRacingOverTheSameKeysCreateEachOrderOnce(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventually.True(t, fmt.Sprintf("all %d operations done", n), func() bool {
 		done, err := h.store.List(ctx, journal.Filter{Status: journal.StatusDone, Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(done) == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d done after 30s", len(done), n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(done) == n
+	})
 	for _, e := range engines {
 		e.Stop()
 	}
@@ -644,7 +553,7 @@ func TestStopLetsInFlightCallsFinish(t *testing.T) {
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(h.show(o.CreateKey()).History) == 1 })
+	eventually.True(t, "the create's first attempt recorded", func() bool { return len(h.show(o.CreateKey()).History) == 1 })
 	e.Stop()
 	e.Stop() // twice is fine
 	d := h.show(o.CreateKey())
@@ -662,14 +571,14 @@ func TestStopCancelsCallsThatOutliveTheShutdownTimeout(t *testing.T) {
 	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Stall}) // 1C hangs; it creates when the client gives up
 	e := h.engine(nil, engine.Config{Workers: 1, ShutdownTimeout: 200 * time.Millisecond})
 	e.Start(context.Background())
-	waitFor(t, func() bool { return h.onec.Stats().Requests["create"] == 1 })
+	eventually.True(t, "the POST in 1C", func() bool { return h.onec.Stats().Requests["create"] == 1 })
 	e.Stop()
 	d := h.show(o.CreateKey())
 	if d.Status != journal.StatusPending || outcomes(d) != "retry" || !strings.Contains(d.LastError, "unknown outcome") {
 		t.Fatalf("after Stop: status %s outcomes %s error %q; want pending with an unknown outcome", d.Status, outcomes(d), d.LastError)
 	}
 	// The restarted service finds the order the stalled call created.
-	waitFor(t, func() bool { return h.onec.CountExternal("site:A-1013") == 1 })
+	eventually.True(t, "1C to create the stalled order", func() bool { return h.onec.CountExternal("site:A-1013") == 1 })
 	h.drain(h.engine(nil, engine.Config{}))
 	h.wantOneCOrders("site:A-1013", 1)
 	if d := h.show(o.CreateKey()); d.Status != journal.StatusDone || !d.Result.Found {
@@ -726,17 +635,6 @@ func TestBackoffGrowsAndStaysWithinBounds(t *testing.T) {
 	}
 	if len(seen) < 10 {
 		t.Fatalf("only %d distinct delays in 200 draws: no jitter", len(seen))
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within 15s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ordersync/ordersync/internal/engine"
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/sim"
@@ -81,20 +82,13 @@ func TestTwoReplicasOneClockAheadCreateEachOrderOnce(t *testing.T) {
 	wg.Wait()
 
 	// Everything comes to a verdict, and every slow POST has been committed.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	eventually.Value(t, "every operation to a verdict and every slow POST committed", func() ([]journal.Operation, bool) {
 		pending, err := h.store.List(context.Background(), journal.Filter{Status: journal.StatusPending, Limit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(pending) == 0 && h.onec.PendingFaults() == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("operations still pending after 2 minutes: %+v", pending)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return pending, len(pending) == 0 && h.onec.PendingFaults() == 0
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := h.onec.WaitIdle(ctx); err != nil { // the slow POSTs the client gave up on have committed

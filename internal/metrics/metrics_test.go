@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ordersync/ordersync/connectors"
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
@@ -440,13 +441,7 @@ func TestRefresherRunsOnATimer(t *testing.T) {
 		defer close(done)
 		NewRefresher(m, Sources{Journal: counter}, nil).Run(ctx, 20*time.Millisecond)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for counter.calls.Load() < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("refreshed %d times in 10s at a 20ms interval", counter.calls.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, "3 refreshes at a 20ms interval", func() bool { return counter.calls.Load() >= 3 })
 	cancel()
 	<-done
 	before := counter.calls.Load()
@@ -497,16 +492,10 @@ func TestPinger(t *testing.T) {
 		defer close(done)
 		Pinger(ctx, m.Client(newClient(t, s)), 20*time.Millisecond, time.Second)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if n, _ := value(t, m, "ordersync_onec_request_duration_seconds", "endpoint", "ping", "outcome", "ok"); n >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("fewer than 3 pings in 10s at a 20ms interval")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, "3 pings at a 20ms interval", func() bool {
+		n, _ := value(t, m, "ordersync_onec_request_duration_seconds", "endpoint", "ping", "outcome", "ok")
+		return n >= 3
+	})
 	cancel()
 	<-done
 	if !m.OneC().Up {

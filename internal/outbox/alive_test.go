@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/outbox"
 )
 
@@ -49,24 +50,14 @@ func TestRelayAliveReportsARoundThatDoesNotEnd(t *testing.T) {
 	release := func() { once.Do(func() { close(bs.release) }) }
 	defer func() { release(); r.Stop() }() // Stop is safe twice
 	<-bs.entered
-	deadline := time.Now().Add(30 * time.Second)
-	for r.Alive() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("a round stuck in Claim is still alive after 30s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, "Alive to report the round stuck in Claim", func() bool { return r.Alive() != nil })
 	err := r.Alive()
 	if !strings.Contains(err.Error(), `relay "test"`) || !strings.Contains(err.Error(), "hung") {
 		t.Fatalf("Alive = %v, want it to name the relay and say it is hung", err)
 	}
 	release()
 	// The round ends (nothing to claim) and the relay waits an hour for the next.
-	for deadline := time.Now().Add(30 * time.Second); r.Alive() != nil; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the round ended but Alive still says %v", r.Alive())
-		}
-	}
+	eventually.True(t, "Alive to clear once the round ended", func() bool { return r.Alive() == nil })
 	r.Stop()
 	if err := r.Alive(); err != nil {
 		t.Fatalf("after Stop: %v", err)

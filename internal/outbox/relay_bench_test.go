@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/outbox/webhook"
 	"github.com/ordersync/ordersync/internal/sim"
@@ -97,6 +98,8 @@ func BenchmarkRelayThroughput(b *testing.B) {
 					if err := relay.Start(ctx); err != nil {
 						b.Fatal(err)
 					}
+					// The drain's end is the measurement's: polled every 100µs, not at
+					// eventually's few milliseconds, which would weigh on a short drain.
 					for deadline := time.Now().Add(time.Minute); relay.Stats().Sent < int64(events); {
 						if time.Now().After(deadline) {
 							b.Fatalf("%d of %d sent after a minute", relay.Stats().Sent, events)
@@ -143,22 +146,21 @@ func (w *world) walSince(b *testing.B, lsn string) float64 {
 
 // updates reads the outbox's update counters (all, HOT), waiting until the first
 // reaches atLeast: backends report their counters to the statistics a moment after
-// their transactions end.
+// their transactions end (an idle one within about ten seconds).
 func (w *world) updates(b *testing.B, atLeast int64) (upd, hot int64) {
 	b.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	got := eventually.Value(b, fmt.Sprintf("the outbox's update counter to reach %d", atLeast), func() ([2]int64, bool) {
+		var c [2]int64
 		if err := w.db.Pool().QueryRow(context.Background(), `SELECT pg_stat_force_next_flush()`).Scan(new(any)); err != nil {
 			b.Fatal(err)
 		}
 		if err := w.db.Pool().QueryRow(context.Background(), `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
-			WHERE relid = 'outbox'::regclass`).Scan(&upd, &hot); err != nil {
+			WHERE relid = 'outbox'::regclass`).Scan(&c[0], &c[1]); err != nil {
 			b.Fatal(err)
 		}
-		if upd >= atLeast || time.Now().After(deadline) {
-			return upd, hot
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return c, c[0] >= atLeast
+	})
+	return got[0], got[1]
 }
 
 // BenchmarkRelayLag commits 1,000 events/s, one per transaction as the engine does,
@@ -190,7 +192,9 @@ func BenchmarkRelayLag(b *testing.B) {
 			relay := outbox.NewRelay(w.db.Outbox(), cfg)
 			relay.Start(context.Background())
 			defer relay.Stop()
-			time.Sleep(100 * time.Millisecond) // LISTEN in place
+			if listen {
+				w.waitListening(b)
+			}
 
 			const rate = 1000
 			n := max(b.N, 3*rate) // three seconds at least
@@ -221,16 +225,11 @@ func BenchmarkRelayLag(b *testing.B) {
 					late.Add(1)
 				}
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for {
+			eventually.True(b, "every event delivered", func() bool {
 				mu.Lock()
-				got := len(lags)
-				mu.Unlock()
-				if got == n || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+				defer mu.Unlock()
+				return len(lags) == n
+			})
 			b.StopTimer()
 			mu.Lock()
 			defer mu.Unlock()
@@ -243,4 +242,18 @@ func BenchmarkRelayLag(b *testing.B) {
 			b.ReportMetric(float64(late.Load()), "ticks-behind")
 		})
 	}
+}
+
+// waitListening waits until a session of the world's schema has LISTEN in place:
+// its last statement a LISTEN, finished.
+func (w *world) waitListening(b *testing.B) {
+	b.Helper()
+	eventually.True(b, "the relay's LISTEN in place", func() bool {
+		var n int
+		if err := w.db.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = current_setting('application_name') AND state = 'idle' AND query LIKE 'LISTEN%'`).Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		return n > 0
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 	"github.com/ordersync/ordersync/internal/testdb"
@@ -44,19 +45,13 @@ func (w *world) open() *postgres.DB {
 // waitLeaseOver waits until the one unsent event's lease has run out.
 func (w *world) waitLeaseOver() {
 	w.t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	eventually.True(w.t, "the unsent event's lease to run out", func() bool {
 		recs, err := w.db.Outbox().List(context.Background(), outbox.ListFilter{Unsent: true})
 		if err != nil {
 			w.t.Fatal(err)
 		}
-		if len(recs) == 1 && recs[0].LeaseUntil != nil && time.Now().After(recs[0].LeaseUntil.Add(10*time.Millisecond)) {
-			return
-		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("the lease did not run out: %+v", recs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(recs) == 1 && recs[0].LeaseUntil != nil && time.Now().After(recs[0].LeaseUntil.Add(10*time.Millisecond))
+	})
 }
 
 // enqueue commits msgs in one transaction of their own.
@@ -129,25 +124,34 @@ func relayConfig(pubs map[string]outbox.Publisher) outbox.RelayConfig {
 	}
 }
 
-// drain runs rounds until one claims nothing and nothing is due soon.
-func drain(t testing.TB, r *outbox.Relay) {
-	t.Helper()
-	idle := 0
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-		n, err := r.RunOnce(context.Background())
+// drain runs rounds until there is nothing left for r to do: a round claims nothing
+// while no unsent, live event is leased or waiting out a backoff. What is left
+// unsent then stays so (a lane behind a dead event, a destination without a
+// publisher) until something else changes.
+func (w *world) drain(r *outbox.Relay) {
+	w.t.Helper()
+	ctx := context.Background()
+	eventually.True(w.t, "the relay to have nothing left to do", func() bool {
+		recs, err := w.db.Outbox().List(ctx, outbox.ListFilter{Unsent: true, Limit: 10000})
 		if err != nil {
-			t.Fatal(err)
+			w.t.Fatal(err)
 		}
-		if n > 0 {
-			idle = 0
-			continue
+		now := time.Now()
+		for _, rec := range recs {
+			if rec.DeadAt == nil && (rec.LeaseUntil != nil && rec.LeaseUntil.After(now) || rec.NextAttemptAt.After(now)) {
+				_, err := r.RunOnce(ctx) // not due yet: go on working what is
+				if err != nil {
+					w.t.Fatal(err)
+				}
+				return false
+			}
 		}
-		if idle++; idle > 20 {
-			return
+		n, err := r.RunOnce(ctx)
+		if err != nil {
+			w.t.Fatal(err)
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Fatalf("relay still busy after 30s")
+		return n == 0
+	})
 }
 
 func TestLaneStopsAtItsFirstFailure(t *testing.T) {
@@ -164,7 +168,7 @@ func TestLaneStopsAtItsFirstFailure(t *testing.T) {
 		return nil
 	}}
 	relay := outbox.NewRelay(w.db.Outbox(), relayConfig(map[string]outbox.Publisher{"crm": rec}))
-	drain(t, relay)
+	w.drain(relay)
 
 	var a, b []int64
 	for _, r := range rec.records() {
@@ -247,7 +251,7 @@ func TestCrashBetweenPublishAndMarkSentRedeliversTheSameEventID(t *testing.T) {
 	}
 	// Another relay takes over once the lease is gone.
 	w.waitLeaseOver()
-	drain(t, outbox.NewRelay(w.db.Outbox(), cfg))
+	w.drain(outbox.NewRelay(w.db.Outbox(), cfg))
 	got := rec.records()
 	if len(got) != 2 || got[0].EventID != got[1].EventID || got[0].EventID == "" {
 		t.Fatalf("deliveries %d (ids %v), want the same event twice", len(got), ids(got))
@@ -318,7 +322,7 @@ func TestDeadEventBlocksItsLaneUnlessSkipped(t *testing.T) {
 			if skip {
 				cfg.SkipDead = []string{"crm"}
 			}
-			drain(t, outbox.NewRelay(w.db.Outbox(), cfg))
+			w.drain(outbox.NewRelay(w.db.Outbox(), cfg))
 			dead, _ := w.db.Outbox().List(context.Background(), outbox.ListFilter{Dead: true})
 			if len(dead) != 1 || dead[0].Sequence != 1 || dead[0].LastError == "" {
 				t.Fatalf("dead %+v, want sequence 1 with its error", dead)
@@ -335,7 +339,7 @@ func TestDeadEventBlocksItsLaneUnlessSkipped(t *testing.T) {
 			if n, err := w.db.Outbox().Requeue(context.Background(), []int64{dead[0].ID}, false); n != 1 || err != nil {
 				t.Fatalf("requeue: %d %v", n, err)
 			}
-			drain(t, outbox.NewRelay(w.db.Outbox(), cfg))
+			w.drain(outbox.NewRelay(w.db.Outbox(), cfg))
 			if got := len(rec.records()); got != 2 {
 				t.Fatalf("after requeue delivered %d, want 2", got)
 			}
@@ -356,7 +360,7 @@ func TestGoneDestinationIsDisabledAndItsEventsDie(t *testing.T) {
 	cfg := relayConfig(map[string]outbox.Publisher{"crm": gone, "bot": bot})
 	cfg.BatchSize = 1 // the first 410 must stop the rest of crm's events
 	relay := outbox.NewRelay(w.db.Outbox(), cfg)
-	drain(t, relay)
+	w.drain(relay)
 	if len(bot.records()) != 3 {
 		t.Fatalf("bot got %d, want 3: another destination's trouble must not stop it", len(bot.records()))
 	}
@@ -422,20 +426,13 @@ func TestFourRelaysDeliverEveryEventInLaneOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	eventually.True(t, "every event sent", func() bool {
 		left, err := w.db.Outbox().List(ctx, outbox.ListFilter{Unsent: true, Limit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(left) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("events still unsent after 90s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(left) == 0
+	})
 	for _, r := range relays {
 		r.Stop()
 	}
@@ -493,7 +490,7 @@ func TestPruneDeletesOnlyOldSentEvents(t *testing.T) {
 	w.enqueue(msg("gone", "site:order:x", 1)) // never sent: no publisher
 	rec := &recorder{}
 	cfg := relayConfig(map[string]outbox.Publisher{"crm": rec})
-	drain(t, outbox.NewRelay(w.db.Outbox(), cfg))
+	w.drain(outbox.NewRelay(w.db.Outbox(), cfg))
 
 	cfg.Retention = time.Hour
 	cfg.PruneBatch = 2
@@ -543,18 +540,13 @@ func TestRunningRelayWritesARoundBackWithTheNextClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer relay.Stop()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	eventually.True(t, "every event sent", func() bool {
 		left, err := w.db.Outbox().List(context.Background(), outbox.ListFilter{Unsent: true, Limit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(left) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("events still unsent after 30s")
-		}
-	}
+		return len(left) == 0
+	})
 	relay.Stop()
 	if got := len(rec.records()); got != events {
 		t.Fatalf("%d deliveries, want %d", got, events)

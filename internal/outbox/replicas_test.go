@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/outbox"
 )
 
@@ -48,20 +49,13 @@ func TestTwoRelaysWithASlowReceiver(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		deadline := time.Now().Add(time.Minute)
-		for {
+		eventually.True(t, fmt.Sprintf("%d relays to send every event", relays), func() bool {
 			left, err := w.db.Outbox().List(context.Background(), outbox.ListFilter{Unsent: true})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(left) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d relays: %d events unsent after a minute", relays, len(left))
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return len(left) == 0
+		})
 		took = time.Since(start)
 		for _, r := range rs {
 			r.Stop()

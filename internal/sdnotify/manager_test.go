@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/outbox"
 )
 
@@ -48,21 +49,30 @@ func (in *inbox) all() []string {
 	return append([]string(nil), in.got...)
 }
 
-// waitFor waits until a message received contains want, and returns its index.
+// waitFor waits until a message received from index from on contains want, and
+// returns its index.
 func (in *inbox) waitFor(t *testing.T, from int, want string) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	return eventually.Value(t, fmt.Sprintf("a message with %q", want), func() (int, bool) {
 		got := in.all()
 		for i := from; i < len(got); i++ {
 			if strings.Contains(got[i], want) {
-				return i
+				return i, true
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		return -1, false
+	})
+}
+
+// count is how many messages received from index from on contain want.
+func (in *inbox) count(from int, want string) int {
+	n := 0
+	for _, m := range in.all()[from:] {
+		if strings.Contains(m, want) {
+			n++
+		}
 	}
-	t.Fatalf("no message with %q; received %q", want, in.all())
-	return -1
+	return n
 }
 
 func managerOn(t *testing.T, env map[string]string) (*Manager, *inbox) {
@@ -119,10 +129,18 @@ func TestManagerReadyOnceAndNothingAfterStopping(t *testing.T) {
 	sm.MarkStopping("stopping again")
 	sm.Status("after")
 	sm.MarkReady("after")
-	in.waitFor(t, 0, "STOPPING=1")
-	time.Sleep(50 * time.Millisecond)
+	// Each message is written before its call returns; one of the test's own,
+	// written after them, arrives after them: all of them are in when it is.
+	n, err := New(sm.n.Socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Send("X_TEST_END=1"); err != nil {
+		t.Fatal(err)
+	}
+	end := in.waitFor(t, 0, "X_TEST_END=1")
 	want := []string{"READY=1\nSTATUS=ready; 1\n", "STATUS=working\n", "STOPPING=1\nSTATUS=stopping\n"}
-	if got := in.all(); fmt.Sprint(got) != fmt.Sprint(want) {
+	if got := in.all()[:end]; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("received %q, want %q", got, want)
 	}
 }
@@ -162,8 +180,11 @@ func TestManagerSupervise(t *testing.T) {
 	mu.Unlock()
 	from := in.waitFor(t, 0, "STATUS=UNHEALTHY, watchdog withheld for ")
 	in.waitFor(t, from+1, ": engine worker 1 is hung | since start: 1 done; outbox: 3 pending")
-	// Several intervals (100ms) pass with none.
-	time.Sleep(400 * time.Millisecond)
+	// Several intervals (100ms) pass with none: the watchdog's loop says why in
+	// STATUS= at each (the status loop, every 5s, may add one of these).
+	eventually.True(t, "five more intervals with the watchdog withheld", func() bool {
+		return in.count(from, "STATUS=UNHEALTHY, watchdog withheld for ") >= 5
+	})
 	withheld := in.all()[from:]
 	for _, m := range withheld {
 		if strings.Contains(m, "WATCHDOG=1") {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/onec"
 )
 
@@ -142,6 +143,8 @@ func TestCreateMarkedSentWhenWritten(t *testing.T) {
 		reply(201, "application/json", `{"ref":"r","number":"1","date":"2026-09-16T10:00:00"}`)(w, r)
 	})
 	c := newClient(t, srv.URL, func(c *Config) { c.MaxConcurrency = 1 })
+	var acquiring atomic.Int32
+	c.acquiring = func() { acquiring.Add(1) }
 
 	getRec := &onec.Recorder{}
 	getDone := make(chan error, 1)
@@ -149,9 +152,7 @@ func TestCreateMarkedSentWhenWritten(t *testing.T) {
 		_, err := c.FindOrders(onec.WithRecorder(context.Background(), getRec), "kaspi:1")
 		getDone <- err
 	}()
-	for gets.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	eventually.True(t, "the GET in the server, holding the slot", func() bool { return gets.Load() == 1 })
 
 	rec := &onec.Recorder{}
 	began := time.Now()
@@ -160,7 +161,8 @@ func TestCreateMarkedSentWhenWritten(t *testing.T) {
 		_, err := c.CreateOrder(onec.WithRecorder(context.Background(), rec), testOrder())
 		created <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // the create waits for the slot the GET holds
+	// The create waits for the slot the GET holds.
+	eventually.True(t, "the create to wait for the slot", func() bool { return acquiring.Load() == 2 })
 	if got := posts.Load(); got != 0 {
 		t.Fatalf("the create reached the server while the slot was held (%d)", got)
 	}

@@ -121,6 +121,9 @@ type Client struct {
 	rc       *resty.Client
 	slots    chan *slot
 	log      *slog.Logger
+	// acquiring, when not nil (only tests set it), is called as a call asks for a
+	// slot, before it waits for one.
+	acquiring func()
 }
 
 // slot is one permit to talk to 1C and, with session reuse, the session it holds.
@@ -639,6 +642,9 @@ func (c *Client) once(ctx context.Context, k call) (answer, error) {
 func (c *Client) acquire(ctx context.Context) (*slot, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if c.acquiring != nil {
+		c.acquiring()
 	}
 	select {
 	case s := <-c.slots:

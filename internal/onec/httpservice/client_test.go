@@ -583,7 +583,7 @@ func TestMaxConcurrency(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // a slow 1C: the calls overlap
 		inFlight.Add(-1)
 		io.WriteString(w, `{"orders":[]}`)
 	})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/stock"
 	"github.com/ordersync/ordersync/internal/stock/scheduler"
@@ -115,17 +116,13 @@ func TestCatchUpRegistersTheLatestMissedSlotOnce(t *testing.T) {
 		s := scheduler.New(js, scheduler.Config{Schedules: []scheduler.Schedule{sc}, CatchUp: true, Now: func() time.Time { return now }})
 		done := make(chan error)
 		go func() { done <- s.Run(ctx) }()
-		deadline := time.Now().Add(time.Minute)
-		for {
+		eventually.True(t, "the catch-up's registration", func() bool {
 			ops, err := js.List(context.Background(), journal.Filter{Source: stock.Source})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(ops) > 0 || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return len(ops) > 0
+		})
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)

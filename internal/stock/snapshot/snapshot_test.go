@@ -1,18 +1,16 @@
 package snapshot_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/shopspring/decimal"
 
 	"github.com/ordersync/ordersync/internal/engine"
+	"github.com/ordersync/ordersync/internal/enginetest"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/outbox"
@@ -21,120 +19,39 @@ import (
 	"github.com/ordersync/ordersync/internal/stock/scheduler"
 	"github.com/ordersync/ordersync/internal/stock/snapshot"
 	"github.com/ordersync/ordersync/internal/store/postgres"
-	"github.com/ordersync/ordersync/internal/testdb"
 )
 
-// harness is one journal schema in PostgreSQL, one simulated 1C and a client to it,
-// and engines that carry snapshots out with the handler: the engine's tests' harness,
-// cut to what the snapshots need.
+// harness is enginetest's world, with engines that carry snapshots out with the
+// handler.
 type harness struct {
 	t      *testing.T
+	w      *enginetest.World
 	db     *postgres.DB
 	store  journal.Store
 	onec   *sim.OneC
 	client *httpservice.Client
-	logs   *syncBuffer
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
 }
 
 func newHarness(t *testing.T, opts sim.OneCOptions) *harness {
 	t.Helper()
-	ctx := context.Background()
-	h := &harness{t: t, logs: &syncBuffer{}}
-	// A takeover time of a nanosecond (zero is the default, minutes): an attempt
-	// left open is taken over at once.
-	db, err := postgres.Open(ctx, postgres.Config{URL: testdb.URL(t), MaxConns: 12, TakeoverAfter: time.Nanosecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	if _, err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	h.db, h.store = db, db.Journal()
-	if opts.Username == "" {
-		opts.Username, opts.Password = "ordersync", "s3cret-Пароль"
-	}
-	h.onec = sim.NewOneC(opts)
-	if err := h.onec.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.onec.Close)
-	h.client, err = httpservice.New(httpservice.Config{
-		BaseURL: h.onec.URL(), Username: opts.Username, Password: opts.Password,
-		Timeout: 5 * time.Second, MaxConcurrency: 4, SessionReuse: true,
-		RetryBackoff: time.Millisecond, Logger: h.logger(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
-func (h *harness) logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	w := enginetest.New(t, opts)
+	return &harness{t: t, w: w, db: w.DB, store: w.DB.Journal(), onec: w.OneC, client: w.Client}
 }
 
 // engine is an engine with the engine's tests' short times that carries out the
 // stock snapshots with snapshot.Handler, as the service's wiring registers it.
 func (h *harness) engine(store journal.Store, cfg engine.Config) *engine.Engine {
-	cfg.BackoffMin = cmpDur(cfg.BackoffMin, time.Millisecond)
-	cfg.BackoffMax = cmpDur(cfg.BackoffMax, 5*time.Millisecond)
-	cfg.OneCTimeout = cmpDur(cfg.OneCTimeout, 5*time.Second)
-	cfg.PollInterval = cmpDur(cfg.PollInterval, 5*time.Millisecond)
-	cfg.SettleTime = cmpDur(cfg.SettleTime, 20*time.Millisecond)
-	cfg.PingInterval = cmpDur(cfg.PingInterval, 50*time.Millisecond)
-	if cfg.Jitter == nil {
-		cfg.Jitter = func(d time.Duration) time.Duration { return d }
-	}
-	cfg.Logger = h.logger()
 	cfg.Handlers = map[string]engine.Handler{stock.KindSnapshot: snapshot.Handler{}}
 	if store == nil {
 		store = h.store
 	}
-	return engine.New(store, h.client, cfg)
-}
-
-func cmpDur(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
+	return engine.New(store, h.client, h.w.Short(cfg))
 }
 
 // drain runs due operations in the foreground until none is pending.
 func (h *harness) drain(e *engine.Engine) {
 	h.t.Helper()
-	ctx := context.Background()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		ran, err := e.RunDue(ctx)
-		if err != nil {
-			h.t.Logf("RunDue: %v", err)
-		}
-		if ran {
-			continue
-		}
-		pending, err := h.store.List(ctx, journal.Filter{Status: journal.StatusPending, Limit: 1})
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		if len(pending) == 0 {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	h.t.Fatalf("operations still pending after 20s")
+	enginetest.Drain(h.t, h.store, e)
 }
 
 func (h *harness) show(key string) journal.Detail {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/testdb"
 )
@@ -115,12 +116,9 @@ func testSkewedReplica(t *testing.T, how string, settle, skew time.Duration, ste
 	// verify_at), until it gets the operation: never before until on the database's
 	// clock.
 	j := skewed.journalStore()
-	deadline := until.Add(30 * time.Second)
-	for i := 0; ; i++ {
-		before := databaseClock(t, honest)
-		if before.After(deadline) {
-			t.Fatalf("the skewed replica still had not got %s %s after it settled at %s", key, time.Since(until), until)
-		}
+	i := -1
+	eventually.True(t, "the skewed replica to get "+key, func() bool {
+		i++
 		var (
 			got     bool
 			started time.Time
@@ -166,8 +164,7 @@ func testSkewedReplica(t *testing.T, how string, settle, skew time.Duration, ste
 		}
 		after := databaseClock(t, honest)
 		if !got {
-			time.Sleep(20 * time.Millisecond) // poll
-			continue
+			return false
 		}
 		if after.Before(until) {
 			t.Fatalf("the replica whose clock runs %s ahead got %s by %s by %s on the database's clock, "+
@@ -177,8 +174,8 @@ func testSkewedReplica(t *testing.T, how string, settle, skew time.Duration, ste
 			t.Fatalf("%s: the attempt started at %s, before the earlier one settled at %s", what, started, until)
 		}
 		t.Logf("got by %s at %s on the database's clock, %s after it settled", what, after, after.Sub(until))
-		return
-	}
+		return true
+	})
 }
 
 // A store whose process clock runs 5 minutes ahead tells the database's time, and

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/inbox"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
@@ -93,21 +94,13 @@ func TestInboxGroupCommit(t *testing.T) {
 			for i, d := range ds {
 				wg.Go(func() { receipts[i], errs[i] = db.inboxStore().Receive(ctx, d.ev, d.regs, inboxOK) })
 			}
-			deadline := time.Now().Add(20 * time.Second)
-			for {
+			eventually.True(t, fmt.Sprintf("a store started and all %d deliveries held or queued", len(ds)), func() bool {
 				g := db.inboxGroup()
 				mu.Lock()
 				started, held := len(sizes), taken
 				mu.Unlock()
-				if started > 0 && held+len(g.requests) == len(ds) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%d stores started holding %d deliveries, and %d queued; want %d deliveries in all",
-						started, held, len(g.requests), len(ds))
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+				return started > 0 && held+len(g.requests) == len(ds)
+			})
 			releaseOnce.Do(func() { close(release) })
 			wg.Wait()
 

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/inbox"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
@@ -35,6 +35,31 @@ var inboxOK = inbox.Answer{Status: 200, ContentType: "application/json", Body: j
 func mustReceive(t *testing.T, ib *Inbox, ev inbox.Event, regs []inbox.Registration, want inbox.Outcome) inbox.Receipt {
 	t.Helper()
 	r, err := ib.Receive(context.Background(), ev, regs, inboxOK)
+	return wantReceipt(t, ev, r, err, want)
+}
+
+// receiving starts ib.Receive in a goroutine of its own, for a test that must act
+// while the delivery waits; the function returned waits for the receipt and checks
+// it as mustReceive does.
+func receiving(t *testing.T, ib *Inbox, ev inbox.Event, regs []inbox.Registration) func(want inbox.Outcome) inbox.Receipt {
+	done := make(chan struct{})
+	var (
+		r   inbox.Receipt
+		err error
+	)
+	go func() {
+		defer close(done)
+		r, err = ib.Receive(context.Background(), ev, regs, inboxOK)
+	}()
+	return func(want inbox.Outcome) inbox.Receipt {
+		t.Helper()
+		<-done
+		return wantReceipt(t, ev, r, err, want)
+	}
+}
+
+func wantReceipt(t *testing.T, ev inbox.Event, r inbox.Receipt, err error, want inbox.Outcome) inbox.Receipt {
+	t.Helper()
 	if err != nil {
 		t.Fatalf("receive %s: %v", ev.ID, err)
 	}
@@ -104,20 +129,16 @@ func wakeBehindClaim(t *testing.T, db *DB, key string) journal.Claim {
 	return c
 }
 
-func lockWait(db *DB) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+func lockWait(t *testing.T, db *DB) {
+	t.Helper()
+	eventually.True(t, "a session of the test to wait for a lock", func() bool {
 		var waiting bool
 		if err := db.Pool().QueryRow(context.Background(), `SELECT EXISTS (SELECT FROM pg_stat_activity
 			WHERE application_name = current_setting('application_name') AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
-			return err
+			t.Fatal(err)
 		}
-		if waiting {
-			return nil
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return errors.New("no session of the test waits for a lock after 10s")
+		return waiting
+	})
 }
 
 // ---- tests ----
@@ -238,18 +259,12 @@ func TestInboxEventCommittedDuringTheStatement(t *testing.T) {
 			VALUES ('site', $1, $2, $3, 'processed', now(), 200, $4)`, id, order.SHA256Hex([]byte(tc.first)), []byte(tc.first), []string{key}); err != nil {
 			t.Fatal(err)
 		}
-		committed := make(chan error, 1)
-		go func() {
-			if err := lockWait(db); err != nil { // the delivery's insert waits for the uncommitted event
-				committed <- err
-				return
-			}
-			committed <- tx.Commit(ctx)
-		}()
-		r := mustReceive(t, db.inboxStore(), inboxEv(id, `{"a":1}`), []inbox.Registration{inboxReg(key, 2)}, tc.want)
-		if err := <-committed; err != nil {
+		received := receiving(t, db.inboxStore(), inboxEv(id, `{"a":1}`), []inbox.Registration{inboxReg(key, 2)})
+		lockWait(t, db) // the delivery's insert waits for the uncommitted event
+		if err := tx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
+		r := received(tc.want)
 		if !slices.Equal(r.Operations, []string{key}) {
 			t.Fatalf("%s: operations %q, want the stored event's %q", tc.name, r.Operations, []string{key})
 		}
@@ -285,18 +300,12 @@ func TestInboxRegistrationCommittedDuringTheStatement(t *testing.T) {
 	if _, err := tx.Exec(ctx, registerSQL, key, order.KindCreate, "site", key, "pending", other, order.SHA256Hex(other), "", time.Now().UTC(), ""); err != nil {
 		t.Fatal(err)
 	}
-	committed := make(chan error, 1)
-	go func() {
-		if err := lockWait(db); err != nil { // the statement waits for the uncommitted key
-			committed <- err
-			return
-		}
-		committed <- tx.Commit(ctx)
-	}()
-	mustReceive(t, db.inboxStore(), inboxEv("during", `{}`), []inbox.Registration{inboxReg(key, 1)}, inbox.Processed)
-	if err := <-committed; err != nil {
+	received := receiving(t, db.inboxStore(), inboxEv("during", `{}`), []inbox.Registration{inboxReg(key, 1)})
+	lockWait(t, db) // the statement waits for the uncommitted key
+	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
+	received(inbox.Processed)
 	d, err := db.journalStore().Show(ctx, key)
 	if err != nil {
 		t.Fatal(err)

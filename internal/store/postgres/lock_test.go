@@ -262,7 +262,7 @@ func TestLockIdleTimeoutEndsTheLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release(ctx)
-	time.Sleep(time.Second)
+	sessionEnded(t, db) // the server ends the lock's idle session
 	c, err := j.ClaimDue(ctx, "next")
 	if err != nil {
 		t.Fatalf("claim after the lock's idle timeout: %v", err)
@@ -405,9 +405,7 @@ func TestReviseWaitsForTheRow(t *testing.T) {
 		_, err := db2.journalStore().Revise(ctx, testOp(key))
 		done <- err
 	}()
-	if err := lockWait(db); err != nil { // Revise waits for the claim's row lock
-		t.Fatal(err)
-	}
+	lockWait(t, db) // Revise waits for the claim's row lock
 	if err := c.Finish(ctx, journal.Finish{Status: journal.StatusFailed, Error: "422"}); err != nil {
 		t.Fatal(err)
 	}

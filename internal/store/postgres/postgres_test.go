@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
@@ -260,7 +261,8 @@ func TestClaimIdleTimeoutEndsTheClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c1.Release(ctx)
-	time.Sleep(2500 * time.Millisecond) // a 1C call longer than the idle timeout
+	// A 1C call longer than the idle timeout: the server ends the claim's session.
+	sessionEnded(t, db)
 
 	c2, err := j.ClaimDue(ctx, "next")
 	if err != nil {
@@ -489,4 +491,19 @@ func TestInjectedClock(t *testing.T) {
 	if got, want := c2.Attempt(), 2; got != want {
 		t.Fatalf("attempt: got %d, want %d", got, want)
 	}
+}
+
+// sessionEnded waits until no session of the test's schema is idle in a transaction:
+// the server has ended the one a claim or a lock held past ClaimIdleTimeout, and
+// its row lock with it.
+func sessionEnded(t *testing.T, db *DB) {
+	t.Helper()
+	eventually.True(t, "the idle transaction's session to end", func() bool {
+		var idle bool
+		if err := db.Pool().QueryRow(context.Background(), `SELECT EXISTS (SELECT FROM pg_stat_activity
+			WHERE application_name = current_setting('application_name') AND state LIKE 'idle in transaction%')`).Scan(&idle); err != nil {
+			t.Fatal(err)
+		}
+		return !idle
+	})
 }

@@ -322,9 +322,12 @@ func (l *RunLock) Release() {
 // left by a holder killed with kill -9, the new holder not having written its own
 // yet — is not. Until a believable record appears (within holderSettle) the holder
 // is unknown: Holder{}.
-func RunLockHolder(dbPath string) (Holder, bool) { return runLockHolder(dbPath, holderSettle) }
+func RunLockHolder(dbPath string) (Holder, bool) { return runLockHolder(dbPath, holderSettle, nil) }
 
-func runLockHolder(dbPath string, settle time.Duration) (Holder, bool) {
+// runLockHolder is RunLockHolder waiting up to settle. waiting, when not nil (only
+// tests pass one), is called each time it has read no believable record and waits
+// to read again.
+func runLockHolder(dbPath string, settle time.Duration, waiting func()) (Holder, bool) {
 	path := LockPath(dbPath)
 	f, err := os.Open(path)
 	if err != nil {
@@ -347,6 +350,9 @@ func runLockHolder(dbPath string, settle time.Duration) (Holder, bool) {
 		}
 		if time.Now().After(deadline) {
 			return legacy, true
+		}
+		if waiting != nil {
+			waiting()
 		}
 		time.Sleep(delay)
 	}

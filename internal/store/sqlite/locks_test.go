@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -180,7 +181,7 @@ func TestRunLockHolderBelievesOnlyAWholeRecordOfALiveProcess(t *testing.T) {
 		{"a CLI command", encodeRecord(me, "resync"), Holder{PID: me, Role: "resync"}},
 	} {
 		write(c.record)
-		h, held := runLockHolder(path, 20*time.Millisecond)
+		h, held := runLockHolder(path, 20*time.Millisecond, nil)
 		if !held || h != c.want {
 			t.Errorf("%s: holder %+v held %v, want %+v held", c.name, h, held, c.want)
 		}
@@ -191,13 +192,21 @@ func TestRunLockHolderBelievesOnlyAWholeRecordOfALiveProcess(t *testing.T) {
 			t.Errorf("%s: LockHolder says service %v, want %v", c.name, ok, c.want.IsService())
 		}
 	}
-	// A new holder that writes its record while a reader waits is believed.
+	// A new holder that writes its record while a reader waits (it has read the
+	// dead process's record, and not believed it) is believed.
 	write(encodeRecord(dead.Process.Pid, "run"))
+	waiting := make(chan struct{})
+	var once sync.Once
+	wrote := make(chan struct{})
 	go func() {
-		time.Sleep(30 * time.Millisecond)
+		defer close(wrote)
+		<-waiting
 		f.WriteAt(encodeRecord(me, "order import"), 0)
 	}()
-	if h, held := runLockHolder(path, 10*time.Second); !held || h != (Holder{PID: me, Role: "order import"}) {
+	h, held := runLockHolder(path, 10*time.Second, func() { once.Do(func() { close(waiting) }) })
+	once.Do(func() { close(waiting) }) // should the reader not have waited, the writer must not hang
+	<-wrote
+	if !held || h != (Holder{PID: me, Role: "order import"}) {
 		t.Fatalf("after the new holder wrote its record: %+v %v", h, held)
 	}
 }
