@@ -26,7 +26,7 @@ import (
 	"github.com/ordersync/ordersync/internal/logging"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // adminWorld is a service wired in this process with its admin listener.
@@ -212,7 +212,7 @@ func TestMetricsAfterAScriptedRunEqualTheJournalAndTheSimulator(t *testing.T) {
 	for _, backend := range []string{"postgres", "sqlite"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			e := newEnvOn(t, backend, sim.OneCOptions{}, true)
+			e := newEnvOn(t, backend, onecsim.Options{}, true)
 			sink := e.withSink()
 			e.environ = append(e.environ, "ORDERSYNC_ADMIN__LISTEN=127.0.0.1:0",
 				"ORDERSYNC_WEBHOOKS__SOURCES__SITE__SECRETS="+siteSecret)
@@ -232,8 +232,8 @@ func TestMetricsAfterAScriptedRunEqualTheJournalAndTheSimulator(t *testing.T) {
 			})
 			// 1C refuses M-3 for good; M-4's first create is answered 406 (no free
 			// session: the handler never ran, a transient failure even on a POST).
-			e.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status422, ExternalID: "site:M-3"})
-			e.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status406, ExternalID: "site:M-4"})
+			e.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Status422, ExternalID: "site:M-3"})
+			e.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Status406, ExternalID: "site:M-4"})
 			for i := 2; i <= 4; i++ {
 				body := []byte(orderJSON(fmt.Sprintf("M-%d", i), "SKU-1", "2", "15.50"))
 				if st, b := post(t, hook, "application/json", signed(fmt.Sprintf("msg_%d", i), body), body); st != 200 {
@@ -360,7 +360,7 @@ func TestMetricsAfterAScriptedRunEqualTheJournalAndTheSimulator(t *testing.T) {
 // names too.
 func TestReadyzFollows1C(t *testing.T) {
 	t.Parallel()
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{}, true)
+	e := newEnvOn(t, "sqlite", onecsim.Options{}, true)
 	const interval = time.Second
 	e.environ = append(e.environ, "ORDERSYNC_ADMIN__LISTEN=127.0.0.1:0", "ORDERSYNC_ONEC__PING_INTERVAL="+interval.String(),
 		"ORDERSYNC_ONEC__GET_RETRIES=0")
@@ -437,7 +437,7 @@ func TestReadyzFollows1C(t *testing.T) {
 // instruments nothing.
 func TestAdminPProfAndDisabled(t *testing.T) {
 	t.Parallel()
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{}, true)
+	e := newEnvOn(t, "sqlite", onecsim.Options{}, true)
 	e.environ = append(e.environ, "ORDERSYNC_ADMIN__LISTEN=127.0.0.1:0", "ORDERSYNC_ADMIN__PPROF=true")
 	w := startWorld(t, e)
 	if code, body := w.get("/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
@@ -447,7 +447,7 @@ func TestAdminPProfAndDisabled(t *testing.T) {
 		t.Fatalf("goroutine profile: %d", code)
 	}
 
-	e2 := newEnvOn(t, "sqlite", sim.OneCOptions{}, true)
+	e2 := newEnvOn(t, "sqlite", onecsim.Options{}, true)
 	e2.environ = append(e2.environ, "ORDERSYNC_ADMIN__LISTEN=")
 	a := &app{environ: e2.environ, stdout: io.Discard, stderr: io.Discard}
 	cfg, err := a.loadConfig()

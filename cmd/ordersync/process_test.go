@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/ordersync/ordersync/internal/journal"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // service is the real ordersync binary running `run` (or another command, see
@@ -113,7 +113,7 @@ func TestKill9MidCallThenRestartCreatesEveryOrderOnce(t *testing.T) {
 }
 
 func testKill9(t *testing.T, backend string) {
-	e := newEnvOn(t, backend, sim.OneCOptions{Latency: 150 * time.Millisecond}, true)
+	e := newEnvOn(t, backend, onecsim.Options{Latency: 150 * time.Millisecond}, true)
 	// A killed attempt is taken over 3 × timeout + settle_time after it started.
 	e.environ = append(e.environ, "ORDERSYNC_ONEC__MAX_CONCURRENCY=8", "ORDERSYNC_ONEC__TIMEOUT=2s", "ORDERSYNC_ONEC__SETTLE_TIME=3s")
 	const n = 60
@@ -230,7 +230,7 @@ func waitUntil(t *testing.T, within time.Duration, cond func() bool) {
 // TestASecondRunOnTheSameSQLiteFileRefuses: one process works an embedded file.
 func TestASecondRunOnTheSameSQLiteFileRefuses(t *testing.T) {
 	t.Parallel()
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{}, true)
+	e := newEnvOn(t, "sqlite", onecsim.Options{}, true)
 	svc := e.startService()
 	waitUntil(t, 10*time.Second, func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
 	_, stderr, code := e.cli("", "run")
@@ -253,7 +253,7 @@ func TestASecondRunOnTheSameSQLiteFileRefuses(t *testing.T) {
 // work themselves.
 func TestCLIHandsWorkToTheServiceOnSQLite(t *testing.T) {
 	t.Parallel()
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{KnownSKUs: []string{"SKU-1"}}, true)
+	e := newEnvOn(t, "sqlite", onecsim.Options{KnownSKUs: []string{"SKU-1"}}, true)
 	e.environ = append(e.environ, "ORDERSYNC_WORKER__POLL_INTERVAL=1h") // only a wake-up makes it claim at once
 
 	// No service: import does the work itself.
@@ -314,7 +314,7 @@ func testSIGTERM(t *testing.T, backend string) {
 		}
 		iterations = n
 	}
-	e := newEnvOn(t, backend, sim.OneCOptions{OpLatency: map[string]time.Duration{"create": 120 * time.Millisecond, "find": 30 * time.Millisecond}}, true)
+	e := newEnvOn(t, backend, onecsim.Options{OpLatency: map[string]time.Duration{"create": 120 * time.Millisecond, "find": 30 * time.Millisecond}}, true)
 	store := e.store()
 	// Orders are registered without 1C (no onec.base_url): only the service works them.
 	register := append(append([]string{}, e.environ...), "ORDERSYNC_ONEC__BASE_URL=")

@@ -11,7 +11,7 @@ import (
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 func (h *harness) registerCancel(o order.Order, reason string) string {
@@ -36,7 +36,7 @@ func (h *harness) cancelledIn1C(externalID string) (exists, cancelled bool) {
 
 func TestCancelAfterCreateCancelsTheOrderIn1C(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("X-1")
 	h.register(o)
 	routes := outbox.Routes{}
@@ -64,7 +64,7 @@ func TestCancelAfterCreateCancelsTheOrderIn1C(t *testing.T) {
 
 func TestCancelBeforeCreateMeansNothingIsEverCreated(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("X-2")
 	h.register(o)
 	key := h.registerCancel(o, "")
@@ -87,7 +87,7 @@ func TestCancelBeforeCreateMeansNothingIsEverCreated(t *testing.T) {
 
 func TestCancelWhileTheCreateIsInFlightEndsWithTheOrderCancelled(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{OpLatency: map[string]time.Duration{"create": 300 * time.Millisecond}})
+	h := newHarness(t, onecsim.Options{OpLatency: map[string]time.Duration{"create": 300 * time.Millisecond}})
 	o := testOrder("X-3")
 	h.register(o)
 	e := h.engine(nil, engine.Config{Workers: 2})
@@ -111,7 +111,7 @@ func TestCancelWhileTheCreateIsInFlightEndsWithTheOrderCancelled(t *testing.T) {
 
 func TestCancelOfAnOrderNeverCreatedEndsDoneWithANote(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("X-4")
 	key := h.registerCancel(o, "")
 	h.drain(h.engine(nil, engine.Config{}))
@@ -124,10 +124,10 @@ func TestCancelOfAnOrderNeverCreatedEndsDoneWithANote(t *testing.T) {
 
 func TestCancelFindsAnOrderWhoseCreateReplyWasLost(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("X-5")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.DropAfterCreate})
+	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.DropAfterCreate})
 	// A settle time that a busy machine does not use up before the cancel runs.
 	e := h.engine(nil, engine.Config{BackoffMin: time.Hour, BackoffMax: time.Hour, SettleTime: 2 * time.Second})
 	if ran, _ := e.RunDue(context.Background()); !ran { // created in 1C, reply lost: pending

@@ -21,7 +21,7 @@ import (
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/order"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 	"github.com/ordersync/ordersync/internal/testdb"
 )
@@ -32,7 +32,7 @@ type harness struct {
 	url    string
 	db     *postgres.DB
 	store  journal.Store
-	onec   *sim.OneC
+	onec   *onecsim.OneC
 	client *httpservice.Client
 	logs   *syncBuffer
 }
@@ -56,7 +56,7 @@ func (b *syncBuffer) String() string {
 
 const testPassword = "s3cret-Пароль"
 
-func newHarness(t *testing.T, opts sim.OneCOptions) *harness {
+func newHarness(t *testing.T, opts onecsim.Options) *harness {
 	t.Helper()
 	ctx := context.Background()
 	h := &harness{t: t, url: testdb.URL(t), logs: &syncBuffer{}}
@@ -68,7 +68,7 @@ func newHarness(t *testing.T, opts sim.OneCOptions) *harness {
 	if opts.Username == "" {
 		opts.Username, opts.Password = "ordersync", testPassword
 	}
-	h.onec = sim.NewOneC(opts)
+	h.onec = onecsim.New(opts)
 	if err := h.onec.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func (h *harness) wantOneCOrders(externalID string, want int) {
 
 func TestNewOrderCreatesExactlyOneOrderIn1C(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1001")
 	if reg := h.register(o); reg.Outcome != journal.Registered {
 		t.Fatalf("outcome %s, want registered", reg.Outcome)
@@ -261,7 +261,7 @@ func TestNewOrderCreatesExactlyOneOrderIn1C(t *testing.T) {
 
 func TestExactRepeatReturnsSavedResultAndChangesNoCount(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1002")
 	h.register(o)
 	e := h.engine(nil, engine.Config{})
@@ -286,7 +286,7 @@ func TestExactRepeatReturnsSavedResultAndChangesNoCount(t *testing.T) {
 
 func TestSameKeyOtherPayloadRecordsConflictAndChangesNothing(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1003")
 	h.register(o)
 	changed := o
@@ -346,7 +346,7 @@ func (c lostCommit) Finish(ctx context.Context, _ journal.Finish) error {
 
 func TestFailureAfter1CAnsweredBeforeCommitLeadsToNoSecondOrder(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1004")
 	h.register(o)
 	broken := &failFinish{Store: h.store}
@@ -373,10 +373,10 @@ func TestFailureAfter1CAnsweredBeforeCommitLeadsToNoSecondOrder(t *testing.T) {
 
 func TestConnectionDroppedAfterCreateEndsWithExactlyOneOrder(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1005")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.DropAfterCreate})
+	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.DropAfterCreate})
 	h.drain(h.engine(nil, engine.Config{}))
 
 	h.wantOneCOrders("site:A-1005", 1)
@@ -394,13 +394,13 @@ func TestConnectionDroppedAfterCreateEndsWithExactlyOneOrder(t *testing.T) {
 
 func TestTransientFailuresAreRetriedUntilDone(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1006")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status406})
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status406})
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.LockConflict500})
-	h.onec.Inject(sim.Fault{Op: "find", Kind: sim.Status503, Times: 2}) // retried inside the find
+	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Status406})
+	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Status406})
+	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.LockConflict500})
+	h.onec.Inject(onecsim.Fault{Op: "find", Kind: onecsim.Status503, Times: 2}) // retried inside the find
 	h.drain(h.engine(nil, engine.Config{}))
 
 	h.wantOneCOrders("site:A-1006", 1)
@@ -415,7 +415,7 @@ func TestTransientFailuresAreRetriedUntilDone(t *testing.T) {
 
 func TestPermanentErrorFailsWith1CMessageAndResyncAfterFixEndsDone(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{KnownSKUs: []string{"SKU-1"}})
+	h := newHarness(t, onecsim.Options{KnownSKUs: []string{"SKU-1"}})
 	o := testOrder("A-1007", "SKU-1", "SKU-NEW")
 	h.register(o)
 	e := h.engine(nil, engine.Config{})
@@ -448,10 +448,10 @@ func TestPermanentErrorFailsWith1CMessageAndResyncAfterFixEndsDone(t *testing.T)
 
 func TestBusinessException500FailsAfterFindProvesNothingWasCreated(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1008")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.BusinessError500})
+	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.BusinessError500})
 	h.drain(h.engine(nil, engine.Config{}))
 	h.wantOneCOrders("site:A-1008", 0)
 	d := h.show(o.CreateKey())
@@ -467,10 +467,10 @@ func TestBusinessException500FailsAfterFindProvesNothingWasCreated(t *testing.T)
 // verdict back (here a proxy's 504 every time, 1C writing nothing).
 func TestUnknownOutcomesGiveUpAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1009")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status504, Times: -1})
+	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Status504, Times: -1})
 	h.drain(h.engine(nil, engine.Config{MaxAttempts: 3}))
 	d := h.show(o.CreateKey())
 	if d.Status != journal.StatusFailed || d.Attempts != 3 || outcomes(d) != "retry,retry,failed" || d.UnknownAttempts != 3 {
@@ -486,13 +486,13 @@ func TestUnknownOutcomesGiveUpAfterMaxAttempts(t *testing.T) {
 // worker.max_attempts: they wait until worker.give_up_after has passed since the first.
 func TestTransientFailuresDoNotCountTowardMaxAttempts(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1016")
 	h.register(o)
 	// On a POST only a failure that proves the handler never ran is transient: no
 	// free session (406), the service's own lock_conflict error.
-	for _, k := range []sim.FaultKind{sim.Status406, sim.LockConflict500, sim.Status406, sim.LockConflict500, sim.Status406, sim.LockConflict500} {
-		h.onec.Inject(sim.Fault{Op: "create", Kind: k})
+	for _, k := range []onecsim.FaultKind{onecsim.Status406, onecsim.LockConflict500, onecsim.Status406, onecsim.LockConflict500, onecsim.Status406, onecsim.LockConflict500} {
+		h.onec.Inject(onecsim.Fault{Op: "create", Kind: k})
 	}
 	h.drain(h.engine(nil, engine.Config{MaxAttempts: 2}))
 	d := h.show(o.CreateKey())
@@ -510,10 +510,10 @@ func TestTransientFailuresDoNotCountTowardMaxAttempts(t *testing.T) {
 
 func TestTransientFailuresFailOnlyAfterGiveUpAfter(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1017")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status406, Times: -1})
+	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Status406, Times: -1})
 	// MaxAttempts 1: a second attempt proves transient failures are not counted. The
 	// give-up time leaves room for several even when one attempt is slow on a
 	// loaded machine (300ms did not).
@@ -528,7 +528,7 @@ func TestTransientFailuresFailOnlyAfterGiveUpAfter(t *testing.T) {
 
 func TestDuplicatesAlreadyIn1CUseTheEarliestWithAWarning(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1010")
 	req := engine.ToCreateOrder(o, time.UTC)
 	ctx := context.Background()
@@ -553,7 +553,7 @@ func TestDuplicatesAlreadyIn1CUseTheEarliestWithAWarning(t *testing.T) {
 
 func TestAuthFailureWaitsAndNamesTheConfigKeys(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{}) // 1C answers bad credentials with a 200 HTML page
+	h := newHarness(t, onecsim.Options{}) // 1C answers bad credentials with a 200 HTML page
 	h.client = h.newClient("ordersync", "wrong-"+testPassword, 4)
 	o := testOrder("A-1011")
 	h.register(o)
@@ -573,7 +573,7 @@ func TestAuthFailureWaitsAndNamesTheConfigKeys(t *testing.T) {
 
 func TestTwoEnginesRacingOverTheSameKeysCreateEachOrderOnce(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{Latency: 2 * time.Millisecond})
+	h := newHarness(t, onecsim.Options{Latency: 2 * time.Millisecond})
 	ctx := context.Background()
 	const n = 50
 	var keys []string
@@ -637,7 +637,7 @@ func TestTwoEnginesRacingOverTheSameKeysCreateEachOrderOnce(t *testing.T) {
 
 func TestStopLetsInFlightCallsFinish(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{Latency: 300 * time.Millisecond})
+	h := newHarness(t, onecsim.Options{Latency: 300 * time.Millisecond})
 	o := testOrder("A-1012")
 	h.register(o)
 	e := h.engine(nil, engine.Config{Workers: 1, ShutdownTimeout: 10 * time.Second})
@@ -656,10 +656,10 @@ func TestStopLetsInFlightCallsFinish(t *testing.T) {
 
 func TestStopCancelsCallsThatOutliveTheShutdownTimeout(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1013")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Stall}) // 1C hangs; it creates when the client gives up
+	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Stall}) // 1C hangs; it creates when the client gives up
 	e := h.engine(nil, engine.Config{Workers: 1, ShutdownTimeout: 200 * time.Millisecond})
 	e.Start(context.Background())
 	waitFor(t, func() bool { return h.onec.Stats().Requests["create"] == 1 })
@@ -679,10 +679,10 @@ func TestStopCancelsCallsThatOutliveTheShutdownTimeout(t *testing.T) {
 
 func TestEveryLogLineAboutAnOperationCarriesKeyAndAttempt(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1014")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status503})
+	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Status503})
 	h.drain(h.engine(nil, engine.Config{}))
 	n := 0
 	for _, line := range strings.Split(strings.TrimSpace(h.logs.String()), "\n") {
@@ -742,10 +742,10 @@ func waitFor(t *testing.T, cond func() bool) {
 
 func TestGatewayTimeoutOnCreateIsRetriedNotFailed(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1015")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status504})
+	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Status504})
 	h.drain(h.engine(nil, engine.Config{}))
 	h.wantOneCOrders("site:A-1015", 1)
 	d := h.show(o.CreateKey())

@@ -12,7 +12,7 @@ import (
 	"github.com/ordersync/ordersync/internal/engine"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 )
 
@@ -32,7 +32,7 @@ func TestTwoReplicasOneClockAheadCreateEachOrderOnce(t *testing.T) {
 		settle  = 1500 * time.Millisecond
 		skew    = 5 * time.Minute
 	)
-	h := newHarness(t, sim.OneCOptions{OpLatency: map[string]time.Duration{"create": 20 * time.Millisecond}})
+	h := newHarness(t, onecsim.Options{OpLatency: map[string]time.Duration{"create": 20 * time.Millisecond}})
 	h.client = h.scaledClient(timeout)
 	takeover := engine.TakeoverAfter(timeout, settle)
 	honest := h.openDBWith(postgres.Config{TakeoverAfter: takeover})
@@ -48,7 +48,7 @@ func TestTwoReplicasOneClockAheadCreateEachOrderOnce(t *testing.T) {
 		o := testOrder(fmt.Sprintf("SKEW-%02d", i))
 		all = append(all, o)
 		if i%3 == 0 { // a third of the creates outlast the client
-			h.onec.Inject(sim.Fault{Op: "create", Kind: sim.SlowCreate, Delay: slow, ExternalID: o.OneCExternalID()})
+			h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.SlowCreate, Delay: slow, ExternalID: o.OneCExternalID()})
 		}
 	}
 	cfg := engine.Config{Workers: 2, OneCTimeout: timeout, SettleTime: settle, LateVerify: 2 * settle,

@@ -16,7 +16,7 @@ import (
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/outbox"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/stock"
 	"github.com/ordersync/ordersync/internal/stock/scheduler"
 	"github.com/ordersync/ordersync/internal/stock/snapshot"
@@ -31,7 +31,7 @@ type harness struct {
 	t      *testing.T
 	db     *postgres.DB
 	store  journal.Store
-	onec   *sim.OneC
+	onec   *onecsim.OneC
 	client *httpservice.Client
 	logs   *syncBuffer
 }
@@ -47,7 +47,7 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
-func newHarness(t *testing.T, opts sim.OneCOptions) *harness {
+func newHarness(t *testing.T, opts onecsim.Options) *harness {
 	t.Helper()
 	ctx := context.Background()
 	h := &harness{t: t, logs: &syncBuffer{}}
@@ -65,7 +65,7 @@ func newHarness(t *testing.T, opts sim.OneCOptions) *harness {
 	if opts.Username == "" {
 		opts.Username, opts.Password = "ordersync", "s3cret-Пароль"
 	}
-	h.onec = sim.NewOneC(opts)
+	h.onec = onecsim.New(opts)
 	if err := h.onec.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
@@ -165,10 +165,10 @@ func snapshotPayload(wh string, until time.Time) stock.Payload {
 // snapshot and the events commit together; Kaspi, which pulls a feed, gets none.
 func TestSnapshotIsStoredWithOnePublishEventPerPushedMarketplace(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	h.onec.SetStock("WH1",
-		sim.StockItem{SKU: "B", Quantity: decimal.RequireFromString("2.500"), Price: decimal.RequireFromString("990.5")},
-		sim.StockItem{SKU: "A", Quantity: decimal.RequireFromString("-3"), Price: decimal.RequireFromString("12345678901234567890.123456789")})
+		onecsim.StockItem{SKU: "B", Quantity: decimal.RequireFromString("2.500"), Price: decimal.RequireFromString("990.5")},
+		onecsim.StockItem{SKU: "A", Quantity: decimal.RequireFromString("-3"), Price: decimal.RequireFromString("12345678901234567890.123456789")})
 	key := h.registerSnapshot(snapshotPayload("WH1", time.Time{}))
 	e := h.engine(nil, engine.Config{})
 	h.drain(e)
@@ -208,7 +208,7 @@ func TestSnapshotIsStoredWithOnePublishEventPerPushedMarketplace(t *testing.T) {
 // is not a number, an unknown warehouse.
 func TestBadStockAnswersFailTheSnapshotAndStoreNothing(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	h.onec.SetStockBody("DUP", []byte(`{"warehouse":"DUP","taken_at":"2026-09-16T10:00:00","items":[{"sku":"A","quantity":1,"price":1},{"sku":"B","quantity":1,"price":1},{"sku":"A","quantity":2,"price":1}]}`))
 	h.onec.SetStockBody("NAN", []byte(`{"warehouse":"NAN","taken_at":"2026-09-16T10:00:00","items":[{"sku":"A","quantity":1,"price":1},{"sku":"B","quantity":"n/a","price":1}]}`))
 	want := map[string]string{
@@ -239,10 +239,10 @@ func TestBadStockAnswersFailTheSnapshotAndStoreNothing(t *testing.T) {
 // within the slot's life; past it, the snapshot fails as too late.
 func TestASnapshotRetriesWhile1CIsDownAndFailsWhenItsSlotHasEnded(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
-	h.onec.SetStock("WH1", sim.StockItem{SKU: "A", Quantity: decimal.NewFromInt(1), Price: decimal.NewFromInt(1)})
+	h := newHarness(t, onecsim.Options{})
+	h.onec.SetStock("WH1", onecsim.StockItem{SKU: "A", Quantity: decimal.NewFromInt(1), Price: decimal.NewFromInt(1)})
 	// More 503s than the client's own retries of a GET: the engine retries too.
-	h.onec.Inject(sim.Fault{Op: "stock", Kind: sim.Status503, Times: 8})
+	h.onec.Inject(onecsim.Fault{Op: "stock", Kind: onecsim.Status503, Times: 8})
 	key := h.registerSnapshot(snapshotPayload("WH1", time.Now().Add(time.Hour)))
 	h.drain(h.engine(nil, engine.Config{}))
 	d := h.show(key)

@@ -1,4 +1,4 @@
-package sim
+package wbsim
 
 import (
 	"bytes"
@@ -15,30 +15,32 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
-// The Wildberries FBS operations the simulator serves, as WBRequest.Op and
-// WBFault.Op name them.
+// The Wildberries FBS operations the simulator serves, as Request.Op and
+// Fault.Op name them.
 const (
-	WBOpNew          = "orders_new"     // GET /api/v3/orders/new
-	WBOpOrders       = "orders"         // GET /api/v3/orders
-	WBOpStatus       = "orders_status"  // POST /api/v3/orders/status
-	WBOpSupplyCreate = "supply_create"  // POST /api/v3/supplies
-	WBOpSupplies     = "supplies"       // GET /api/v3/supplies
-	WBOpSupply       = "supply"         // GET /api/v3/supplies/{supplyId}
-	WBOpSupplyAdd    = "supply_add"     // PATCH /api/marketplace/v3/supplies/{supplyId}/orders, or the deprecated PATCH /api/v3/supplies/{supplyId}/orders/{orderId}
-	WBOpDeliver      = "supply_deliver" // PATCH /api/v3/supplies/{supplyId}/deliver
-	WBOpOther        = "other"          // anything else: 404
+	OpNew          = "orders_new"     // GET /api/v3/orders/new
+	OpOrders       = "orders"         // GET /api/v3/orders
+	OpStatus       = "orders_status"  // POST /api/v3/orders/status
+	OpSupplyCreate = "supply_create"  // POST /api/v3/supplies
+	OpSupplies     = "supplies"       // GET /api/v3/supplies
+	OpSupply       = "supply"         // GET /api/v3/supplies/{supplyId}
+	OpSupplyAdd    = "supply_add"     // PATCH /api/marketplace/v3/supplies/{supplyId}/orders, or the deprecated PATCH /api/v3/supplies/{supplyId}/orders/{orderId}
+	OpDeliver      = "supply_deliver" // PATCH /api/v3/supplies/{supplyId}/deliver
+	OpOther        = "other"          // anything else: 404
 )
 
-// WBMaxWindow is the longest period GET /api/v3/orders accepts in one request.
-const WBMaxWindow = 30 * 24 * time.Hour
+// MaxWindow is the longest period GET /api/v3/orders accepts in one request.
+const MaxWindow = 30 * 24 * time.Hour
 
 // wbRetention is how far back GET /api/v3/orders reaches ("no more than 3 months").
 const wbRetention = 90 * 24 * time.Hour
 
-// WildberriesOptions configure a simulated Wildberries marketplace API.
-type WildberriesOptions struct {
+// Options configure a simulated Wildberries marketplace API.
+type Options struct {
 	// Token, when set, is the API token every request must carry in the
 	// Authorization header (bare, or after "Bearer "); otherwise 401.
 	Token string
@@ -48,10 +50,10 @@ type WildberriesOptions struct {
 	Logger *slog.Logger
 }
 
-// WBOrder is an FBS assembly order held by the simulator. Prices are integers in
+// Order is an FBS assembly order held by the simulator. Prices are integers in
 // hundredths of the currency, as Wildberries sends them; currency codes are ISO 4217
 // numeric codes (643 = RUB).
-type WBOrder struct {
+type Order struct {
 	ID                    int64
 	Article               string // the seller's article: the merchant SKU
 	Price                 int64  // in the currency of sale (CurrencyCode), × 100
@@ -80,8 +82,8 @@ type WBOrder struct {
 	Raw json.RawMessage
 }
 
-// WBSupply is a supply held by the simulator.
-type WBSupply struct {
+// Supply is a supply held by the simulator.
+type Supply struct {
 	ID          string
 	Name        string
 	Done        bool
@@ -92,8 +94,8 @@ type WBSupply struct {
 	Orders      []int64
 }
 
-// WBRequest is one request the simulator received.
-type WBRequest struct {
+// Request is one request the simulator received.
+type Request struct {
 	Op     string
 	Method string
 	Path   string
@@ -103,9 +105,9 @@ type WBRequest struct {
 	At     time.Time // wall-clock arrival, whatever the simulator's clock says
 }
 
-// WBFault is queued with Inject and answers matching requests instead of the API,
+// Fault is queued with Inject and answers matching requests instead of the API,
 // in FIFO order.
-type WBFault struct {
+type Fault struct {
 	// Op is one of the WBOp… names, or "" for any request.
 	Op string
 	// Times is how many matching requests it hits: 0 means 1, -1 forever.
@@ -123,7 +125,7 @@ type WBFault struct {
 }
 
 type wbQueuedFault struct {
-	WBFault
+	Fault
 	skip int // matching requests still let through
 	left int // -1: forever
 }
@@ -139,26 +141,26 @@ type Wildberries struct {
 	token  string
 	now    func() time.Time
 	log    *slog.Logger
-	server server
+	server sim.Server
 
 	mu        sync.Mutex
-	orders    map[int64]*WBOrder
-	supplies  []*WBSupply
+	orders    map[int64]*Order
+	supplies  []*Supply
 	supplySeq int
 	faults    []*wbQueuedFault
-	requests  []WBRequest
+	requests  []Request
 	acks      map[int64]int
 	stock     wbStock // stocks and cards: wildberries_stock.go, wildberries_content.go
 }
 
-// NewWildberries returns a simulator; it serves nothing until Start, or until it is
+// New returns a simulator; it serves nothing until Start, or until it is
 // mounted as an http.Handler.
-func NewWildberries(opts WildberriesOptions) *Wildberries {
+func New(opts Options) *Wildberries {
 	s := &Wildberries{
 		token:  opts.Token,
 		now:    opts.Now,
 		log:    opts.Logger,
-		orders: map[int64]*WBOrder{},
+		orders: map[int64]*Order{},
 		acks:   map[int64]int{},
 	}
 	if s.now == nil {
@@ -172,23 +174,23 @@ func NewWildberries(opts WildberriesOptions) *Wildberries {
 
 // Start listens on addr (":0" picks a port) and serves in the background.
 func (s *Wildberries) Start(addr string) error {
-	return s.server.start("wildberries", addr, s, s.log)
+	return s.server.Start("wildberries", addr, s, s.log)
 }
 
 // URL is the base URL after Start (what connectors.wildberries.base_url would be),
 // "" before.
 func (s *Wildberries) URL() string {
-	return s.server.url("")
+	return s.server.URL("")
 }
 
 // Close stops the server started by Start. It is safe to call twice and before Start.
 func (s *Wildberries) Close() {
-	s.server.close()
+	s.server.Close()
 }
 
 // AddOrder adds an order, or replaces the order with the same ID. It panics on an
 // ID that is not positive (a mistake in a test).
-func (s *Wildberries) AddOrder(o WBOrder) {
+func (s *Wildberries) AddOrder(o Order) {
 	if o.ID <= 0 {
 		panic(fmt.Sprintf("sim: wildberries: order id %d must be positive", o.ID))
 	}
@@ -228,12 +230,12 @@ func (s *Wildberries) SetStatus(id int64, supplierStatus, wbStatus string) {
 }
 
 // Order returns a copy of an order.
-func (s *Wildberries) Order(id int64) (WBOrder, bool) {
+func (s *Wildberries) Order(id int64) (Order, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	o, ok := s.orders[id]
 	if !ok {
-		return WBOrder{}, false
+		return Order{}, false
 	}
 	c := *o
 	c.Skus, c.Omit, c.Raw = slices.Clone(o.Skus), slices.Clone(o.Omit), bytes.Clone(o.Raw)
@@ -260,10 +262,10 @@ func (s *Wildberries) Acknowledged() map[int64]int {
 }
 
 // Supplies returns a snapshot of every supply, in creation order.
-func (s *Wildberries) Supplies() []WBSupply {
+func (s *Wildberries) Supplies() []Supply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]WBSupply, len(s.supplies))
+	out := make([]Supply, len(s.supplies))
 	for i, sp := range s.supplies {
 		out[i] = *sp
 		out[i].Orders = slices.Clone(sp.Orders)
@@ -272,15 +274,15 @@ func (s *Wildberries) Supplies() []WBSupply {
 }
 
 // Requests returns every request received so far, in arrival order.
-func (s *Wildberries) Requests() []WBRequest {
+func (s *Wildberries) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.requests)
 }
 
 // RequestsOf returns the requests of one operation.
-func (s *Wildberries) RequestsOf(op string) []WBRequest {
-	var out []WBRequest
+func (s *Wildberries) RequestsOf(op string) []Request {
+	var out []Request
 	for _, r := range s.Requests() {
 		if r.Op == op {
 			out = append(out, r)
@@ -290,10 +292,10 @@ func (s *Wildberries) RequestsOf(op string) []WBRequest {
 }
 
 // Inject queues a fault. It panics on an invalid one (a mistake in a test).
-func (s *Wildberries) Inject(f WBFault) {
+func (s *Wildberries) Inject(f Fault) {
 	switch f.Op {
-	case "", WBOpNew, WBOpOrders, WBOpStatus, WBOpSupplyCreate, WBOpSupplies, WBOpSupply, WBOpSupplyAdd, WBOpDeliver:
-	case WBOpStocksUpdate, WBOpStocksGet, WBOpCardsList:
+	case "", OpNew, OpOrders, OpStatus, OpSupplyCreate, OpSupplies, OpSupply, OpSupplyAdd, OpDeliver:
+	case OpStocksUpdate, OpStocksGet, OpCardsList:
 	default:
 		panic(fmt.Sprintf("sim: wildberries: fault op %q is unknown", f.Op))
 	}
@@ -308,7 +310,7 @@ func (s *Wildberries) Inject(f WBFault) {
 		left = 1
 	}
 	s.mu.Lock()
-	s.faults = append(s.faults, &wbQueuedFault{WBFault: f, skip: f.After, left: left})
+	s.faults = append(s.faults, &wbQueuedFault{Fault: f, skip: f.After, left: left})
 	s.mu.Unlock()
 }
 
@@ -316,12 +318,12 @@ func (s *Wildberries) Inject(f WBFault) {
 // 1; n = -1: every request until ClearFaults). A 429 carries retryAfter as
 // X-Ratelimit-Retry.
 func (s *Wildberries) Fail(n, status int, retryAfter time.Duration) {
-	s.Inject(WBFault{Times: n, Status: status, RetryAfter: retryAfter})
+	s.Inject(Fault{Times: n, Status: status, RetryAfter: retryAfter})
 }
 
 // MalformNext answers the next n requests of op with a truncated JSON body.
 func (s *Wildberries) MalformNext(op string, n int) {
-	s.Inject(WBFault{Op: op, Times: n, Malformed: true})
+	s.Inject(Fault{Op: op, Times: n, Malformed: true})
 }
 
 // ClearFaults drops every queued fault.
@@ -339,7 +341,7 @@ func (s *Wildberries) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	op, vars := wbRoute(r.Method, r.URL.Path)
 	s.mu.Lock()
-	s.requests = append(s.requests, WBRequest{
+	s.requests = append(s.requests, Request{
 		Op: op, Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Body: body, At: time.Now(),
 	})
 	rec := &wbRecorder{ResponseWriter: w, s: s, i: len(s.requests) - 1}
@@ -351,7 +353,7 @@ func (s *Wildberries) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"token problem; token is malformed or does not match the seller", 0)
 		return
 	}
-	if op == WBOpOther {
+	if op == OpOther {
 		s.writeError(rec, http.StatusNotFound, "NotFound", "Не найдено")
 		return
 	}
@@ -367,19 +369,19 @@ func (s *Wildberries) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch op {
-	case WBOpNew:
+	case OpNew:
 		s.serveNew(rec)
-	case WBOpOrders:
+	case OpOrders:
 		s.serveOrders(rec, r.URL.Query())
-	case WBOpStatus:
+	case OpStatus:
 		s.serveStatus(rec, body)
-	case WBOpSupplyCreate:
+	case OpSupplyCreate:
 		s.serveSupplyCreate(rec, body)
-	case WBOpSupplies:
+	case OpSupplies:
 		s.serveSupplies(rec, r.URL.Query())
-	case WBOpSupply:
+	case OpSupply:
 		s.serveSupply(rec, vars[0])
-	case WBOpSupplyAdd:
+	case OpSupplyAdd:
 		if len(vars) == 2 { // the deprecated one-order method
 			id, err := strconv.ParseInt(vars[1], 10, 64)
 			if err != nil || id <= 0 {
@@ -397,9 +399,9 @@ func (s *Wildberries) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.addToSupply(rec, vars[0], req.Orders)
-	case WBOpDeliver:
+	case OpDeliver:
 		s.serveDeliver(rec, vars[0])
-	case WBOpStocksUpdate, WBOpStocksGet, WBOpCardsList:
+	case OpStocksUpdate, OpStocksGet, OpCardsList:
 		s.serveStockOp(rec, op, vars, body)
 	}
 }
@@ -420,28 +422,28 @@ func wbRoute(method, path string) (string, []string) {
 	}
 	switch {
 	case method == http.MethodGet && is("api", "v3", "orders", "new"):
-		return WBOpNew, nil
+		return OpNew, nil
 	case method == http.MethodGet && is("api", "v3", "orders"):
-		return WBOpOrders, nil
+		return OpOrders, nil
 	case method == http.MethodPost && is("api", "v3", "orders", "status"):
-		return WBOpStatus, nil
+		return OpStatus, nil
 	case method == http.MethodPost && is("api", "v3", "supplies"):
-		return WBOpSupplyCreate, nil
+		return OpSupplyCreate, nil
 	case method == http.MethodGet && is("api", "v3", "supplies"):
-		return WBOpSupplies, nil
+		return OpSupplies, nil
 	case method == http.MethodGet && is("api", "v3", "supplies", "*"):
-		return WBOpSupply, []string{parts[3]}
+		return OpSupply, []string{parts[3]}
 	case method == http.MethodPatch && is("api", "marketplace", "v3", "supplies", "*", "orders"):
-		return WBOpSupplyAdd, []string{parts[4]}
+		return OpSupplyAdd, []string{parts[4]}
 	case method == http.MethodPatch && is("api", "v3", "supplies", "*", "orders", "*"):
-		return WBOpSupplyAdd, []string{parts[3], parts[5]}
+		return OpSupplyAdd, []string{parts[3], parts[5]}
 	case method == http.MethodPatch && is("api", "v3", "supplies", "*", "deliver"):
-		return WBOpDeliver, []string{parts[3]}
+		return OpDeliver, []string{parts[3]}
 	}
 	if op, vars, ok := wbStockRoute(method, parts); ok {
 		return op, vars
 	}
-	return WBOpOther, nil
+	return OpOther, nil
 }
 
 func (s *Wildberries) authorized(r *http.Request) bool {
@@ -452,7 +454,7 @@ func (s *Wildberries) authorized(r *http.Request) bool {
 	return h == s.token || h == "Bearer "+s.token
 }
 
-func (s *Wildberries) takeFault(op string) *WBFault {
+func (s *Wildberries) takeFault(op string) *Fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, f := range s.faults {
@@ -463,7 +465,7 @@ func (s *Wildberries) takeFault(op string) *WBFault {
 			f.skip--
 			continue
 		}
-		fired := f.WBFault
+		fired := f.Fault
 		if f.left > 0 {
 			f.left--
 			if f.left == 0 {
@@ -481,7 +483,7 @@ var wbCancelledWB = map[string]bool{
 	"defect": true, "canceled_by_carrier": true,
 }
 
-func wbIsCancelled(o *WBOrder) bool {
+func wbIsCancelled(o *Order) bool {
 	return o.SupplierStatus == "cancel" || o.SupplierStatus == "cancel_carrier" || wbCancelledWB[o.WBStatus]
 }
 
@@ -516,7 +518,7 @@ func (s *Wildberries) serveOrders(w http.ResponseWriter, q url.Values) {
 		return
 	}
 	now := s.now()
-	from, to := now.Add(-WBMaxWindow).Unix(), now.Unix()
+	from, to := now.Add(-MaxWindow).Unix(), now.Unix()
 	if v := q.Get("dateFrom"); v != "" {
 		if from, err = strconv.ParseInt(v, 10, 64); err != nil {
 			s.writeError(w, http.StatusBadRequest, "IncorrectParameter", "Передан некорректный параметр: dateFrom")
@@ -529,7 +531,7 @@ func (s *Wildberries) serveOrders(w http.ResponseWriter, q url.Values) {
 			return
 		}
 	}
-	if to < from || to-from > int64(WBMaxWindow/time.Second) {
+	if to < from || to-from > int64(MaxWindow/time.Second) {
 		s.writeError(w, http.StatusBadRequest, "IncorrectParameter", "Передан некорректный параметр: период — не более 30 дней")
 		return
 	}
@@ -588,7 +590,7 @@ func (s *Wildberries) serveSupplyCreate(w http.ResponseWriter, body []byte) {
 	}
 	s.mu.Lock()
 	s.supplySeq++
-	sp := &WBSupply{ID: fmt.Sprintf("WB-GI-%d", 1000000+s.supplySeq), Name: *req.Name, CreatedAt: s.now().UTC()}
+	sp := &Supply{ID: fmt.Sprintf("WB-GI-%d", 1000000+s.supplySeq), Name: *req.Name, CreatedAt: s.now().UTC()}
 	s.supplies = append(s.supplies, sp)
 	s.mu.Unlock()
 	s.writeJSON(w, http.StatusCreated, map[string]string{"id": sp.ID})
@@ -605,7 +607,7 @@ type wbSupplyWire struct {
 	DestinationOfficeID *int64     `json:"destinationOfficeId"`
 }
 
-func wbSupplyJSON(sp *WBSupply) wbSupplyWire {
+func wbSupplyJSON(sp *Supply) wbSupplyWire {
 	return wbSupplyWire{ID: sp.ID, Done: sp.Done, CreatedAt: sp.CreatedAt, ClosedAt: sp.ClosedAt, Name: sp.Name, CargoType: sp.CargoType}
 }
 
@@ -739,7 +741,7 @@ func (s *Wildberries) serveDeliver(w http.ResponseWriter, id string) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Wildberries) supplyLocked(id string) *WBSupply {
+func (s *Wildberries) supplyLocked(id string) *Supply {
 	for _, sp := range s.supplies {
 		if sp.ID == id {
 			return sp
@@ -748,12 +750,12 @@ func (s *Wildberries) supplyLocked(id string) *WBSupply {
 	return nil
 }
 
-func (s *Wildberries) sortedOrdersLocked() []*WBOrder {
-	out := make([]*WBOrder, 0, len(s.orders))
+func (s *Wildberries) sortedOrdersLocked() []*Order {
+	out := make([]*Order, 0, len(s.orders))
 	for _, o := range s.orders {
 		out = append(out, o)
 	}
-	slices.SortFunc(out, func(a, b *WBOrder) int {
+	slices.SortFunc(out, func(a, b *Order) int {
 		switch {
 		case a.ID < b.ID:
 			return -1
@@ -768,7 +770,7 @@ func (s *Wildberries) sortedOrdersLocked() []*WBOrder {
 // wbOrderJSON is an order as the listings send it: the OrderNew shape for
 // /api/v3/orders/new (with the final and sale prices and the metadata lists), the
 // Order shape for /api/v3/orders (with the supply id once attached).
-func wbOrderJSON(o *WBOrder, isNew bool) json.RawMessage {
+func wbOrderJSON(o *Order, isNew bool) json.RawMessage {
 	if o.Raw != nil {
 		return bytes.Clone(o.Raw)
 	}

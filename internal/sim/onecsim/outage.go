@@ -1,4 +1,4 @@
-package sim
+package onecsim
 
 import (
 	"context"
@@ -120,7 +120,7 @@ func (s *OneC) gateway504After(w http.ResponseWriter, r *http.Request, op string
 // while down does nothing; before Start (or on a simulator mounted as a handler)
 // and after Close it is an error.
 func (s *OneC) Down() error {
-	wasUp, err := s.server.down()
+	wasUp, err := s.server.Down()
 	s.countDown(wasUp)
 	return err
 }
@@ -130,7 +130,7 @@ func (s *OneC) Down() error {
 // seconds when the port is not free at once. Up while up does nothing; before
 // Start and after Close it is an error.
 func (s *OneC) Up() error {
-	return s.server.up()
+	return s.server.Up()
 }
 
 // DownFor goes Down and comes back Up by itself after d, unless Up and Down are
@@ -140,7 +140,7 @@ func (s *OneC) DownFor(d time.Duration) error {
 	if d <= 0 {
 		return fmt.Errorf("sim: 1c: down for %s: want a positive duration", d)
 	}
-	wasUp, err := s.server.downFor(d)
+	wasUp, err := s.server.DownFor(d)
 	s.countDown(wasUp)
 	return err
 }

@@ -1,4 +1,4 @@
-package sim
+package onecsim
 
 import (
 	"bytes"
@@ -22,12 +22,12 @@ var testNow = time.Date(2026, 9, 16, 5, 0, 0, 0, time.UTC) // 10:00 in Almaty
 
 // newSim serves a simulator on an httptest server and returns it with the
 // service's base URL.
-func newSim(t *testing.T, opts OneCOptions) (*OneC, string) {
+func newSim(t *testing.T, opts Options) (*OneC, string) {
 	t.Helper()
 	if opts.Now == nil {
 		opts.Now = func() time.Time { return testNow }
 	}
-	s := NewOneC(opts)
+	s := New(opts)
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	t.Cleanup(s.Close) // runs first: ends stalls so ts.Close does not wait on them
@@ -107,7 +107,7 @@ type errorBody struct {
 
 func TestOneCContract(t *testing.T) {
 	t.Parallel()
-	s, base := newSim(t, OneCOptions{})
+	s, base := newSim(t, Options{})
 
 	r := mustSend(t, "GET", base+"/ping", "")
 	if got, want := r.status, 200; got != want {
@@ -252,7 +252,7 @@ func TestOneCCreateValidation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s, base := newSim(t, OneCOptions{})
+			s, base := newSim(t, Options{})
 			r := mustSend(t, "POST", base+"/orders", tt.body)
 			if got, want := r.status, tt.status; got != want {
 				t.Fatalf("status = %d, want %d: %s", got, want, r.body)
@@ -283,7 +283,7 @@ func TestOneCCreateValidation(t *testing.T) {
 
 func TestOneCKnownSKUs(t *testing.T) {
 	t.Parallel()
-	s, base := newSim(t, OneCOptions{KnownSKUs: []string{"A"}})
+	s, base := newSim(t, Options{KnownSKUs: []string{"A"}})
 	body := `{"external_id":"x:1","lines":[{"sku":"A","quantity":1,"price":1,"amount":1},{"sku":"B","quantity":1,"price":1,"amount":1}],"total":2}`
 	r := mustSend(t, "POST", base+"/orders", body)
 	var e errorBody
@@ -327,7 +327,7 @@ func TestOneCFaults(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.kind.String(), func(t *testing.T) {
 			t.Parallel()
-			s, base := newSim(t, OneCOptions{})
+			s, base := newSim(t, Options{})
 			s.Inject(Fault{Op: "create", Kind: tt.kind})
 			r, err := send(t, "POST", base+"/orders", orderJSON("kaspi:1"))
 			if tt.status == 0 {
@@ -369,7 +369,7 @@ func TestOneCFaultStall(t *testing.T) {
 	t.Parallel()
 	t.Run("until the client gives up, then the order is created", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{})
+		s, base := newSim(t, Options{})
 		s.Inject(Fault{Op: "create", Kind: Stall})
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
@@ -387,7 +387,7 @@ func TestOneCFaultStall(t *testing.T) {
 	})
 	t.Run("with a delay, answers normally", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{})
+		s, base := newSim(t, Options{})
 		s.Inject(Fault{Op: "find", Kind: Stall, Delay: 20 * time.Millisecond})
 		if r := mustSend(t, "GET", base+"/orders?external_id=a", ""); r.status != 200 {
 			t.Fatalf("stalled find = %d, want 200", r.status)
@@ -400,7 +400,7 @@ func TestOneCFaultStall(t *testing.T) {
 
 func TestOneCFaultMatching(t *testing.T) {
 	t.Parallel()
-	s, base := newSim(t, OneCOptions{})
+	s, base := newSim(t, Options{})
 	s.Inject(Fault{Op: "create", Kind: Status503, ExternalID: "kaspi:2"})
 	s.Inject(Fault{Kind: Status502, Times: 2})
 	s.Inject(Fault{Op: "stock", Kind: Status406, Times: -1})
@@ -467,7 +467,7 @@ func TestOneCDuplicates(t *testing.T) {
 
 	t.Run("a naive base creates every copy", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{})
+		s, base := newSim(t, Options{})
 		for _, r := range createConcurrently(t, base) {
 			if r.status != 201 {
 				t.Fatalf("status = %d, want 201", r.status)
@@ -484,7 +484,7 @@ func TestOneCDuplicates(t *testing.T) {
 	})
 	t.Run("the reference module creates one and answers 409 with it", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{Dedupe: true})
+		s, base := newSim(t, Options{Dedupe: true})
 		var created, conflicts int
 		var refs []string
 		for _, r := range createConcurrently(t, base) {
@@ -522,7 +522,7 @@ func TestOneCDuplicates(t *testing.T) {
 
 func TestOneCSessions(t *testing.T) {
 	t.Parallel()
-	s, base := newSim(t, OneCOptions{})
+	s, base := newSim(t, Options{})
 	r := mustSend(t, "GET", base+"/ping", "", "IBSession", "start")
 	var cookie *http.Cookie
 	for _, c := range (&http.Response{Header: r.header}).Cookies() {
@@ -589,7 +589,7 @@ func TestOneCAuth(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s, base := newSim(t, OneCOptions{Username: user, Password: pass, AuthFailure: tt.mode})
+			s, base := newSim(t, Options{Username: user, Password: pass, AuthFailure: tt.mode})
 			var hdr []string
 			if tt.auth != "" {
 				hdr = []string{"Authorization", tt.auth}
@@ -617,7 +617,7 @@ func TestOneCAuth(t *testing.T) {
 
 func TestOneCBOM(t *testing.T) {
 	t.Parallel()
-	_, base := newSim(t, OneCOptions{BOM: true})
+	_, base := newSim(t, Options{BOM: true})
 	for _, tt := range []struct{ method, path, body string }{
 		{"GET", "/ping", ""},
 		{"POST", "/orders", orderJSON("kaspi:1")},
@@ -636,7 +636,7 @@ func TestOneCBOM(t *testing.T) {
 
 func TestOneCLatency(t *testing.T) {
 	t.Parallel()
-	s, base := newSim(t, OneCOptions{})
+	s, base := newSim(t, Options{})
 	s.SetLatency(time.Hour) // ends when the client gives up
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
@@ -651,7 +651,7 @@ func TestOneCLatency(t *testing.T) {
 
 func TestOneCOpLatencyAppliesToItsOperationOnly(t *testing.T) {
 	t.Parallel()
-	_, base := newSim(t, OneCOptions{OpLatency: map[string]time.Duration{"create": time.Hour}})
+	_, base := newSim(t, Options{OpLatency: map[string]time.Duration{"create": time.Hour}})
 	if r := mustSend(t, "GET", base+"/orders?external_id=kaspi:1", ""); r.status != 200 {
 		t.Fatalf("find = %d, want 200 at once", r.status)
 	}
@@ -664,9 +664,9 @@ func TestOneCOpLatencyAppliesToItsOperationOnly(t *testing.T) {
 
 func TestOneCControl(t *testing.T) {
 	t.Parallel()
-	s, base := newSim(t, OneCOptions{Username: "u", Password: "p", AuthFailure: AuthStatus401})
+	s, base := newSim(t, Options{Username: "u", Password: "p", AuthFailure: AuthStatus401})
 	auth := []string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte("u:p"))}
-	remote, err := NewOneCRemote(base) // the base URL works: only the host is used
+	remote, err := NewRemote(base) // the base URL works: only the host is used
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -779,12 +779,12 @@ func TestFaultJSON(t *testing.T) {
 
 func TestOneCStartClose(t *testing.T) {
 	t.Parallel()
-	s := NewOneC(OneCOptions{Prefix: "/base/hs/ordersync/v1/"})
+	s := New(Options{Prefix: "/base/hs/ordersync/v1/"})
 	if s.URL() != "" {
 		t.Fatalf("URL before Start = %q, want empty", s.URL())
 	}
 	s.Close() // before Start: harmless
-	s = NewOneC(OneCOptions{Prefix: "/base/hs/ordersync/v1/"})
+	s = New(Options{Prefix: "/base/hs/ordersync/v1/"})
 	if err := s.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}

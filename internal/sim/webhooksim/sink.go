@@ -1,4 +1,4 @@
-package sim
+package webhooksim
 
 import (
 	"crypto/hmac"
@@ -14,10 +14,12 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
-// WebhookSinkOptions configure a WebhookSink.
-type WebhookSinkOptions struct {
+// Options configure a Sink.
+type Options struct {
 	// Secrets are the "whsec_…" secrets a delivery may be signed with, any one
 	// matching being enough. Empty: signatures are not checked at all.
 	Secrets []string
@@ -29,8 +31,8 @@ type WebhookSinkOptions struct {
 	MaxBody int64
 }
 
-// SinkDelivery is one delivery the sink accepted.
-type SinkDelivery struct {
+// Delivery is one delivery the sink accepted.
+type Delivery struct {
 	WebhookID   string    `json:"webhook_id"` // the webhook-id header
 	EventID     string    `json:"event_id"`
 	Type        string    `json:"type"`
@@ -51,7 +53,7 @@ type sinkEnvelope struct {
 	Data        json.RawMessage `json:"data"`
 }
 
-// WebhookSink is a webhook receiver for tests and the demo: it verifies Standard
+// Sink is a webhook receiver for tests and the demo: it verifies Standard
 // Webhooks signatures on the raw body, records every delivery it accepts in arrival
 // order, and fails on demand. Any path is accepted; only POST is. It is an
 // http.Handler and safe for concurrent use.
@@ -60,7 +62,7 @@ type sinkEnvelope struct {
 // counted by Rejected); Gone (410) or an injected failure (counted by Failed);
 // envelope (400, counted by Rejected: invalid JSON, no event_id or sequence, or an
 // event_id other than webhook-id); then recorded and answered 204.
-type WebhookSink struct {
+type Sink struct {
 	keys      [][]byte
 	tolerance time.Duration
 	now       func() time.Time
@@ -68,10 +70,10 @@ type WebhookSink struct {
 
 	closed    chan struct{}
 	closeOnce sync.Once
-	server    server
+	server    sim.Server
 
 	mu          sync.Mutex
-	deliveries  []SinkDelivery
+	deliveries  []Delivery
 	seen        map[string]bool
 	rejected    int
 	failed      int
@@ -83,10 +85,10 @@ type WebhookSink struct {
 	lastRejects []string
 }
 
-// NewWebhookSink returns a sink; it serves nothing until Start, or until it is
+// New returns a sink; it serves nothing until Start, or until it is
 // mounted as an http.Handler. An invalid secret is an error that does not repeat it.
-func NewWebhookSink(opts WebhookSinkOptions) (*WebhookSink, error) {
-	s := &WebhookSink{
+func New(opts Options) (*Sink, error) {
+	s := &Sink{
 		tolerance: opts.Tolerance,
 		now:       opts.Now,
 		maxBody:   opts.MaxBody,
@@ -125,32 +127,32 @@ func sinkKey(secret string) ([]byte, error) {
 }
 
 // Start listens on addr (":0" picks a port) and serves in the background.
-func (s *WebhookSink) Start(addr string) error {
-	return s.server.start("webhook sink", addr, s, nil)
+func (s *Sink) Start(addr string) error {
+	return s.server.Start("webhook sink", addr, s, nil)
 }
 
 // URL is where to send deliveries after Start, "" before.
-func (s *WebhookSink) URL() string {
-	return s.server.url("/webhooks")
+func (s *Sink) URL() string {
+	return s.server.URL("/webhooks")
 }
 
 // Close ends latency waits and stops the server started by Start. It is safe to
 // call twice and before Start.
-func (s *WebhookSink) Close() {
+func (s *Sink) Close() {
 	s.closeOnce.Do(func() { close(s.closed) })
-	s.server.close()
+	s.server.Close()
 }
 
 // FailNext answers the next n signed deliveries with status, and with a
 // Retry-After header when retryAfter is not empty; n = 0 cancels what is left.
-func (s *WebhookSink) FailNext(n, status int, retryAfter string) {
+func (s *Sink) FailNext(n, status int, retryAfter string) {
 	s.mu.Lock()
 	s.failLeft, s.failStatus, s.failRetry = n, status, retryAfter
 	s.mu.Unlock()
 }
 
 // Gone answers every signed delivery 410 Gone from now on.
-func (s *WebhookSink) Gone() {
+func (s *Sink) Gone() {
 	s.mu.Lock()
 	s.gone = true
 	s.mu.Unlock()
@@ -158,14 +160,14 @@ func (s *WebhookSink) Gone() {
 
 // SetLatency delays every later request by d before it is handled; a client that
 // gives up during the delay leaves nothing recorded.
-func (s *WebhookSink) SetLatency(d time.Duration) {
+func (s *Sink) SetLatency(d time.Duration) {
 	s.mu.Lock()
 	s.latency = d
 	s.mu.Unlock()
 }
 
 // Deliveries returns a copy of the accepted deliveries, in arrival order.
-func (s *WebhookSink) Deliveries() []SinkDelivery {
+func (s *Sink) Deliveries() []Delivery {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := slices.Clone(s.deliveries)
@@ -176,14 +178,14 @@ func (s *WebhookSink) Deliveries() []SinkDelivery {
 }
 
 // Count is the number of accepted deliveries, duplicates included.
-func (s *WebhookSink) Count() int {
+func (s *Sink) Count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.deliveries)
 }
 
 // Unique is the number of distinct event ids accepted.
-func (s *WebhookSink) Unique() int {
+func (s *Sink) Unique() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.seen)
@@ -191,7 +193,7 @@ func (s *WebhookSink) Unique() int {
 
 // PerAggregate returns, per aggregate id, the sequences accepted in arrival order
 // (duplicates included).
-func (s *WebhookSink) PerAggregate() map[string][]int64 {
+func (s *Sink) PerAggregate() map[string][]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := map[string][]int64{}
@@ -203,14 +205,14 @@ func (s *WebhookSink) PerAggregate() map[string][]int64 {
 
 // Rejected is the number of requests refused for their signature (401), their size
 // (413) or their envelope (400).
-func (s *WebhookSink) Rejected() int {
+func (s *Sink) Rejected() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rejected
 }
 
 // Rejections returns the reasons of the last few rejections, oldest first.
-func (s *WebhookSink) Rejections() []string {
+func (s *Sink) Rejections() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.lastRejects)
@@ -218,13 +220,13 @@ func (s *WebhookSink) Rejections() []string {
 
 // Failed is the number of signed deliveries answered with an injected failure or
 // 410 Gone.
-func (s *WebhookSink) Failed() int {
+func (s *Sink) Failed() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.failed
 }
 
-func (s *WebhookSink) reject(w http.ResponseWriter, status int, reason string) {
+func (s *Sink) reject(w http.ResponseWriter, status int, reason string) {
 	s.mu.Lock()
 	s.rejected++
 	s.lastRejects = append(s.lastRejects, reason)
@@ -235,7 +237,7 @@ func (s *WebhookSink) reject(w http.ResponseWriter, status int, reason string) {
 	http.Error(w, reason, status)
 }
 
-func (s *WebhookSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "only POST", http.StatusMethodNotAllowed)
@@ -313,7 +315,7 @@ func (s *WebhookSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
-	s.deliveries = append(s.deliveries, SinkDelivery{
+	s.deliveries = append(s.deliveries, Delivery{
 		WebhookID: webhookID, EventID: env.EventID, Type: env.Type, AggregateID: env.AggregateID,
 		Sequence: *env.Sequence, Body: body, ReceivedAt: s.now(),
 	})
@@ -324,7 +326,7 @@ func (s *WebhookSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // verify checks a Standard Webhooks signature on the raw body and returns why it
 // fails, or "" when it holds.
-func (s *WebhookSink) verify(h http.Header, body []byte) string {
+func (s *Sink) verify(h http.Header, body []byte) string {
 	id, ts := h.Get("webhook-id"), h.Get("webhook-timestamp")
 	sig := strings.Join(h.Values("webhook-signature"), " ")
 	if id == "" || ts == "" || sig == "" {

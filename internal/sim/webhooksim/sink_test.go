@@ -1,10 +1,11 @@
-package sim
+package webhooksim
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -24,7 +25,7 @@ const (
 	sinkSecret2 = "whsec_bmV3LXNlY3JldC1mb3Itb3JkZXJzeW5jLXRlc3RzISE="
 )
 
-func newSink(t *testing.T, opts WebhookSinkOptions) (*WebhookSink, string) {
+func newSink(t *testing.T, opts Options) (*Sink, string) {
 	t.Helper()
 	if opts.Secrets == nil {
 		opts.Secrets = []string{sinkSecret}
@@ -32,9 +33,9 @@ func newSink(t *testing.T, opts WebhookSinkOptions) (*WebhookSink, string) {
 	if opts.Now == nil {
 		opts.Now = func() time.Time { return testNow }
 	}
-	s, err := NewWebhookSink(opts)
+	s, err := New(opts)
 	if err != nil {
-		t.Fatalf("NewWebhookSink: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
@@ -49,6 +50,46 @@ func envelope(eventID, aggregate string, seq int64) string {
 
 // deliver POSTs body signed with secret (whsec_ text) at ts, as event id; extra
 // headers (name, value pairs) replace the signed ones.
+var testNow = time.Date(2026, 9, 16, 5, 0, 0, 0, time.UTC)
+
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// send makes one request on a fresh connection; headers come as name, value pairs.
+func send(t *testing.T, method, url, body string, headers ...string) (reply, error) {
+	t.Helper()
+	return sendCtx(context.Background(), t, method, url, body, headers...)
+}
+
+func sendCtx(ctx context.Context, t *testing.T, method, url, body string, headers ...string) (reply, error) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		t.Fatalf("new request: %v", err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Add(headers[i], headers[i+1])
+	}
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return reply{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return reply{}, err
+	}
+	return reply{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
 func deliver(t *testing.T, url, secret, id string, ts time.Time, body string, extra ...string) reply {
 	t.Helper()
 	rep, err := tryDeliver(t, url, secret, id, ts, body, extra...)
@@ -74,7 +115,7 @@ func tryDeliver(t *testing.T, url, secret, id string, ts time.Time, body string,
 
 func TestWebhookSinkVerifiesTestVector(t *testing.T) {
 	t.Parallel()
-	s, err := NewWebhookSink(WebhookSinkOptions{Secrets: []string{sinkSecret},
+	s, err := New(Options{Secrets: []string{sinkSecret},
 		Now: func() time.Time { return time.Unix(1614265330, 0) }})
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +134,7 @@ func TestWebhookSinkVerifiesTestVector(t *testing.T) {
 
 func TestWebhookSinkRecords(t *testing.T) {
 	t.Parallel()
-	s, url := newSink(t, WebhookSinkOptions{})
+	s, url := newSink(t, Options{})
 	sends := []struct {
 		id, agg string
 		seq     int64
@@ -161,7 +202,7 @@ func TestWebhookSinkRejects(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s, url := newSink(t, WebhookSinkOptions{MaxBody: 1024})
+			s, url := newSink(t, Options{MaxBody: 1024})
 			rep := deliver(t, url, tc.secret, tc.id, tc.ts, tc.body, tc.extra...)
 			if rep.status != tc.status {
 				t.Errorf("status %d, want %d (%s)", rep.status, tc.status, rep.body)
@@ -172,7 +213,7 @@ func TestWebhookSinkRejects(t *testing.T) {
 		})
 	}
 	// No signature headers at all.
-	s, url := newSink(t, WebhookSinkOptions{})
+	s, url := newSink(t, Options{})
 	if rep, err := send(t, http.MethodPost, url, envelope("e1", "a", 1)); err != nil || rep.status != 401 {
 		t.Errorf("unsigned: %v %v", rep.status, err)
 	}
@@ -186,7 +227,7 @@ func TestWebhookSinkRejects(t *testing.T) {
 
 func TestWebhookSinkRotatedSecrets(t *testing.T) {
 	t.Parallel()
-	s, url := newSink(t, WebhookSinkOptions{Secrets: []string{sinkSecret2, sinkSecret}})
+	s, url := newSink(t, Options{Secrets: []string{sinkSecret2, sinkSecret}})
 	for i, sec := range []string{sinkSecret, sinkSecret2} {
 		id := "e" + strconv.Itoa(i)
 		if rep := deliver(t, url, sec, id, testNow, envelope(id, "a", int64(i))); rep.status != 204 {
@@ -196,7 +237,7 @@ func TestWebhookSinkRotatedSecrets(t *testing.T) {
 	if s.Count() != 2 {
 		t.Errorf("count %d, want 2", s.Count())
 	}
-	if _, err := NewWebhookSink(WebhookSinkOptions{Secrets: []string{"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}); err == nil ||
+	if _, err := New(Options{Secrets: []string{"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}); err == nil ||
 		strings.Contains(err.Error(), "MfKQ") {
 		t.Errorf("secret without prefix: err = %v", err)
 	}
@@ -204,7 +245,7 @@ func TestWebhookSinkRotatedSecrets(t *testing.T) {
 
 func TestWebhookSinkFaults(t *testing.T) {
 	t.Parallel()
-	s, url := newSink(t, WebhookSinkOptions{})
+	s, url := newSink(t, Options{})
 	s.FailNext(2, http.StatusServiceUnavailable, "7")
 	var statuses []int
 	for i := range 3 {
@@ -237,7 +278,7 @@ func TestWebhookSinkFaults(t *testing.T) {
 
 func TestWebhookSinkLatency(t *testing.T) {
 	t.Parallel()
-	s, url := newSink(t, WebhookSinkOptions{})
+	s, url := newSink(t, Options{})
 	s.SetLatency(time.Hour)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -263,7 +304,7 @@ func TestWebhookSinkLatency(t *testing.T) {
 
 func TestWebhookSinkStartConcurrent(t *testing.T) {
 	t.Parallel()
-	s, err := NewWebhookSink(WebhookSinkOptions{Secrets: []string{sinkSecret}})
+	s, err := New(Options{Secrets: []string{sinkSecret}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +348,7 @@ func TestWebhookSinkStartConcurrent(t *testing.T) {
 // signature and on what failures mean.
 func TestWebhookSinkWithPublisher(t *testing.T) {
 	t.Parallel()
-	s, url := newSink(t, WebhookSinkOptions{Secrets: []string{sinkSecret2}})
+	s, url := newSink(t, Options{Secrets: []string{sinkSecret2}})
 	p, err := webhook.New(webhook.Config{
 		Name: "crm", URL: url, Now: func() time.Time { return testNow },
 		Secrets: []stdwebhook.Secret{stdwebhook.MustParseSecret(sinkSecret2), stdwebhook.MustParseSecret(sinkSecret)},

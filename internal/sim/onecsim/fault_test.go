@@ -1,4 +1,4 @@
-package sim
+package onecsim
 
 import (
 	"bytes"
@@ -32,12 +32,12 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 // startSim starts a simulator on a port of its own, as Down and Up need.
-func startSim(t *testing.T, opts OneCOptions) *OneC {
+func startSim(t *testing.T, opts Options) *OneC {
 	t.Helper()
 	if opts.Now == nil {
 		opts.Now = func() time.Time { return testNow }
 	}
-	s := NewOneC(opts)
+	s := New(opts)
 	if err := s.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestOneCStallEndsWithTheClient(t *testing.T) {
 	t.Parallel()
 	// A Stall with a delay ends when the client goes away: the order is created then,
 	// long before the delay. SlowCreate is the handler that does not notice.
-	s, base := newSim(t, OneCOptions{})
+	s, base := newSim(t, Options{})
 	s.Inject(Fault{Op: "create", Kind: Stall, Delay: time.Hour})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -85,7 +85,7 @@ func TestOneCSlowCreate(t *testing.T) {
 	t.Run("the client gives up, the order commits after the delay", func(t *testing.T) {
 		t.Parallel()
 		const delay = 2 * time.Second
-		s, base := newSim(t, OneCOptions{})
+		s, base := newSim(t, Options{})
 		s.Inject(Fault{Op: "create", Kind: SlowCreate, Delay: delay})
 		begin := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -114,7 +114,7 @@ func TestOneCSlowCreate(t *testing.T) {
 	})
 	t.Run("a client that waits gets 201", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{})
+		s, base := newSim(t, Options{})
 		s.Inject(Fault{Op: "create", Kind: SlowCreate, Delay: 50 * time.Millisecond})
 		if r := mustSend(t, "POST", base+"/orders", orderJSON("kaspi:1")); r.status != 201 {
 			t.Fatalf("slow create = %d %s, want 201", r.status, r.body)
@@ -125,7 +125,7 @@ func TestOneCSlowCreate(t *testing.T) {
 	})
 	t.Run("with Dedupe a retry waits for the lock and gets 409", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{Dedupe: true})
+		s, base := newSim(t, Options{Dedupe: true})
 		s.Inject(Fault{Op: "create", Kind: SlowCreate, Delay: time.Second})
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
@@ -152,7 +152,7 @@ func TestOneCSlowCreate(t *testing.T) {
 	})
 	t.Run("Close rolls back a create that has not committed", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{})
+		s, base := newSim(t, Options{})
 		s.Inject(Fault{Op: "create", Kind: SlowCreate, Delay: time.Hour})
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
@@ -172,7 +172,7 @@ func TestOneCSlowCreate(t *testing.T) {
 	})
 	t.Run("on a find it just takes its time", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{})
+		s, base := newSim(t, Options{})
 		s.Inject(Fault{Op: "find", Kind: SlowCreate, Delay: 20 * time.Millisecond})
 		if got := findCount(t, base, "x"); got != 0 {
 			t.Fatalf("find = %d, want 0", got)
@@ -192,7 +192,7 @@ func TestOneCSlowCreate(t *testing.T) {
 				t.Fatal("Inject accepted a slow_create without a delay")
 			}
 		}()
-		NewOneC(OneCOptions{}).Inject(Fault{Kind: SlowCreate})
+		New(Options{}).Inject(Fault{Kind: SlowCreate})
 	})
 }
 
@@ -201,7 +201,7 @@ func TestOneCGateway504After(t *testing.T) {
 	t.Run("504 after the delay, the order commits after the hold", func(t *testing.T) {
 		t.Parallel()
 		const hold = 2 * time.Second
-		s, base := newSim(t, OneCOptions{})
+		s, base := newSim(t, Options{})
 		s.Inject(Fault{Op: "create", Kind: Gateway504After, Delay: 100 * time.Millisecond, Hold: hold})
 		begin := time.Now()
 		r := mustSend(t, "POST", base+"/orders", orderJSON("kaspi:1"), "IBSession", "start")
@@ -238,7 +238,7 @@ func TestOneCGateway504After(t *testing.T) {
 		if got, want := (Fault{Kind: Gateway504After, Delay: 50 * time.Millisecond}).hold(), 100*time.Millisecond; got != want {
 			t.Fatalf("hold() = %s, want %s", got, want)
 		}
-		s, base := newSim(t, OneCOptions{})
+		s, base := newSim(t, Options{})
 		s.Inject(Fault{Op: "create", Kind: Gateway504After, Delay: 50 * time.Millisecond})
 		if r := mustSend(t, "POST", base+"/orders", orderJSON("kaspi:1")); r.status != 504 {
 			t.Fatalf("= %d, want 504", r.status)
@@ -247,7 +247,7 @@ func TestOneCGateway504After(t *testing.T) {
 	})
 	t.Run("with Dedupe the retry after the 504 gets 409", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{Dedupe: true})
+		s, base := newSim(t, Options{Dedupe: true})
 		s.Inject(Fault{Op: "create", Kind: Gateway504After, Delay: 20 * time.Millisecond, Hold: 500 * time.Millisecond})
 		if r := mustSend(t, "POST", base+"/orders", orderJSON("kaspi:1")); r.status != 504 {
 			t.Fatalf("= %d, want 504", r.status)
@@ -261,7 +261,7 @@ func TestOneCGateway504After(t *testing.T) {
 	})
 	t.Run("a cancel goes through behind the 504", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{})
+		s, base := newSim(t, Options{})
 		if r := mustSend(t, "POST", base+"/orders", orderJSON("kaspi:1")); r.status != 201 {
 			t.Fatalf("create = %d, want 201", r.status)
 		}
@@ -273,7 +273,7 @@ func TestOneCGateway504After(t *testing.T) {
 	})
 	t.Run("Close rolls back", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{})
+		s, base := newSim(t, Options{})
 		s.Inject(Fault{Op: "create", Kind: Gateway504After, Hold: time.Hour})
 		if r := mustSend(t, "POST", base+"/orders", orderJSON("kaspi:1")); r.status != 504 {
 			t.Fatalf("= %d, want 504", r.status)
@@ -292,7 +292,7 @@ func TestOneCGateway504After(t *testing.T) {
 
 func TestOneCMissing(t *testing.T) {
 	t.Parallel()
-	s, base := newSim(t, OneCOptions{Username: "u", Password: "p", AuthFailure: AuthStatus401})
+	s, base := newSim(t, Options{Username: "u", Password: "p", AuthFailure: AuthStatus401})
 	auth := []string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte("u:p"))}
 
 	s.SetMissing("create")
@@ -355,7 +355,7 @@ func TestOneCMissing(t *testing.T) {
 
 func TestOneCFaultHTML404(t *testing.T) {
 	t.Parallel()
-	s, base := newSim(t, OneCOptions{})
+	s, base := newSim(t, Options{})
 	s.Inject(Fault{Op: "create", Kind: HTML404, Times: 2})
 	for range 2 {
 		if r := mustSend(t, "POST", base+"/orders", orderJSON("kaspi:1")); !isHTML404(r) {
@@ -375,7 +375,7 @@ func TestOneCFaultHTML404(t *testing.T) {
 
 func TestOneCDownUp(t *testing.T) {
 	t.Parallel()
-	s := startSim(t, OneCOptions{})
+	s := startSim(t, Options{})
 	base, addr := s.URL(), s.Addr()
 	if r := mustSend(t, "POST", base+"/orders", orderJSON("kaspi:1")); r.status != 201 {
 		t.Fatalf("create = %d, want 201", r.status)
@@ -520,10 +520,10 @@ func TestOneCDownUp(t *testing.T) {
 
 func TestOneCDownUnstarted(t *testing.T) {
 	t.Parallel()
-	if err := NewOneC(OneCOptions{}).Down(); err == nil {
+	if err := New(Options{}).Down(); err == nil {
 		t.Fatal("Down before Start succeeded")
 	}
-	s, _ := newSim(t, OneCOptions{}) // mounted as a handler
+	s, _ := newSim(t, Options{}) // mounted as a handler
 	if err := s.Up(); err == nil {
 		t.Fatal("Up on a mounted handler succeeded")
 	}
@@ -534,9 +534,9 @@ func TestOneCDownUnstarted(t *testing.T) {
 
 func TestOneCOutageControl(t *testing.T) {
 	t.Parallel()
-	s := startSim(t, OneCOptions{})
+	s := startSim(t, Options{})
 	base := s.URL()
-	remote, err := NewOneCRemote(base)
+	remote, err := NewRemote(base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -597,8 +597,8 @@ func TestOneCOutageControl(t *testing.T) {
 	if err := remote.DownFor(ctx, 0); err == nil {
 		t.Fatal("down for 0 was accepted")
 	}
-	_, mounted := newSim(t, OneCOptions{})
-	mremote, err := NewOneCRemote(mounted)
+	_, mounted := newSim(t, Options{})
+	mremote, err := NewRemote(mounted)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -612,7 +612,7 @@ func TestOneCOutageControl(t *testing.T) {
 func TestOneCNoGoroutineLeak(t *testing.T) {
 	before := runtime.NumGoroutine()
 	for range 3 {
-		s := NewOneC(OneCOptions{})
+		s := New(Options{})
 		if err := s.Start("127.0.0.1:0"); err != nil {
 			t.Fatal(err)
 		}
