@@ -18,6 +18,7 @@ import (
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/connectors/bitrix24"
 	"github.com/ordersync/ordersync/internal/order"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/bitrix24sim"
 )
 
@@ -442,7 +443,7 @@ func TestQueryLimitRetried(t *testing.T) {
 	e := newEnv(t, bitrix24sim.Options{}, bitrix24.Config{})
 	e.sim.AddDeal(wonDeal())
 	addContact(e.sim)
-	e.sim.QueryLimit(2)
+	e.sim.Faults.Add(2, sim.Fault{Status: http.StatusServiceUnavailable})
 
 	o, err := e.client.Fetch(context.Background(), "42")
 	if err != nil {
@@ -456,7 +457,7 @@ func TestQueryLimitRetried(t *testing.T) {
 	}
 
 	// A limit that outlasts the retries is an error to retry later, not a verdict.
-	e.sim.QueryLimit(10)
+	e.sim.Faults.Add(10, sim.Fault{Status: http.StatusServiceUnavailable})
 	_, err = e.client.Fetch(context.Background(), "42")
 	var ae *connectors.AuthError
 	var ve *order.ValidationError

@@ -18,6 +18,7 @@ import (
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/connectors/kaspi"
 	"github.com/ordersync/ordersync/internal/order"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/kaspisim"
 )
 
@@ -231,7 +232,7 @@ func TestListHonoursRetryAfter(t *testing.T) {
 	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	now := time.Now()
 	mustAdd(t, s, simOrder("8001", now.Add(-time.Hour)))
-	s.FailOp(kaspisim.OpList, 1, http.StatusTooManyRequests, "1")
+	s.Faults.Add(1, sim.Fault{Op: kaspisim.OpList, Status: http.StatusTooManyRequests, RetryAfter: time.Second})
 
 	items := mustCollect(t, c, now.Add(-24*time.Hour), now)
 	if got := len(items); got != 1 {
@@ -253,7 +254,7 @@ func TestListRetriesServerErrorsThenGivesUp(t *testing.T) {
 	t.Parallel()
 	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	now := time.Now()
-	s.FailOp(kaspisim.OpList, 10, http.StatusBadGateway, "0")
+	s.Faults.Add(10, sim.Fault{Op: kaspisim.OpList, Status: http.StatusBadGateway, RetryAfter: sim.RetryNow})
 	_, err := collect(t, c, now.Add(-time.Hour), now)
 	if err == nil || !strings.Contains(err.Error(), "502") {
 		t.Fatalf("List = %v, want an error naming HTTP 502", err)

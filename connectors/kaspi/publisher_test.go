@@ -14,6 +14,7 @@ import (
 	"github.com/ordersync/ordersync/connectors/kaspi"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/kaspisim"
 )
 
@@ -142,7 +143,7 @@ func TestPublisherRetryAfter(t *testing.T) {
 			s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 			mustAdd(t, s, simOrder("6005", time.Now().Add(-time.Hour)))
 			rec := created(t, listed(t, c, "6005"))
-			s.FailOp(tt.op, 1, tt.status, "7")
+			s.Faults.Add(1, sim.Fault{Op: tt.op, Status: tt.status, RetryAfter: 7 * time.Second})
 
 			err := c.Publisher().Publish(context.Background(), rec)
 			var de *outbox.DeliveryError
@@ -164,7 +165,7 @@ func TestPublisherServerErrorIsRetried(t *testing.T) {
 	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	mustAdd(t, s, simOrder("6006", time.Now().Add(-time.Hour)))
 	rec := created(t, listed(t, c, "6006"))
-	s.FailOp(kaspisim.OpStatus, 1, http.StatusBadGateway, "")
+	s.Faults.Add(1, sim.Fault{Op: kaspisim.OpStatus, Status: http.StatusBadGateway})
 	err := c.Publisher().Publish(context.Background(), rec)
 	var de *outbox.DeliveryError
 	if err == nil || (errors.As(err, &de) && de.Dead) {
@@ -227,7 +228,7 @@ func TestPublisherGivesUpOnPermanentRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		if tt.fault != 0 {
-			s.FailOp(kaspisim.OpStatus, 1, tt.fault, "")
+			s.Faults.Add(1, sim.Fault{Op: kaspisim.OpStatus, Status: tt.fault})
 		}
 		err := c.Publisher().Publish(context.Background(), tt.rec)
 		var de *outbox.DeliveryError

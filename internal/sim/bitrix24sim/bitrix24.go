@@ -126,6 +126,14 @@ type Request struct {
 // ERROR_METHOD_NOT_FOUND for other methods. It also builds the outgoing webhook a
 // portal sends about a deal. It is an http.Handler and safe for concurrent use.
 type Bitrix24 struct {
+	// Faults answer authorised requests instead of the portal, after the
+	// credentials and the parameters are read. Op is a REST method (DealGet, …) or
+	// "" for any; Status is answered with the portal's error body: 500
+	// INTERNAL_SERVER_ERROR, 503 QUERY_LIMIT_EXCEEDED (the portal's request counter
+	// over the limit), 429 OPERATION_TIME_LIMIT, others with an empty code. No kinds,
+	// no RetryAfter: the portal sends no Retry-After.
+	Faults *sim.Faults
+
 	userID, code, domain string
 	rowStrings           bool
 	notFoundError        string
@@ -141,21 +149,15 @@ type Bitrix24 struct {
 	nextProduct  int64
 	rowIDs       map[string][]int64 // deal → its rows' ids
 	nextRow      int64
-	faults       []*b24Fault
 	requests     []Request
 	authFailures int
-}
-
-type b24Fault struct {
-	left        int
-	status      int
-	code, descr string
 }
 
 // New returns a simulator; it serves nothing until Start, or until it is
 // mounted as an http.Handler.
 func New(opts Options) *Bitrix24 {
 	s := &Bitrix24{
+		Faults:        sim.NewFaults(checkFault),
 		userID:        opts.UserID,
 		code:          opts.Code,
 		domain:        opts.Domain,
@@ -310,36 +312,6 @@ func (s *Bitrix24) Deal(id string) (Deal, bool) {
 	return c, true
 }
 
-// QueryLimit answers the next n authorised requests with 503 QUERY_LIMIT_EXCEEDED,
-// as a portal does once its request counter is over the limit.
-func (s *Bitrix24) QueryLimit(n int) {
-	s.inject(n, http.StatusServiceUnavailable, "QUERY_LIMIT_EXCEEDED", "Too many requests")
-}
-
-// Fail answers the next n authorised requests with status: 500 INTERNAL_SERVER_ERROR,
-// 503 QUERY_LIMIT_EXCEEDED, 429 OPERATION_TIME_LIMIT, others with an empty code.
-func (s *Bitrix24) Fail(n, status int) {
-	code, descr := "", "injected failure"
-	switch status {
-	case http.StatusInternalServerError:
-		code, descr = "INTERNAL_SERVER_ERROR", "Internal server error"
-	case http.StatusServiceUnavailable:
-		code, descr = "QUERY_LIMIT_EXCEEDED", "Too many requests"
-	case http.StatusTooManyRequests:
-		code, descr = "OPERATION_TIME_LIMIT", "Method is blocked due to operation time limit."
-	}
-	s.inject(n, status, code, descr)
-}
-
-func (s *Bitrix24) inject(n, status int, code, descr string) {
-	if n <= 0 {
-		return
-	}
-	s.mu.Lock()
-	s.faults = append(s.faults, &b24Fault{left: n, status: status, code: code, descr: descr})
-	s.mu.Unlock()
-}
-
 // Requests returns every request answered, in arrival order.
 func (s *Bitrix24) Requests() []Request {
 	s.mu.Lock()
@@ -456,8 +428,14 @@ func (s *Bitrix24) serve(w http.ResponseWriter, r *http.Request, at time.Time) (
 		b24WriteError(w, http.StatusBadRequest, "INVALID_REQUEST", err.Error())
 		return method, params
 	}
-	if f := s.takeFault(); f != nil {
-		b24WriteError(w, f.status, f.code, f.descr)
+	if f, ok := s.Faults.Take(func(f sim.Fault) bool { return f.Matches(method, "") }); ok {
+		if f.Body != "" {
+			w.WriteHeader(f.Status)
+			io.WriteString(w, f.Body)
+			return method, params
+		}
+		code, descr := b24FaultError(f.Status)
+		b24WriteError(w, f.Status, code, descr)
 		return method, params
 	}
 	var result any
@@ -509,15 +487,26 @@ func (s *Bitrix24) countAuthFailure() {
 	s.mu.Unlock()
 }
 
-func (s *Bitrix24) takeFault() *b24Fault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, f := range s.faults {
-		f.left--
-		if f.left <= 0 {
-			s.faults = slices.Delete(s.faults, i, i+1)
-		}
-		return f
+// b24FaultError is the portal's error code and description for an injected status.
+func b24FaultError(status int) (code, descr string) {
+	switch status {
+	case http.StatusInternalServerError:
+		return "INTERNAL_SERVER_ERROR", "Internal server error"
+	case http.StatusServiceUnavailable:
+		return "QUERY_LIMIT_EXCEEDED", "Too many requests"
+	case http.StatusTooManyRequests:
+		return "OPERATION_TIME_LIMIT", "Method is blocked due to operation time limit."
+	}
+	return "", "injected failure"
+}
+
+// checkFault refuses what a portal's fault cannot be.
+func checkFault(f sim.Fault) error {
+	switch {
+	case f.Status < 400:
+		return fmt.Errorf("sim: bitrix24: fault status %d is not an error status", f.Status)
+	case f.Kind != "" || f.RetryAfter != 0 || f.ExternalID != "" || f.Delay != 0 || f.Hold != 0:
+		return fmt.Errorf("sim: bitrix24: a fault is a status (and Op, After, Body) only")
 	}
 	return nil
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 var b24TestNow = time.Date(2026, 9, 16, 10, 0, 0, 0, time.FixedZone("+05", 5*3600))
@@ -303,7 +305,7 @@ func TestBitrix24QueryLimitAndStage(t *testing.T) {
 	t.Parallel()
 	s, rest := newB24Test(t, Options{})
 	s.AddDeal(b24Deal())
-	s.QueryLimit(2)
+	s.Faults.Add(2, sim.Fault{Status: http.StatusServiceUnavailable})
 	for i := range 2 {
 		r := b24Do(t, rest, DealGet, "json", map[string]any{"id": "42"})
 		if code, _ := b24Err(t, r); r.status != http.StatusServiceUnavailable || code != "QUERY_LIMIT_EXCEEDED" {

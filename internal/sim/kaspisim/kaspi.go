@@ -173,18 +173,17 @@ type kaspiInjection struct {
 	body string
 }
 
-type kaspiFault struct {
-	op         string // "" for any
-	left       int
-	status     int
-	retryAfter string
-}
-
 // Kaspi is a simulated Kaspi Shop API (orders): JSON:API listings with the documented
 // pagination and filters, the entries of an order, and the change of status to
 // ACCEPTED_BY_MERCHANT, with 429/5xx, malformed pages and bad orders on demand. It is
 // an http.Handler and safe for concurrent use.
 type Kaspi struct {
+	// Faults answer requests instead of the API, before authentication as a
+	// gateway's would. Op is the kind of request (OpList, …, OpStatus) or "" for
+	// any; Status is answered with the JSON:API error body, RetryAfter as a
+	// Retry-After header in seconds. No kinds: a malformed listing is InjectRaw's.
+	Faults *sim.Faults
+
 	token         string
 	maxPageSize   int
 	ignoreInclude bool
@@ -198,7 +197,6 @@ type Kaspi struct {
 	byID     map[string]string // id → code
 	raws     []kaspiRaw
 	rawSeq   int
-	faults   []*kaspiFault
 	injected []kaspiInjection
 	accepted map[string]int
 	requests map[string]int
@@ -216,6 +214,7 @@ func New(opts Options) *Kaspi {
 		}
 	}
 	s := &Kaspi{
+		Faults:        sim.NewFaults(checkFault),
 		token:         opts.Token,
 		maxPageSize:   cmp.Or(opts.MaxPageSize, kaspiDefaultMaxPageSize),
 		ignoreInclude: opts.IgnoreInclude,
@@ -371,21 +370,6 @@ func (s *Kaspi) Order(code string) (Order, bool) {
 	return c, true
 }
 
-// Fail answers the next n requests of any kind with status, and a Retry-After
-// header when retryAfter is not empty. Faults fire before authentication, as a
-// gateway's would, and in the order they were queued.
-func (s *Kaspi) Fail(n, status int, retryAfter string) { s.FailOp("", n, status, retryAfter) }
-
-// FailOp is Fail for the requests of one kind only (OpList, …, OpStatus).
-func (s *Kaspi) FailOp(op string, n, status int, retryAfter string) {
-	if n <= 0 {
-		return
-	}
-	s.mu.Lock()
-	s.faults = append(s.faults, &kaspiFault{op: op, left: n, status: status, retryAfter: retryAfter})
-	s.mu.Unlock()
-}
-
 // Accepted counts, per order code, the POST /orders calls that asked for
 // ACCEPTED_BY_MERCHANT and reached the order (refused ones included; injected
 // faults and authentication failures excluded).
@@ -434,11 +418,17 @@ func (s *Kaspi) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		kaspiError(rec, http.StatusNotFound, "no such resource")
 		return
 	}
-	if f := s.takeFault(op); f != nil {
-		if f.retryAfter != "" {
-			rec.Header().Set("Retry-After", f.retryAfter)
+	if f, ok := s.Faults.Take(func(f sim.Fault) bool { return f.Matches(op, "") }); ok {
+		if v, ok := f.RetryAfterSeconds(); ok {
+			rec.Header().Set("Retry-After", v)
 		}
-		kaspiError(rec, f.status, "injected failure")
+		if f.Body != "" {
+			rec.Header().Set("Content-Type", kaspiContentType)
+			rec.WriteHeader(f.Status)
+			io.WriteString(rec, f.Body)
+			return
+		}
+		kaspiError(rec, f.Status, "injected failure")
 		return
 	}
 	if s.token != "" && r.Header.Get("X-Auth-Token") != s.token {
@@ -480,19 +470,13 @@ func kaspiClassify(method, rest string, q url.Values) (op, id string) {
 	return OpOther, ""
 }
 
-func (s *Kaspi) takeFault(op string) *kaspiFault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, f := range s.faults {
-		if f.op != "" && f.op != op {
-			continue
-		}
-		f.left--
-		if f.left <= 0 {
-			s.faults = slices.Delete(s.faults, i, i+1)
-		}
-		c := *f
-		return &c
+// checkFault refuses what a Kaspi fault cannot be.
+func checkFault(f sim.Fault) error {
+	switch {
+	case f.Status < 400:
+		return fmt.Errorf("sim: kaspi: fault status %d is not an error status", f.Status)
+	case f.Kind != "" || f.ExternalID != "" || f.Delay != 0 || f.Hold != 0:
+		return fmt.Errorf("sim: kaspi: a fault is a status (and Op, After, RetryAfter, Body) only")
 	}
 	return nil
 }

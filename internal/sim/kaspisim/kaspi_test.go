@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 const kaspiTestToken = "kaspi-test-token"
@@ -371,8 +373,8 @@ func TestKaspiToken(t *testing.T) {
 func TestKaspiFail(t *testing.T) {
 	t.Parallel()
 	s, base := newKaspiSim(t, Options{})
-	s.FailOp(OpEntries, 1, http.StatusBadGateway, "")
-	s.Fail(2, http.StatusTooManyRequests, "3")
+	s.Faults.Add(1, sim.Fault{Op: OpEntries, Status: http.StatusBadGateway})
+	s.Faults.Add(2, sim.Fault{Status: http.StatusTooManyRequests, RetryAfter: 3 * time.Second})
 	q := kaspiListQuery("NEW", 0, 10)
 	for i := range 2 {
 		r := kaspiGet(t, base, "/orders", q)
