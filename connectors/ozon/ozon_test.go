@@ -18,6 +18,7 @@ import (
 	"github.com/ordersync/ordersync/connectors/ozon"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/ozonsim"
 )
 
@@ -221,7 +222,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	t.Parallel()
 	s, c := newTest(t, ozonsim.Options{}, ozon.Config{})
 	seed(s, 1)
-	s.Fail(1, http.StatusTooManyRequests, time.Second)
+	s.Faults.Add(1, sim.Fault{Status: http.StatusTooManyRequests, RetryAfter: time.Second})
 	start := time.Now()
 	items := mustCollect(t, c, now.Add(-72*time.Hour), now)
 	if elapsed := time.Since(start); elapsed < time.Second {
@@ -239,7 +240,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 func TestRateLimitedTooLongFailsTheListing(t *testing.T) {
 	t.Parallel()
 	s, c := newTest(t, ozonsim.Options{}, ozon.Config{})
-	s.Fail(10, http.StatusServiceUnavailable, 0)
+	s.Faults.Add(10, sim.Fault{Status: http.StatusServiceUnavailable})
 	_, _, err := collect(t, c, now.Add(-time.Hour), now)
 	if err == nil || !strings.Contains(err.Error(), "503") {
 		t.Errorf("List after repeated 503 = %v, want an error naming 503", err)
@@ -385,7 +386,7 @@ func TestMalformedPageFailsTheListing(t *testing.T) {
 	for _, v := range []string{"v4", "v3"} {
 		s, c := newTest(t, ozonsim.Options{}, ozon.Config{APIVersion: v, PageSize: 2})
 		seed(s, 5)
-		s.MalformPages(1, 1)
+		s.Faults.Add(1, sim.Fault{Kind: sim.Malformed, After: 1})
 		items, pages, err := collect(t, c, now.Add(-72*time.Hour), now)
 		if err == nil || !strings.Contains(err.Error(), "malformed page") || !strings.Contains(err.Error(), "page 2") {
 			t.Errorf("%s: List = %v, want an error about malformed page 2", v, err)
@@ -529,12 +530,12 @@ func TestPublisherErrors(t *testing.T) {
 	s.AddPosting(p)
 	r := record(t, c, p.PostingNumber)
 
-	s.FailOn(ozonsim.PathShip, 1, http.StatusTooManyRequests, 7*time.Second)
+	s.Faults.Add(1, sim.Fault{Op: ozonsim.PathShip, Status: http.StatusTooManyRequests, RetryAfter: 7 * time.Second})
 	var de *outbox.DeliveryError
 	if err := c.Publisher().Publish(ctx, r); !errors.As(err, &de) || de.RetryAfter != 7*time.Second || de.Dead {
 		t.Errorf("429 on ship = %v, want a DeliveryError with RetryAfter 7s", err)
 	}
-	s.FailOn(ozonsim.PathShip, 1, http.StatusBadRequest, 0)
+	s.Faults.Add(1, sim.Fault{Op: ozonsim.PathShip, Status: http.StatusBadRequest})
 	if err := c.Publisher().Publish(ctx, r); !errors.As(err, &de) || !de.Dead {
 		t.Errorf("400 on ship = %v, want Dead", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/ordersync/ordersync/connectors/ozon"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/ozonsim"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 	"github.com/ordersync/ordersync/internal/testdb"
@@ -105,7 +106,7 @@ func TestPollerRestartMidListingLosesNothing(t *testing.T) {
 		ctx := context.Background()
 		clock := now
 		numbers := seed(s, 7)
-		s.MalformPages(1, 1) // the second page of the first listing
+		s.Faults.Add(1, sim.Fault{Kind: sim.Malformed, After: 1}) // the second page of the first listing
 
 		st, err := newPoller(c, db, &clock, nil).PollOnce(ctx)
 		if err == nil || st.Registered != 2 {

@@ -16,6 +16,7 @@ import (
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/connectors/ozon"
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/ozonsim"
 	"github.com/ordersync/ordersync/internal/stock"
 )
@@ -337,7 +338,7 @@ func TestStockSenderTooManyRequests(t *testing.T) {
 	t.Parallel()
 	s, sender, _ := newStockTest(t, ozon.StockConfig{})
 	s.AddOffers("A", "B")
-	s.FailOn(ozonsim.PathStocks, 1, 429, 7*time.Second)
+	s.Faults.Add(1, sim.Fault{Op: ozonsim.PathStocks, Status: 429, RetryAfter: 7 * time.Second})
 	_, err := sender.Send(context.Background(), "WH1", updates("A"))
 	var de *outbox.DeliveryError
 	if !errors.As(err, &de) || de.RetryAfter != 7*time.Second {

@@ -104,13 +104,6 @@ type Request struct {
 	At     time.Time
 }
 
-type ozonFault struct {
-	path       string // "" any
-	left       int
-	status     int
-	retryAfter time.Duration
-}
-
 // Ozon is a simulated Ozon Seller API serving the FBS posting lists in v3
 // (limit/offset, prices as strings) and v4 (cursor, prices as objects),
 // /v3/posting/fbs/get, /v4/posting/fbs/ship and /v2/products/stocks (PathStocks,
@@ -121,8 +114,16 @@ type ozonFault struct {
 // concurrent use.
 //
 // A request is handled in this order: method (405), credentials, an injected failure
-// (Fail, FailOn), a malformed page (MalformPages, lists only), then the method.
+// (Faults), a malformed page (Faults of kind sim.Malformed, lists only), then the
+// method.
 type Ozon struct {
+	// Faults answer authorised requests instead of the API. Op is a path (PathShip,
+	// …) or "" for any. Status is answered with Ozon's error body (code 8 for 429,
+	// 13 for 5xx), RetryAfter as a Retry-After header in whole seconds. Kind
+	// sim.Malformed answers a list (PathListV3, …) 200 with half a page: After list
+	// requests are answered properly first.
+	Faults *sim.Faults
+
 	clientID, apiKey string
 	badKeyStatus     int
 	amountAsNumber   bool
@@ -133,9 +134,6 @@ type Ozon struct {
 	mu           sync.Mutex
 	postings     map[string]*Posting
 	nextSKU      int64
-	faults       []*ozonFault
-	malformSkip  int
-	malformLeft  int
 	shipped      map[string]int
 	shipsRefused int
 	requests     []Request
@@ -147,6 +145,7 @@ type Ozon struct {
 // mounted as an http.Handler.
 func New(opts Options) *Ozon {
 	s := &Ozon{
+		Faults:         sim.NewFaults(checkFault),
 		clientID:       opts.ClientID,
 		apiKey:         opts.APIKey,
 		badKeyStatus:   opts.BadKeyStatus,
@@ -279,36 +278,6 @@ func (s *Ozon) Posting(postingNumber string) (Posting, bool) {
 	return c, true
 }
 
-// Fail answers the next n authorised requests, to any path, with status and Ozon's
-// error body (code 8 for 429, 13 for 5xx), and a Retry-After header in whole seconds
-// when retryAfter > 0.
-func (s *Ozon) Fail(n, status int, retryAfter time.Duration) { s.FailOn("", n, status, retryAfter) }
-
-// FailOn is Fail for one path only, e.g. PathShip.
-func (s *Ozon) FailOn(path string, n, status int, retryAfter time.Duration) {
-	if n <= 0 {
-		return
-	}
-	s.mu.Lock()
-	s.faults = append(s.faults, &ozonFault{path: path, left: n, status: status, retryAfter: retryAfter})
-	s.mu.Unlock()
-}
-
-// MalformPages answers list requests with a truncated JSON page: after skip more
-// list requests are answered properly, the n that follow get 200 and half a page.
-func (s *Ozon) MalformPages(skip, n int) {
-	s.mu.Lock()
-	s.malformSkip, s.malformLeft = max(skip, 0), max(n, 0)
-	s.mu.Unlock()
-}
-
-// ClearFaults drops injected failures and malformed pages still queued.
-func (s *Ozon) ClearFaults() {
-	s.mu.Lock()
-	s.faults, s.malformSkip, s.malformLeft = nil, 0, 0
-	s.mu.Unlock()
-}
-
 // Shipped is how many times a posting was shipped (/v4/posting/fbs/ship accepted):
 // the record of acknowledgements.
 func (s *Ozon) Shipped(postingNumber string) int {
@@ -409,28 +378,36 @@ func (s *Ozon) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 	if path == PathStocks {
 		s.countStockRequest()
 	}
-	if f := s.takeFault(path); f != nil {
-		if f.retryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int((f.retryAfter+time.Second-1)/time.Second)))
+	if f, ok := s.Faults.Take(func(f sim.Fault) bool { return f.Kind == "" && f.Matches(path, "") }); ok {
+		if v, ok := f.RetryAfterSeconds(); ok {
+			w.Header().Set("Retry-After", v)
+		}
+		if f.Body != "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(f.Status)
+			io.WriteString(w, f.Body)
+			return
 		}
 		code, msg := 3, "injected failure"
 		switch {
-		case f.status == http.StatusTooManyRequests:
+		case f.Status == http.StatusTooManyRequests:
 			code, msg = 8, "You have reached request rate limit per second"
-		case f.status >= 500:
+		case f.Status >= 500:
 			code, msg = 13, "Internal error"
 		}
-		ozonWriteError(w, f.status, code, msg)
+		ozonWriteError(w, f.Status, code, msg)
 		return
 	}
-	switch path {
-	case PathUnfulfilledV3, PathUnfulfilledV4, PathListV3, PathListV4:
-		if s.takeMalformed() {
+	if ozonList(path) {
+		if f, ok := s.Faults.Take(func(f sim.Fault) bool { return f.Kind == sim.Malformed && f.Matches(path, "") }); ok {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)
-			if path == PathListV3 || path == PathUnfulfilledV3 {
+			switch {
+			case f.Body != "":
+				io.WriteString(w, f.Body)
+			case path == PathListV3 || path == PathUnfulfilledV3:
 				io.WriteString(w, `{"result":{"postings":[{"posting_number":"`)
-			} else {
+			default:
 				io.WriteString(w, `{"postings":[{"posting_number":"`)
 			}
 			return
@@ -492,35 +469,34 @@ func ozonDigits(s string) bool {
 	return true
 }
 
-func (s *Ozon) takeFault(path string) *ozonFault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, f := range s.faults {
-		if f.path != "" && f.path != path {
-			continue
-		}
-		f.left--
-		if f.left <= 0 {
-			s.faults = slices.Delete(s.faults, i, i+1)
-		}
-		c := *f
-		return &c
-	}
-	return nil
-}
-
-func (s *Ozon) takeMalformed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.malformSkip > 0 {
-		s.malformSkip--
-		return false
-	}
-	if s.malformLeft > 0 {
-		s.malformLeft--
+// ozonList says whether path is one of the posting lists.
+func ozonList(path string) bool {
+	switch path {
+	case PathUnfulfilledV3, PathUnfulfilledV4, PathListV3, PathListV4:
 		return true
 	}
 	return false
+}
+
+// checkFault refuses what an Ozon fault cannot be.
+func checkFault(f sim.Fault) error {
+	switch {
+	case f.Kind == sim.Malformed:
+		if f.Op != "" && !ozonList(f.Op) {
+			return fmt.Errorf("sim: ozon: a malformed page is for a list, not %s", f.Op)
+		}
+		if f.Status != 0 || f.RetryAfter != 0 {
+			return fmt.Errorf("sim: ozon: a malformed page is answered 200, without Retry-After")
+		}
+	case f.Kind != "":
+		return fmt.Errorf("sim: ozon: fault kind %q is unknown", f.Kind)
+	case f.Status < 400:
+		return fmt.Errorf("sim: ozon: fault status %d is not an error status", f.Status)
+	}
+	if f.ExternalID != "" || f.Delay != 0 || f.Hold != 0 {
+		return fmt.Errorf("sim: ozon: a fault has no ExternalID, Delay or Hold")
+	}
+	return nil
 }
 
 // Request bodies, field for field as documented; decoding refuses anything else.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 var ozonTestNow = time.Date(2026, 9, 16, 7, 0, 0, 0, time.UTC)
@@ -365,7 +367,7 @@ func TestOzonFaults(t *testing.T) {
 	t.Parallel()
 	s, base := newOzonTest(t, Options{})
 	ozonSeed(s, 1)
-	s.Fail(1, http.StatusTooManyRequests, 2*time.Second)
+	s.Faults.Add(1, sim.Fault{Status: http.StatusTooManyRequests, RetryAfter: 2 * time.Second})
 	r := ozonCall(t, base, PathGet, `{"posting_number":"10000000-0001-1"}`)
 	if code, _ := ozonErrorCode(t, r); r.status != 429 || code != 8 || r.header.Get("Retry-After") != "2" {
 		t.Errorf("429: %d code %d Retry-After %q", r.status, code, r.header.Get("Retry-After"))
@@ -374,7 +376,7 @@ func TestOzonFaults(t *testing.T) {
 		t.Errorf("after the fault: %d", r.status)
 	}
 
-	s.FailOn(PathShip, 1, http.StatusServiceUnavailable, 0)
+	s.Faults.Add(1, sim.Fault{Op: PathShip, Status: http.StatusServiceUnavailable})
 	if r := ozonCall(t, base, PathGet, `{"posting_number":"10000000-0001-1"}`); r.status != 200 {
 		t.Errorf("FailOn(ship) hit get: %d", r.status)
 	}
@@ -383,7 +385,7 @@ func TestOzonFaults(t *testing.T) {
 	}
 
 	list := `{"filter":{"since":"2026-09-15T00:00:00Z","to":"2026-09-17T00:00:00Z"},"limit":10}`
-	s.MalformPages(1, 1)
+	s.Faults.Add(1, sim.Fault{Kind: sim.Malformed, After: 1})
 	if r := ozonCall(t, base, PathListV4, list); r.status != 200 || !json.Valid(r.body) {
 		t.Errorf("skipped page: %d %s", r.status, r.body)
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 // ozonClock is a clock a test moves by hand.
@@ -372,7 +374,7 @@ func TestOzonStocksInjected(t *testing.T) {
 	}
 
 	// An injected failure of the whole request still counts towards the rate.
-	s.FailOn(PathStocks, 1, 503, 0)
+	s.Faults.Add(1, sim.Fault{Op: PathStocks, Status: 503})
 	if r := ozonCall(t, base, PathStocks, stocksBody(2, 1, "A")); r.status != 503 {
 		t.Fatalf("injected 503: %d", r.status)
 	}
