@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ordersync/ordersync/connectors"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/wbsim"
 	"github.com/ordersync/ordersync/internal/stock"
 )
@@ -198,7 +199,7 @@ func TestCardsHeldWhenListingFails(t *testing.T) {
 	s.AddCard(card(1, "A", 11))
 	send(t, snd, upd("A", 1))
 	clk.Advance(DefaultCardsMaxAge)
-	s.Inject(wbsim.Fault{Op: wbsim.OpCardsList, Status: 400, Times: -1}) // 400: not retried
+	s.Faults.Add(sim.Forever, sim.Fault{Op: wbsim.OpCardsList, Status: 400}) // 400: not retried
 	if res := send(t, snd, upd("A", 2)); res[0].Outcome != stock.Published {
 		t.Errorf("with the listing failing: %+v, want the held cards used", res[0])
 	}
@@ -240,7 +241,7 @@ func TestCardsListedOnceForConcurrentSends(t *testing.T) {
 
 func TestCardsRefusedToken(t *testing.T) {
 	s, snd, _ := newStockTest(t)
-	s.Inject(wbsim.Fault{Op: wbsim.OpCardsList, Status: 401})
+	s.Faults.Add(1, sim.Fault{Op: wbsim.OpCardsList, Status: 401})
 	_, err := snd.Send(context.Background(), "WH1", []stock.Update{upd("A", 1)})
 	var ae *connectors.AuthError
 	if !errors.As(err, &ae) || ae.Key != "connectors.wildberries.token" || !strings.Contains(err.Error(), "Content") {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/wbsim"
 	"github.com/ordersync/ordersync/internal/stock"
 )
@@ -180,7 +181,7 @@ func TestStock409NamingNoItemRefusesTheBatch(t *testing.T) {
 	s, snd, _ := newStockTest(t)
 	s.AddCard(card(1, "A", 11))
 	s.AddCard(card(2, "B", 12))
-	s.Inject(wbsim.Fault{Op: wbsim.OpStocksUpdate, Status: 409})
+	s.Faults.Add(1, sim.Fault{Op: wbsim.OpStocksUpdate, Status: 409})
 	res := send(t, snd, upd("A", 1), upd("B", 2))
 	for _, r := range res {
 		if r.Outcome != stock.Refused || !strings.Contains(r.Reason, "naming no item") || !strings.Contains(r.Reason, "conflict") {
@@ -233,7 +234,7 @@ func TestStock409ByBarcodeAndBusyWarehouse(t *testing.T) {
 func TestStock429RetryAfter(t *testing.T) {
 	s, snd, _ := newStockTest(t)
 	s.AddCard(card(1, "A", 11))
-	s.Inject(wbsim.Fault{Op: wbsim.OpStocksUpdate, Status: 429, RetryAfter: 7 * time.Second})
+	s.Faults.Add(1, sim.Fault{Op: wbsim.OpStocksUpdate, Status: 429, RetryAfter: 7 * time.Second})
 	_, err := snd.Send(context.Background(), "WH1", []stock.Update{upd("A", 1)})
 	var de *outbox.DeliveryError
 	if !errors.As(err, &de) || de.RetryAfter != 7*time.Second || de.Dead {
@@ -257,7 +258,7 @@ func TestStock429AfterA409DefersTheRest(t *testing.T) {
 	s.AddCard(card(1, "A", 11))
 	s.AddCard(card(2, "B", 12))
 	s.RefuseStock(stockWH, 12, "NotFound", "Not found")
-	s.Inject(wbsim.Fault{Op: wbsim.OpStocksUpdate, After: 1, Status: 429, RetryAfter: 3 * time.Second})
+	s.Faults.Add(1, sim.Fault{Op: wbsim.OpStocksUpdate, After: 1, Status: 429, RetryAfter: 3 * time.Second})
 	res := send(t, snd, upd("A", 1), upd("B", 2))
 	if res[0].Outcome != stock.Deferred || res[0].RetryAfter != 3*time.Second {
 		t.Errorf("A: %+v, want deferred for 3s", res[0])
@@ -271,7 +272,7 @@ func TestStockRefusedCredentialsAndWarehouses(t *testing.T) {
 	s, snd, _ := newStockTest(t)
 	s.AddCard(card(1, "A", 11))
 	for _, st := range []int{401, 403} {
-		s.Inject(wbsim.Fault{Op: wbsim.OpStocksUpdate, Status: st})
+		s.Faults.Add(1, sim.Fault{Op: wbsim.OpStocksUpdate, Status: st})
 		_, err := snd.Send(context.Background(), "WH1", []stock.Update{upd("A", 1)})
 		var ae *connectors.AuthError
 		if !errors.As(err, &ae) || ae.Key != "connectors.wildberries.token" {

@@ -19,6 +19,7 @@ import (
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/wbsim"
 )
 
@@ -212,7 +213,7 @@ func TestList429HonoursRateLimitRetry(t *testing.T) {
 	t.Parallel()
 	s, c := newTest(t)
 	s.AddOrder(wbOrder(1, testNow.Add(-time.Hour)))
-	s.Inject(wbsim.Fault{Op: wbsim.OpOrders, Status: http.StatusTooManyRequests, RetryAfter: time.Second})
+	s.Faults.Add(1, sim.Fault{Op: wbsim.OpOrders, Status: http.StatusTooManyRequests, RetryAfter: time.Second})
 
 	items := mustList(t, c, testNow.Add(-24*time.Hour), testNow)
 	if len(items) != 1 || items[0].Err != nil {
@@ -425,7 +426,7 @@ func TestMalformedPageFailsListing(t *testing.T) {
 			t.Parallel()
 			s, c := newTest(t)
 			s.AddOrder(wbOrder(1, testNow.Add(-time.Hour)))
-			s.MalformNext(op, 1)
+			s.Faults.Add(1, sim.Fault{Op: op, Kind: sim.Malformed})
 			items, _, err := listAll(t, c, testNow.Add(-24*time.Hour), testNow)
 			if err == nil || !strings.Contains(err.Error(), "malformed") {
 				t.Fatalf("List: err = %v, want a malformed-answer error", err)
@@ -585,7 +586,7 @@ func TestPublish429(t *testing.T) {
 	t.Parallel()
 	s, c := newTest(t)
 	s.AddOrder(wbOrder(5, testNow))
-	s.Inject(wbsim.Fault{Op: wbsim.OpSupplyAdd, Status: http.StatusTooManyRequests, RetryAfter: 3 * time.Second})
+	s.Faults.Add(1, sim.Fault{Op: wbsim.OpSupplyAdd, Status: http.StatusTooManyRequests, RetryAfter: 3 * time.Second})
 
 	err := publish(t, c, "5")
 	var de *outbox.DeliveryError
@@ -610,7 +611,7 @@ func TestPublishFailures(t *testing.T) {
 	}
 
 	// A 5xx on the add may or may not have added it: retried, and the guard decides.
-	s.Inject(wbsim.Fault{Op: wbsim.OpSupplyAdd, Status: http.StatusBadGateway})
+	s.Faults.Add(1, sim.Fault{Op: wbsim.OpSupplyAdd, Status: http.StatusBadGateway})
 	if err := publish(t, c, "6"); err == nil || dead(err) {
 		t.Fatalf("502: err = %v, want a retryable error", err)
 	}
@@ -633,7 +634,7 @@ func TestPublishFailures(t *testing.T) {
 	}
 	// A permanent 4xx from Wildberries.
 	s.AddOrder(wbOrder(7, testNow))
-	s.Inject(wbsim.Fault{Op: wbsim.OpSupplyAdd, Status: http.StatusBadRequest})
+	s.Faults.Add(1, sim.Fault{Op: wbsim.OpSupplyAdd, Status: http.StatusBadRequest})
 	if err := publish(t, c, "7"); !dead(err) {
 		t.Errorf("400: err = %v, want dead", err)
 	}

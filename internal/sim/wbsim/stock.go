@@ -13,7 +13,7 @@ import (
 )
 
 // The stock and content operations the simulator serves, as Request.Op and
-// Fault.Op name them.
+// sim.Fault.Op name them.
 const (
 	OpStocksUpdate = "stocks_update" // PUT /api/v3/stocks/{warehouseId}
 	OpStocksGet    = "stocks_get"    // POST /api/v3/stocks/{warehouseId}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 // wbClock is a clock the test moves by hand.
@@ -400,7 +402,7 @@ func TestWBStocksDroppedWrite(t *testing.T) {
 func TestWBStocksFaultsAndAuth(t *testing.T) {
 	s, base, _ := newWBStock(t)
 	url := base + "/api/v3/stocks/7001"
-	s.Inject(Fault{Op: OpStocksUpdate, Status: http.StatusInternalServerError})
+	s.Faults.Add(1, sim.Fault{Op: OpStocksUpdate, Status: http.StatusInternalServerError})
 	if r := wbDo(t, http.MethodPut, url, stockBody([2]int64{11, 5})); r.status != http.StatusInternalServerError {
 		t.Errorf("injected: %d", r.status)
 	}

@@ -2,6 +2,7 @@ package wbsim
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,7 +21,7 @@ import (
 )
 
 // The Wildberries FBS operations the simulator serves, as Request.Op and
-// Fault.Op name them.
+// sim.Fault.Op name them.
 const (
 	OpNew          = "orders_new"     // GET /api/v3/orders/new
 	OpOrders       = "orders"         // GET /api/v3/orders
@@ -105,31 +106,6 @@ type Request struct {
 	At     time.Time // wall-clock arrival, whatever the simulator's clock says
 }
 
-// Fault is queued with Inject and answers matching requests instead of the API,
-// in FIFO order.
-type Fault struct {
-	// Op is one of the WBOp… names, or "" for any request.
-	Op string
-	// Times is how many matching requests it hits: 0 means 1, -1 forever.
-	Times int
-	// After lets this many matching requests through before the fault fires: the
-	// second page of a listing, say.
-	After int
-	// Status is answered with Wildberries' error body (429: "too many requests").
-	Status int
-	// RetryAfter, on a 429, is sent as X-Ratelimit-Retry in whole seconds (rounded
-	// up), with X-Ratelimit-Reset and X-Ratelimit-Limit, as Wildberries documents.
-	RetryAfter time.Duration
-	// Malformed answers 200 with a truncated JSON body instead (Status is ignored).
-	Malformed bool
-}
-
-type wbQueuedFault struct {
-	Fault
-	skip int // matching requests still let through
-	left int // -1: forever
-}
-
 // Wildberries simulates the Wildberries marketplace API for FBS orders: new orders,
 // orders by period with next-pagination and the 30-day limit, statuses, supplies and
 // adding orders to a supply (which moves them to "confirm"). It records every request
@@ -138,6 +114,14 @@ type wbQueuedFault struct {
 //
 // A request is handled in this order: route; token (401); an injected fault; the API.
 type Wildberries struct {
+	// Faults answer matching requests instead of the API, after the token is
+	// checked. Op is one of the Op… names, or "" for any request. Status is answered
+	// with Wildberries' error body (429: "too many requests"); RetryAfter, on a 429,
+	// is sent as X-Ratelimit-Retry in whole seconds (rounded up), with
+	// X-Ratelimit-Reset and X-Ratelimit-Limit, as Wildberries documents. Kind
+	// sim.Malformed answers 200 with a truncated JSON body instead.
+	Faults *sim.Faults
+
 	token  string
 	now    func() time.Time
 	log    *slog.Logger
@@ -147,7 +131,6 @@ type Wildberries struct {
 	orders    map[int64]*Order
 	supplies  []*Supply
 	supplySeq int
-	faults    []*wbQueuedFault
 	requests  []Request
 	acks      map[int64]int
 	stock     wbStock // stocks and cards: wildberries_stock.go, wildberries_content.go
@@ -157,6 +140,7 @@ type Wildberries struct {
 // mounted as an http.Handler.
 func New(opts Options) *Wildberries {
 	s := &Wildberries{
+		Faults: sim.NewFaults(checkFault),
 		token:  opts.Token,
 		now:    opts.Now,
 		log:    opts.Logger,
@@ -291,46 +275,30 @@ func (s *Wildberries) RequestsOf(op string) []Request {
 	return out
 }
 
-// Inject queues a fault. It panics on an invalid one (a mistake in a test).
-func (s *Wildberries) Inject(f Fault) {
+// checkFault refuses what a Wildberries fault cannot be.
+func checkFault(f sim.Fault) error {
 	switch f.Op {
 	case "", OpNew, OpOrders, OpStatus, OpSupplyCreate, OpSupplies, OpSupply, OpSupplyAdd, OpDeliver:
 	case OpStocksUpdate, OpStocksGet, OpCardsList:
 	default:
-		panic(fmt.Sprintf("sim: wildberries: fault op %q is unknown", f.Op))
+		return fmt.Errorf("sim: wildberries: fault op %q is unknown", f.Op)
 	}
-	if !f.Malformed && (f.Status < 400 || f.Status > 599) {
-		panic(fmt.Sprintf("sim: wildberries: fault status %d is not an error status", f.Status))
+	switch f.Kind {
+	case "":
+		if f.Status < 400 || f.Status > 599 {
+			return fmt.Errorf("sim: wildberries: fault status %d is not an error status", f.Status)
+		}
+	case sim.Malformed:
+		if f.Status != 0 {
+			return fmt.Errorf("sim: wildberries: a malformed answer is 200, not %d", f.Status)
+		}
+	default:
+		return fmt.Errorf("sim: wildberries: fault kind %q is unknown", f.Kind)
 	}
-	if f.Times < -1 || f.After < 0 {
-		panic(fmt.Sprintf("sim: wildberries: fault times %d, after %d: want times -1, 0 or more and after 0 or more", f.Times, f.After))
+	if f.ExternalID != "" || f.Delay != 0 || f.Hold != 0 {
+		return fmt.Errorf("sim: wildberries: a fault has no ExternalID, Delay or Hold")
 	}
-	left := f.Times
-	if left == 0 {
-		left = 1
-	}
-	s.mu.Lock()
-	s.faults = append(s.faults, &wbQueuedFault{Fault: f, skip: f.After, left: left})
-	s.mu.Unlock()
-}
-
-// Fail answers the next n requests, whatever they are, with status (n = 0 counts as
-// 1; n = -1: every request until ClearFaults). A 429 carries retryAfter as
-// X-Ratelimit-Retry.
-func (s *Wildberries) Fail(n, status int, retryAfter time.Duration) {
-	s.Inject(Fault{Times: n, Status: status, RetryAfter: retryAfter})
-}
-
-// MalformNext answers the next n requests of op with a truncated JSON body.
-func (s *Wildberries) MalformNext(op string, n int) {
-	s.Inject(Fault{Op: op, Times: n, Malformed: true})
-}
-
-// ClearFaults drops every queued fault.
-func (s *Wildberries) ClearFaults() {
-	s.mu.Lock()
-	s.faults = nil
-	s.mu.Unlock()
+	return nil
 }
 
 // ServeHTTP serves the API.
@@ -357,15 +325,20 @@ func (s *Wildberries) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(rec, http.StatusNotFound, "NotFound", "Не найдено")
 		return
 	}
-	if f := s.takeFault(op); f != nil {
-		if f.Malformed {
+	if f, ok := s.Faults.Take(func(f sim.Fault) bool { return f.Matches(op, "") }); ok {
+		switch {
+		case f.Kind == sim.Malformed:
 			rec.Header().Set("Content-Type", "application/json")
 			rec.WriteHeader(http.StatusOK)
-			io.WriteString(rec, `{"orders":[{"id":1,"article":"trunc`)
-			return
+			io.WriteString(rec, cmp.Or(f.Body, `{"orders":[{"id":1,"article":"trunc`))
+		case f.Body != "":
+			rec.Header().Set("Content-Type", "application/json")
+			rec.WriteHeader(f.Status)
+			io.WriteString(rec, f.Body)
+		default:
+			title := strings.ToLower(http.StatusText(f.Status))
+			s.writeGatewayError(rec, f.Status, title, "injected by the simulator", max(f.RetryAfter, 0))
 		}
-		title := strings.ToLower(http.StatusText(f.Status))
-		s.writeGatewayError(rec, f.Status, title, "injected by the simulator", f.RetryAfter)
 		return
 	}
 	switch op {
@@ -452,29 +425,6 @@ func (s *Wildberries) authorized(r *http.Request) bool {
 	}
 	h := r.Header.Get("Authorization")
 	return h == s.token || h == "Bearer "+s.token
-}
-
-func (s *Wildberries) takeFault(op string) *Fault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, f := range s.faults {
-		if f.Op != "" && f.Op != op {
-			continue
-		}
-		if f.skip > 0 {
-			f.skip--
-			continue
-		}
-		fired := f.Fault
-		if f.left > 0 {
-			f.left--
-			if f.left == 0 {
-				s.faults = slices.Delete(s.faults, i, i+1)
-			}
-		}
-		return &fired
-	}
-	return nil
 }
 
 // wbCancelledWB are the wbStatus values that mean the order is cancelled.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 var wbNow = time.Date(2026, 9, 16, 7, 0, 0, 0, time.UTC)
@@ -271,7 +273,7 @@ func TestWildberriesFaults(t *testing.T) {
 	t.Parallel()
 	s, base := newWB(t)
 
-	s.Fail(1, http.StatusTooManyRequests, 1500*time.Millisecond)
+	s.Faults.Add(1, sim.Fault{Status: http.StatusTooManyRequests, RetryAfter: 1500 * time.Millisecond})
 	r := wbDo(t, "GET", base+"/api/v3/orders/new", "")
 	if r.status != 429 {
 		t.Fatalf("status %d, want 429", r.status)
@@ -285,7 +287,7 @@ func TestWildberriesFaults(t *testing.T) {
 		t.Fatalf("after the fault: status %d, want 200", r.status)
 	}
 
-	s.MalformNext(OpOrders, 1)
+	s.Faults.Add(1, sim.Fault{Op: OpOrders, Kind: sim.Malformed})
 	if r := wbDo(t, "GET", base+"/api/v3/orders/new", ""); r.status != 200 || !json.Valid(r.body) {
 		t.Fatalf("another op was hit by the malformed fault: %d %s", r.status, r.body)
 	}
@@ -294,7 +296,7 @@ func TestWildberriesFaults(t *testing.T) {
 		t.Fatalf("malformed page: status %d body %s, want 200 with invalid JSON", r.status, r.body)
 	}
 
-	s.Inject(Fault{Op: OpStatus, After: 2, Status: http.StatusBadGateway})
+	s.Faults.Add(1, sim.Fault{Op: OpStatus, After: 2, Status: http.StatusBadGateway})
 	var got []int
 	for range 4 {
 		got = append(got, wbDo(t, "POST", base+"/api/v3/orders/status", `{"orders":[1]}`).status)
@@ -303,15 +305,15 @@ func TestWildberriesFaults(t *testing.T) {
 		t.Fatalf("statuses with After 2 = %v, want %v", got, want)
 	}
 
-	s.Fail(-1, http.StatusServiceUnavailable, 0)
+	s.Faults.Add(sim.Forever, sim.Fault{Status: http.StatusServiceUnavailable})
 	for range 3 {
 		if r := wbDo(t, "POST", base+"/api/v3/orders/status", `{"orders":[1]}`); r.status != 503 {
 			t.Fatalf("status %d, want 503 until cleared", r.status)
 		}
 	}
-	s.ClearFaults()
+	s.Faults.Clear()
 	if r := wbDo(t, "POST", base+"/api/v3/orders/status", `{"orders":[1]}`); r.status != 200 {
-		t.Fatalf("after ClearFaults: status %d, want 200", r.status)
+		t.Fatalf("after Faults.Clear: status %d, want 200", r.status)
 	}
 }
 
