@@ -26,6 +26,7 @@ import (
 	"github.com/ordersync/ordersync/internal/logging"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
@@ -221,7 +222,7 @@ func TestMetricsAfterAScriptedRunEqualTheJournalAndTheSimulator(t *testing.T) {
 			hook := w.hooks + "/webhooks/site"
 
 			// The first order's event dies at the sink (relay.max_attempts is 2).
-			sink.FailNext(2, 500, "")
+			sink.Faults.Add(2, sim.Fault{Status: 500})
 			if st, b := post(t, hook, "application/json", signed("msg_1", []byte(orderJSON("M-1", "SKU-1", "1", "10"))),
 				[]byte(orderJSON("M-1", "SKU-1", "1", "10"))); st != 200 {
 				t.Fatalf("M-1: %d %s", st, b)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/sim/webhooksim"
 )
@@ -146,7 +147,7 @@ func TestDeadEventIsListedAndRequeueDeliversIt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, onecsim.Options{}, true)
 	sink := e.withSink()
-	sink.FailNext(2, 500, "") // relay.max_attempts is 2: the event dies
+	sink.Faults.Add(2, sim.Fault{Status: 500}) // relay.max_attempts is 2: the event dies
 	if _, stderr, code := e.cli(orderJSON("W-2", "SKU-1", "1", "10"), "order", "import"); code != 0 {
 		t.Fatalf("import: %d %s", code, stderr)
 	}

@@ -1,6 +1,7 @@
 package webhooksim
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -59,10 +60,15 @@ type sinkEnvelope struct {
 // http.Handler and safe for concurrent use.
 //
 // A request is handled in this order: latency; body limit (413); signature (401,
-// counted by Rejected); Gone (410) or an injected failure (counted by Failed);
+// counted by Rejected); a fault, Gone's 410 included (counted by Failed);
 // envelope (400, counted by Rejected: invalid JSON, no event_id or sequence, or an
 // event_id other than webhook-id); then recorded and answered 204.
 type Sink struct {
+	// Faults answer signed deliveries instead of the sink: Status with a plain-text
+	// body (Body, default "injected failure") and RetryAfter as a Retry-After header
+	// in seconds. A fault has no Op: every delivery is the same request.
+	Faults *sim.Faults
+
 	keys      [][]byte
 	tolerance time.Duration
 	now       func() time.Time
@@ -77,10 +83,6 @@ type Sink struct {
 	seen        map[string]bool
 	rejected    int
 	failed      int
-	failLeft    int
-	failStatus  int
-	failRetry   string
-	gone        bool
 	latency     time.Duration
 	lastRejects []string
 }
@@ -89,6 +91,7 @@ type Sink struct {
 // mounted as an http.Handler. An invalid secret is an error that does not repeat it.
 func New(opts Options) (*Sink, error) {
 	s := &Sink{
+		Faults:    sim.NewFaults(checkFault),
 		tolerance: opts.Tolerance,
 		now:       opts.Now,
 		maxBody:   opts.MaxBody,
@@ -143,19 +146,22 @@ func (s *Sink) Close() {
 	s.server.Close()
 }
 
-// FailNext answers the next n signed deliveries with status, and with a
-// Retry-After header when retryAfter is not empty; n = 0 cancels what is left.
-func (s *Sink) FailNext(n, status int, retryAfter string) {
-	s.mu.Lock()
-	s.failLeft, s.failStatus, s.failRetry = n, status, retryAfter
-	s.mu.Unlock()
+// Gone answers every signed delivery 410 Gone from now on: the faults queued
+// before are dropped, and a fault 410 that never runs out takes their place.
+func (s *Sink) Gone() {
+	s.Faults.Clear()
+	s.Faults.Add(sim.Forever, sim.Fault{Status: http.StatusGone, Body: "endpoint gone"})
 }
 
-// Gone answers every signed delivery 410 Gone from now on.
-func (s *Sink) Gone() {
-	s.mu.Lock()
-	s.gone = true
-	s.mu.Unlock()
+// checkFault refuses what a sink's fault cannot be.
+func checkFault(f sim.Fault) error {
+	switch {
+	case f.Status < 400:
+		return fmt.Errorf("sim: webhook sink: fault status %d is not an error status", f.Status)
+	case f.Op != "" || f.ExternalID != "" || f.Kind != "" || f.Delay != 0 || f.Hold != 0:
+		return fmt.Errorf("sim: webhook sink: a fault is a status (and After, RetryAfter, Body) only")
+	}
+	return nil
 }
 
 // SetLatency delays every later request by d before it is handled; a client that
@@ -276,25 +282,16 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	s.mu.Lock()
-	switch {
-	case s.gone:
+	if f, ok := s.Faults.Take(func(sim.Fault) bool { return true }); ok {
+		s.mu.Lock()
 		s.failed++
 		s.mu.Unlock()
-		http.Error(w, "endpoint gone", http.StatusGone)
-		return
-	case s.failLeft > 0:
-		s.failLeft--
-		s.failed++
-		status, retry := s.failStatus, s.failRetry
-		s.mu.Unlock()
-		if retry != "" {
-			w.Header().Set("Retry-After", retry)
+		if v, ok := f.RetryAfterSeconds(); ok {
+			w.Header().Set("Retry-After", v)
 		}
-		http.Error(w, "injected failure", status)
+		http.Error(w, cmp.Or(f.Body, "injected failure"), f.Status)
 		return
 	}
-	s.mu.Unlock()
 
 	var env sinkEnvelope
 	if err := json.Unmarshal(body, &env); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/outbox/webhook"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/stdwebhook"
 )
 
@@ -246,7 +247,7 @@ func TestWebhookSinkRotatedSecrets(t *testing.T) {
 func TestWebhookSinkFaults(t *testing.T) {
 	t.Parallel()
 	s, url := newSink(t, Options{})
-	s.FailNext(2, http.StatusServiceUnavailable, "7")
+	s.Faults.Add(2, sim.Fault{Status: http.StatusServiceUnavailable, RetryAfter: 7 * time.Second})
 	var statuses []int
 	for i := range 3 {
 		id := "e" + strconv.Itoa(i)
@@ -260,7 +261,7 @@ func TestWebhookSinkFaults(t *testing.T) {
 		t.Errorf("statuses %v, want 503 503 204", statuses)
 	}
 	// A bad signature neither uses up an injected failure nor counts as one.
-	s.FailNext(1, http.StatusTooManyRequests, "")
+	s.Faults.Add(1, sim.Fault{Status: http.StatusTooManyRequests})
 	deliver(t, url, sinkSecret2, "x", testNow, envelope("x", "a", 9))
 	if rep := deliver(t, url, sinkSecret, "e9", testNow, envelope("e9", "a", 9)); rep.status != 429 || rep.header.Get("Retry-After") != "" {
 		t.Errorf("status %d Retry-After %q, want 429 without", rep.status, rep.header.Get("Retry-After"))
@@ -362,10 +363,10 @@ func TestWebhookSinkWithPublisher(t *testing.T) {
 	if err := p.Publish(ctx, rec); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
-	s.FailNext(1, http.StatusTooManyRequests, "12")
+	s.Faults.Add(1, sim.Fault{Status: http.StatusTooManyRequests, RetryAfter: 12 * time.Second})
 	var de *outbox.DeliveryError
 	if err := p.Publish(ctx, rec); !errors.As(err, &de) || de.RetryAfter != 12*time.Second {
-		t.Errorf("after FailNext 429: err = %v, want RetryAfter 12s", err)
+		t.Errorf("after a 429 fault: err = %v, want RetryAfter 12s", err)
 	}
 	s.Gone()
 	if err := p.Publish(ctx, rec); !errors.As(err, &de) || !de.Disable {
