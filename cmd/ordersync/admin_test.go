@@ -233,8 +233,8 @@ func TestMetricsAfterAScriptedRunEqualTheJournalAndTheSimulator(t *testing.T) {
 			})
 			// 1C refuses M-3 for good; M-4's first create is answered 406 (no free
 			// session: the handler never ran, a transient failure even on a POST).
-			e.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Status422, ExternalID: "site:M-3"})
-			e.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Status406, ExternalID: "site:M-4"})
+			e.onec.Faults.Add(1, sim.Fault{Op: "create", Status: 422, ExternalID: "site:M-3"})
+			e.onec.Faults.Add(1, sim.Fault{Op: "create", Status: 406, ExternalID: "site:M-4"})
 			for i := 2; i <= 4; i++ {
 				body := []byte(orderJSON(fmt.Sprintf("M-%d", i), "SKU-1", "2", "15.50"))
 				if st, b := post(t, hook, "application/json", signed(fmt.Sprintf("msg_%d", i), body), body); st != 200 {

@@ -18,6 +18,7 @@ import (
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/logging"
 	"github.com/ordersync/ordersync/internal/order"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
 )
@@ -89,7 +90,7 @@ func TestRunOnAClockAheadOfTheDatabase(t *testing.T) {
 	t.Parallel()
 	const skew = 5 * time.Minute
 	e := newEnv(t, onecsim.Options{}, true)
-	e.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Status503})
+	e.onec.Faults.Add(1, sim.Fault{Op: "create", Status: 503})
 	stderr := &lockedBuffer{}
 	a := &app{environ: e.environ, stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr, command: "run",
 		processClock: func() time.Time { return time.Now().Add(skew) }}
@@ -184,7 +185,7 @@ func TestNewEngineReckonsOnTheDatabaseClock(t *testing.T) {
 	const skew = 5 * time.Minute
 	ctx := context.Background()
 	e := newEnvOn(t, "sqlite", onecsim.Options{}, false)
-	e.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Status503, Times: -1})
+	e.onec.Faults.Add(sim.Forever, sim.Fault{Op: "create", Status: 503})
 	a := &app{environ: e.environ, stdout: io.Discard, stderr: io.Discard}
 	cfg, err := a.loadConfig()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
@@ -127,7 +128,7 @@ func TestCancelFindsAnOrderWhoseCreateReplyWasLost(t *testing.T) {
 	h := newHarness(t, onecsim.Options{})
 	o := testOrder("X-5")
 	h.register(o)
-	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.DropAfterCreate})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.DropAfterCreate})
 	// A settle time that a busy machine does not use up before the cancel runs.
 	e := h.engine(nil, engine.Config{BackoffMin: time.Hour, BackoffMax: time.Hour, SettleTime: 2 * time.Second})
 	if ran, _ := e.RunDue(context.Background()); !ran { // created in 1C, reply lost: pending

@@ -21,6 +21,7 @@ import (
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 )
@@ -101,10 +102,10 @@ func TestCreateSlowerThanTheTimeoutIsCreatedOnce(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name  string
-		fault onecsim.Fault
+		fault sim.Fault
 	}{
-		{"client timeout", onecsim.Fault{Op: "create", Kind: onecsim.SlowCreate, Delay: slowCreate}},
-		{"proxy 504", onecsim.Fault{Op: "create", Kind: onecsim.Gateway504After, Delay: scaledTimeout / 2, Hold: slowCreate}},
+		{"client timeout", sim.Fault{Op: "create", Kind: onecsim.SlowCreate, Delay: slowCreate}},
+		{"proxy 504", sim.Fault{Op: "create", Kind: onecsim.Gateway504After, Delay: scaledTimeout / 2, Hold: slowCreate}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -112,7 +113,7 @@ func TestCreateSlowerThanTheTimeoutIsCreatedOnce(t *testing.T) {
 			h.client = h.scaledClient(scaledTimeout)
 			o := testOrder("SLOW-1")
 			h.register(o)
-			h.onec.Inject(tc.fault)
+			h.onec.Faults.Add(1, tc.fault)
 			e := running(t, h.engine(nil, engine.Config{Workers: 2, OneCTimeout: scaledTimeout, SettleTime: scaledSettle,
 				BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}))
 
@@ -157,7 +158,7 @@ func TestClaimSessionKilledMidPostCreatesOneOrder(t *testing.T) {
 
 	o := testOrder("KILL-1")
 	h.register(o)
-	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.SlowCreate, Delay: create})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.SlowCreate, Delay: create})
 	h.client = h.scaledClient(timeout)
 	cfg := engine.Config{Workers: 2, OneCTimeout: timeout, SettleTime: settle, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}
 	cfg.WorkerID = "process-a"
@@ -225,7 +226,7 @@ func TestCancelRightAfterAnUnknownOutcomeCancelsTheOrderIn1C(t *testing.T) {
 	h.client = h.scaledClient(scaledTimeout)
 	o := testOrder("CANCEL-1")
 	h.register(o)
-	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.SlowCreate, Delay: slowCreate})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.SlowCreate, Delay: slowCreate})
 	running(t, h.engine(nil, engine.Config{Workers: 2, OneCTimeout: scaledTimeout, SettleTime: scaledSettle,
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}))
 	waitFor(t, func() bool {
@@ -384,7 +385,7 @@ func TestDuplicateAfterAnUnknownOutcomeIsReported(t *testing.T) {
 	h := newHarness(t, onecsim.Options{})
 	o := testOrder("DUP-1")
 	h.register(o)
-	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.DropAfterCreate}) // created, reply lost
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.DropAfterCreate}) // created, reply lost
 	routes := outbox.Routes{}
 	routes.Add("crm", "", outbox.OrderCreated, outbox.OrderDuplicateIn1C)
 	e := h.engine(nil, engine.Config{Routes: routes, SettleTime: 200 * time.Millisecond})

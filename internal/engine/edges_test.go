@@ -22,6 +22,7 @@ import (
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
@@ -42,9 +43,9 @@ func TestDoubtThatReachesMaxAttemptsKeepsItsSettleTime(t *testing.T) {
 				ext := o.OneCExternalID()
 				h.register(o)
 				if maxAttempts == 2 {
-					h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.DropBeforeCreate})
+					h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.DropBeforeCreate})
 				}
-				h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.SlowCreate, Delay: slowCreate})
+				h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.SlowCreate, Delay: slowCreate})
 				e := running(t, h.engine(nil, engine.Config{Workers: 2, MaxAttempts: maxAttempts,
 					OneCTimeout: scaledTimeout, SettleTime: scaledSettle,
 					BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}))
@@ -151,8 +152,8 @@ func TestSettleTimeCountsFromThePostNotFromTheSlotWait(t *testing.T) {
 	o := testOrder("SLOT-1")
 	h.register(o)
 	// The create's POST is answered 504 by a proxy: unknown.
-	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Gateway504After, Delay: 10 * time.Millisecond, Hold: 10 * time.Millisecond})
-	h.onec.Inject(onecsim.Fault{Op: "find", Kind: onecsim.SlowCreate, Delay: hold, ExternalID: "site:OTHER"})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.Gateway504After, Delay: 10 * time.Millisecond, Hold: 10 * time.Millisecond})
+	h.onec.Faults.Add(1, sim.Fault{Op: "find", Kind: onecsim.SlowCreate, Delay: hold, ExternalID: "site:OTHER"})
 	const settle = 300 * time.Millisecond
 	slotTaker := &slotTakingClient{Client: h.client, sim: h.onec, freed: make(chan time.Time, 1)}
 	e := engine.New(h.store, slotTaker, engine.Config{Workers: 1, SettleTime: settle, OneCTimeout: 5 * time.Second,

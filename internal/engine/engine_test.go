@@ -21,6 +21,7 @@ import (
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/order"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 	"github.com/ordersync/ordersync/internal/testdb"
@@ -376,7 +377,7 @@ func TestConnectionDroppedAfterCreateEndsWithExactlyOneOrder(t *testing.T) {
 	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1005")
 	h.register(o)
-	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.DropAfterCreate})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.DropAfterCreate})
 	h.drain(h.engine(nil, engine.Config{}))
 
 	h.wantOneCOrders("site:A-1005", 1)
@@ -397,10 +398,10 @@ func TestTransientFailuresAreRetriedUntilDone(t *testing.T) {
 	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1006")
 	h.register(o)
-	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Status406})
-	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Status406})
-	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.LockConflict500})
-	h.onec.Inject(onecsim.Fault{Op: "find", Kind: onecsim.Status503, Times: 2}) // retried inside the find
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Status: 406})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Status: 406})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.LockConflict500})
+	h.onec.Faults.Add(2, sim.Fault{Op: "find", Status: 503}) // retried inside the find
 	h.drain(h.engine(nil, engine.Config{}))
 
 	h.wantOneCOrders("site:A-1006", 1)
@@ -451,7 +452,7 @@ func TestBusinessException500FailsAfterFindProvesNothingWasCreated(t *testing.T)
 	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1008")
 	h.register(o)
-	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.BusinessError500})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.BusinessError500})
 	h.drain(h.engine(nil, engine.Config{}))
 	h.wantOneCOrders("site:A-1008", 0)
 	d := h.show(o.CreateKey())
@@ -470,7 +471,7 @@ func TestUnknownOutcomesGiveUpAfterMaxAttempts(t *testing.T) {
 	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1009")
 	h.register(o)
-	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Status504, Times: -1})
+	h.onec.Faults.Add(sim.Forever, sim.Fault{Op: "create", Status: 504})
 	h.drain(h.engine(nil, engine.Config{MaxAttempts: 3}))
 	d := h.show(o.CreateKey())
 	if d.Status != journal.StatusFailed || d.Attempts != 3 || outcomes(d) != "retry,retry,failed" || d.UnknownAttempts != 3 {
@@ -491,8 +492,9 @@ func TestTransientFailuresDoNotCountTowardMaxAttempts(t *testing.T) {
 	h.register(o)
 	// On a POST only a failure that proves the handler never ran is transient: no
 	// free session (406), the service's own lock_conflict error.
-	for _, k := range []onecsim.FaultKind{onecsim.Status406, onecsim.LockConflict500, onecsim.Status406, onecsim.LockConflict500, onecsim.Status406, onecsim.LockConflict500} {
-		h.onec.Inject(onecsim.Fault{Op: "create", Kind: k})
+	noSession, lockConflict := sim.Fault{Op: "create", Status: 406}, sim.Fault{Op: "create", Kind: onecsim.LockConflict500}
+	for _, f := range []sim.Fault{noSession, lockConflict, noSession, lockConflict, noSession, lockConflict} {
+		h.onec.Faults.Add(1, f)
 	}
 	h.drain(h.engine(nil, engine.Config{MaxAttempts: 2}))
 	d := h.show(o.CreateKey())
@@ -513,7 +515,7 @@ func TestTransientFailuresFailOnlyAfterGiveUpAfter(t *testing.T) {
 	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1017")
 	h.register(o)
-	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Status406, Times: -1})
+	h.onec.Faults.Add(sim.Forever, sim.Fault{Op: "create", Status: 406})
 	// MaxAttempts 1: a second attempt proves transient failures are not counted. The
 	// give-up time leaves room for several even when one attempt is slow on a
 	// loaded machine (300ms did not).
@@ -659,7 +661,7 @@ func TestStopCancelsCallsThatOutliveTheShutdownTimeout(t *testing.T) {
 	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1013")
 	h.register(o)
-	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Stall}) // 1C hangs; it creates when the client gives up
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.Stall}) // 1C hangs; it creates when the client gives up
 	e := h.engine(nil, engine.Config{Workers: 1, ShutdownTimeout: 200 * time.Millisecond})
 	e.Start(context.Background())
 	waitFor(t, func() bool { return h.onec.Stats().Requests["create"] == 1 })
@@ -682,7 +684,7 @@ func TestEveryLogLineAboutAnOperationCarriesKeyAndAttempt(t *testing.T) {
 	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1014")
 	h.register(o)
-	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Status503})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Status: 503})
 	h.drain(h.engine(nil, engine.Config{}))
 	n := 0
 	for _, line := range strings.Split(strings.TrimSpace(h.logs.String()), "\n") {
@@ -745,7 +747,7 @@ func TestGatewayTimeoutOnCreateIsRetriedNotFailed(t *testing.T) {
 	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1015")
 	h.register(o)
-	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Status504})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Status: 504})
 	h.drain(h.engine(nil, engine.Config{}))
 	h.wantOneCOrders("site:A-1015", 1)
 	d := h.show(o.CreateKey())

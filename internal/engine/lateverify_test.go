@@ -9,6 +9,7 @@ import (
 	"github.com/ordersync/ordersync/internal/engine"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
@@ -27,7 +28,7 @@ func TestDuplicateThatLandsAfterTheSettleTimeIsFoundLate(t *testing.T) {
 	o := testOrder("LATE-1")
 	ext := o.OneCExternalID()
 	h.register(o)
-	h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.SlowCreate, Delay: slower})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.SlowCreate, Delay: slower})
 	routes := outbox.Routes{}
 	routes.Add("crm", "", outbox.OrderCreated, outbox.OrderDuplicateIn1C)
 	e := running(t, h.engine(nil, engine.Config{Workers: 2, OneCTimeout: scaledTimeout,

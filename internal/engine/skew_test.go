@@ -12,6 +12,7 @@ import (
 	"github.com/ordersync/ordersync/internal/engine"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 )
@@ -48,7 +49,7 @@ func TestTwoReplicasOneClockAheadCreateEachOrderOnce(t *testing.T) {
 		o := testOrder(fmt.Sprintf("SKEW-%02d", i))
 		all = append(all, o)
 		if i%3 == 0 { // a third of the creates outlast the client
-			h.onec.Inject(onecsim.Fault{Op: "create", Kind: onecsim.SlowCreate, Delay: slow, ExternalID: o.OneCExternalID()})
+			h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.SlowCreate, Delay: slow, ExternalID: o.OneCExternalID()})
 		}
 	}
 	cfg := engine.Config{Workers: 2, OneCTimeout: timeout, SettleTime: settle, LateVerify: 2 * settle,
@@ -87,7 +88,7 @@ func TestTwoReplicasOneClockAheadCreateEachOrderOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(pending) == 0 && h.onec.PendingFaults() == 0 {
+		if len(pending) == 0 && h.onec.Faults.Pending() == 0 {
 			break
 		}
 		if time.Now().After(deadline) {

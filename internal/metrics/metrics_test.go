@@ -18,6 +18,7 @@ import (
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/server"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
 )
@@ -164,7 +165,7 @@ func TestClientTimesCallsAndFollows1C(t *testing.T) {
 	}
 
 	// 1C's own refusal of one request: 1C is up.
-	s.Inject(onecsim.Fault{Op: "find", Kind: onecsim.Status422})
+	s.Faults.Add(1, sim.Fault{Op: "find", Status: 422})
 	if _, err := c.FindOrders(ctx, "site:1"); err == nil {
 		t.Fatal("a 422 find succeeded")
 	}
@@ -218,7 +219,7 @@ func TestClientTimeoutIsDown(t *testing.T) {
 	s := startOneC(t)
 	m := New("test")
 	c := m.Client(newClient(t, s))
-	s.Inject(onecsim.Fault{Op: "ping", Kind: onecsim.Stall})
+	s.Faults.Add(1, sim.Fault{Op: "ping", Kind: onecsim.Stall})
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	if _, err := c.Ping(ctx); err == nil {

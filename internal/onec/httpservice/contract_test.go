@@ -16,6 +16,7 @@ import (
 
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
@@ -214,33 +215,34 @@ func TestContractFaults(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name      string
-		fault     onecsim.Fault
+		fault     sim.Fault
 		op        string
 		class     onec.Class // 0: success
 		requests  int        // what the base received for op
 		wantCount int        // orders the base holds afterwards
+		times     int        // how many requests the fault hits
 	}{
-		{"drop after create is unknown, and the order exists", onecsim.Fault{Op: "create", Kind: onecsim.DropAfterCreate}, "create", onec.Unknown, 1, 1},
-		{"drop before create is unknown, and nothing exists", onecsim.Fault{Op: "create", Kind: onecsim.DropBeforeCreate}, "create", onec.Unknown, 1, 0},
-		{"lock conflict on create is transient", onecsim.Fault{Op: "create", Kind: onecsim.LockConflict500}, "create", onec.Transient, 1, 0},
-		{"lock conflict on cancel is transient", onecsim.Fault{Op: "cancel", Kind: onecsim.LockConflict500}, "cancel", onec.Transient, 1, 0},
-		{"503 on create is unknown and sent once", onecsim.Fault{Op: "create", Kind: onecsim.Status503}, "create", onec.Unknown, 1, 0},
-		{"502 on create is unknown", onecsim.Fault{Op: "create", Kind: onecsim.Status502}, "create", onec.Unknown, 1, 0},
-		{"406 on create is transient", onecsim.Fault{Op: "create", Kind: onecsim.Status406}, "create", onec.Transient, 1, 0},
-		{"business exception on create is unknown", onecsim.Fault{Op: "create", Kind: onecsim.BusinessError500}, "create", onec.Unknown, 1, 0},
-		{"422 on create is permanent", onecsim.Fault{Op: "create", Kind: onecsim.Status422}, "create", onec.Permanent, 1, 0},
-		{"HTML login page on create is unknown", onecsim.Fault{Op: "create", Kind: onecsim.HTMLLogin200}, "create", onec.Unknown, 1, 0},
-		{"HTML login page on find is auth", onecsim.Fault{Op: "find", Kind: onecsim.HTMLLogin200}, "find", onec.Auth, 1, 0},
-		{"lock conflicts on find are retried through", onecsim.Fault{Op: "find", Kind: onecsim.LockConflict500, Times: 2}, "find", 0, 3, 0},
-		{"406 on find for ever gives up after the retries", onecsim.Fault{Op: "find", Kind: onecsim.Status406, Times: -1}, "find", onec.Transient, 3, 0},
-		{"a dropped find is retried", onecsim.Fault{Op: "find", Kind: onecsim.DropBeforeCreate}, "find", 0, 2, 0},
-		{"502 on stock is retried", onecsim.Fault{Op: "stock", Kind: onecsim.Status502}, "stock", 0, 2, 0},
+		{"drop after create is unknown, and the order exists", sim.Fault{Op: "create", Kind: onecsim.DropAfterCreate}, "create", onec.Unknown, 1, 1, 1},
+		{"drop before create is unknown, and nothing exists", sim.Fault{Op: "create", Kind: onecsim.DropBeforeCreate}, "create", onec.Unknown, 1, 0, 1},
+		{"lock conflict on create is transient", sim.Fault{Op: "create", Kind: onecsim.LockConflict500}, "create", onec.Transient, 1, 0, 1},
+		{"lock conflict on cancel is transient", sim.Fault{Op: "cancel", Kind: onecsim.LockConflict500}, "cancel", onec.Transient, 1, 0, 1},
+		{"503 on create is unknown and sent once", sim.Fault{Op: "create", Status: 503}, "create", onec.Unknown, 1, 0, 1},
+		{"502 on create is unknown", sim.Fault{Op: "create", Status: 502}, "create", onec.Unknown, 1, 0, 1},
+		{"406 on create is transient", sim.Fault{Op: "create", Status: 406}, "create", onec.Transient, 1, 0, 1},
+		{"business exception on create is unknown", sim.Fault{Op: "create", Kind: onecsim.BusinessError500}, "create", onec.Unknown, 1, 0, 1},
+		{"422 on create is permanent", sim.Fault{Op: "create", Status: 422}, "create", onec.Permanent, 1, 0, 1},
+		{"HTML login page on create is unknown", sim.Fault{Op: "create", Kind: onecsim.HTMLLogin200}, "create", onec.Unknown, 1, 0, 1},
+		{"HTML login page on find is auth", sim.Fault{Op: "find", Kind: onecsim.HTMLLogin200}, "find", onec.Auth, 1, 0, 1},
+		{"lock conflicts on find are retried through", sim.Fault{Op: "find", Kind: onecsim.LockConflict500}, "find", 0, 3, 0, 2},
+		{"406 on find for ever gives up after the retries", sim.Fault{Op: "find", Status: 406}, "find", onec.Transient, 3, 0, sim.Forever},
+		{"a dropped find is retried", sim.Fault{Op: "find", Kind: onecsim.DropBeforeCreate}, "find", 0, 2, 0, 1},
+		{"502 on stock is retried", sim.Fault{Op: "stock", Status: 502}, "stock", 0, 2, 0, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := setup(t, onecsim.Options{})
-			f.sim.Inject(tt.fault)
+			f.sim.Faults.Add(tt.times, tt.fault)
 			ctx := context.Background()
 			var err error
 			switch tt.op {
@@ -280,7 +282,7 @@ func TestContractFaults(t *testing.T) {
 func TestContractStalledCreate(t *testing.T) {
 	t.Parallel()
 	f := setup(t, onecsim.Options{}, func(c *httpservice.Config) { c.Timeout = 100 * time.Millisecond })
-	f.sim.Inject(onecsim.Fault{Op: "create", Kind: onecsim.Stall})
+	f.sim.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.Stall})
 	_, err := f.client.CreateOrder(context.Background(), order("kaspi:1"))
 	if got := class(t, err); got != onec.Unknown {
 		t.Fatalf("class = %v, want Unknown (%v)", got, err)

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 // controlPrefix is where the control endpoints live, outside the publication and
@@ -18,7 +20,7 @@ import (
 //
 //	GET    /_sim/orders           every order, in creation order (Order JSON)
 //	GET    /_sim/stats            Stats
-//	POST   /_sim/faults           queue a Fault: {"op","kind":"drop_after_create","times","delay":"2s","hold":"4s","external_id"}
+//	POST   /_sim/faults           queue a fault (ControlFault): {"op","kind":"drop_after_create","times","delay":"2s","hold":"4s","external_id"}
 //	DELETE /_sim/faults           drop every queued fault
 //	POST   /_sim/latency          {"latency":"200ms"}
 //	POST   /_sim/known_skus       {"known_skus":["SKU-1",…]}; null accepts every SKU
@@ -44,15 +46,15 @@ func (s *OneC) serveControl(w http.ResponseWriter, r *http.Request) {
 	case "GET stats":
 		s.writeControl(w, http.StatusOK, s.Stats())
 	case "POST faults":
-		var f Fault
+		var f ControlFault
 		if err := json.Unmarshal(body, &f); err != nil {
 			bad(err)
 			return
 		}
-		s.Inject(f)
+		s.Faults.Add(f.count(), f.Fault)
 		s.writeControl(w, http.StatusOK, f)
 	case "DELETE faults":
-		s.ClearFaults()
+		s.Faults.Clear()
 		s.writeControl(w, http.StatusOK, map[string]bool{"ok": true})
 	case "POST latency":
 		var v struct {
@@ -232,9 +234,13 @@ func (c *Remote) Stats(ctx context.Context) (Stats, error) {
 	return st, err
 }
 
-// Inject queues a fault.
-func (c *Remote) Inject(ctx context.Context, f Fault) error {
-	return c.do(ctx, http.MethodPost, "faults", f, nil)
+// AddFaults queues f for the next n requests it matches (sim.Forever: every one),
+// as OneC.Faults.Add does; n = 0 queues nothing.
+func (c *Remote) AddFaults(ctx context.Context, n int, f sim.Fault) error {
+	if n == 0 {
+		return nil
+	}
+	return c.do(ctx, http.MethodPost, "faults", ControlFault{Fault: f, Times: n}, nil)
 }
 
 // ClearFaults drops every queued fault.

@@ -165,14 +165,17 @@ type session struct {
 	busy int
 }
 
-type queuedFault struct {
-	Fault
-	left int // -1: forever
-}
-
 // OneC is a simulated 1C base publishing contract v1. It is an http.Handler and
 // safe for concurrent use.
 type OneC struct {
+	// Faults fire on the matching requests, first queued first. Op is "ping",
+	// "find", "create", "cancel", "stock", or "" for any of them; ExternalID, when
+	// set, restricts a fault to finds, creates and cancels of this external id. A
+	// fault is a plain status (406, 422, 502, 503, 504) or one of the kinds above
+	// (LockConflict500, DropAfterCreate, …), Delay and Hold timing those that take
+	// time. 1C sends no Retry-After, and answers its own bodies.
+	Faults *sim.Faults
+
 	prefix   string
 	username string
 	password string
@@ -194,7 +197,6 @@ type OneC struct {
 	orders    []*Order
 	seq       int
 	sessions  map[string]*session
-	faults    []*queuedFault
 	stock     map[string][]StockItem
 	stockRaw  map[string][]byte
 	stats     Stats
@@ -222,6 +224,7 @@ func New(opts Options) *OneC {
 		}
 	}
 	s := &OneC{
+		Faults:    sim.NewFaults(checkFault),
 		prefix:    "/" + strings.Trim(opts.Prefix, "/"),
 		username:  opts.Username,
 		password:  opts.Password,
@@ -402,34 +405,6 @@ func (s *OneC) edit(ref string, fn func(*Order)) bool {
 	return false
 }
 
-// Inject queues a fault. It panics on an invalid fault (a mistake in a test).
-func (s *OneC) Inject(f Fault) {
-	if err := f.validate(); err != nil {
-		panic(err)
-	}
-	left := f.Times
-	if left == 0 {
-		left = 1
-	}
-	s.mu.Lock()
-	s.faults = append(s.faults, &queuedFault{Fault: f, left: left})
-	s.mu.Unlock()
-}
-
-// ClearFaults drops every queued fault.
-func (s *OneC) ClearFaults() {
-	s.mu.Lock()
-	s.faults = nil
-	s.mu.Unlock()
-}
-
-// PendingFaults is the number of queued faults that have not fired out.
-func (s *OneC) PendingFaults() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.faults)
-}
-
 // SetLatency changes the latency added to every request.
 func (s *OneC) SetLatency(d time.Duration) {
 	s.mu.Lock()
@@ -573,7 +548,7 @@ func (s *OneC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	f := s.takeFault(op, externalIDOf(op, r, body))
 	if f != nil {
-		s.log.InfoContext(r.Context(), "1c sim: fault fired", "op", op, "kind", f.Kind.String())
+		s.log.InfoContext(r.Context(), "1c sim: fault fired", "op", op, "kind", FaultName(*f))
 		if s.gatewayFault(w, r, f) {
 			return
 		}
@@ -599,7 +574,7 @@ func (s *OneC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// The module answers an exception of its own as the contract's error.
 			s.writeError(w, http.StatusInternalServerError, apiError{Code: "exception", Message: businessErrorText}, nil)
 			return
-		case Status422:
+		case "": // a plain status the gateway did not answer: 422
 			s.writeError(w, http.StatusUnprocessableEntity, apiError{Code: "rejected", Message: "Заказ отклонён обработчиком (внедрённая ошибка симулятора)"}, nil)
 			return
 		case Stall:
@@ -630,16 +605,23 @@ func (s *OneC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // gatewayFault answers the faults that happen before 1C runs the handler and
 // reports whether the request is finished.
-func (s *OneC) gatewayFault(w http.ResponseWriter, r *http.Request, f *Fault) bool {
+func (s *OneC) gatewayFault(w http.ResponseWriter, r *http.Request, f *sim.Fault) bool {
+	if f.Kind == "" {
+		switch f.Status {
+		case http.StatusServiceUnavailable:
+			s.writeText(w, http.StatusServiceUnavailable, "Сервис временно недоступен: сервер 1С:Предприятия не отвечает")
+		case http.StatusBadGateway:
+			s.writeText(w, http.StatusBadGateway, "Bad Gateway: ошибка при обращении к серверу 1С:Предприятия")
+		case http.StatusGatewayTimeout:
+			s.writeText(w, http.StatusGatewayTimeout, "Gateway Timeout: сервер 1С:Предприятия не ответил вовремя")
+		case http.StatusNotAcceptable:
+			s.writeText(w, http.StatusNotAcceptable, "Не удалось начать сеанс: нет свободной лицензии на сервере 1С:Предприятия или превышено число сеансов")
+		default:
+			return false
+		}
+		return true
+	}
 	switch f.Kind {
-	case Status503:
-		s.writeText(w, http.StatusServiceUnavailable, "Сервис временно недоступен: сервер 1С:Предприятия не отвечает")
-	case Status502:
-		s.writeText(w, http.StatusBadGateway, "Bad Gateway: ошибка при обращении к серверу 1С:Предприятия")
-	case Status504:
-		s.writeText(w, http.StatusGatewayTimeout, "Gateway Timeout: сервер 1С:Предприятия не ответил вовремя")
-	case Status406:
-		s.writeText(w, http.StatusNotAcceptable, "Не удалось начать сеанс: нет свободной лицензии на сервере 1С:Предприятия или превышено число сеансов")
 	case HTMLLogin200:
 		s.writeHTML(w, http.StatusOK, loginPage)
 	case HTML404:
@@ -719,24 +701,15 @@ func externalIDOf(op string, r *http.Request, body []byte) string {
 	return ""
 }
 
-func (s *OneC) takeFault(op, externalID string) *Fault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, q := range s.faults {
-		if !q.matches(op, externalID) {
-			continue
-		}
-		if q.left > 0 {
-			q.left--
-			if q.left == 0 {
-				s.faults = slices.Delete(s.faults, i, i+1)
-			}
-		}
-		s.stats.FaultsFired++
-		f := q.Fault
-		return &f
+func (s *OneC) takeFault(op, externalID string) *sim.Fault {
+	f, ok := s.Faults.Take(func(f sim.Fault) bool { return f.Matches(op, externalID) })
+	if !ok {
+		return nil
 	}
-	return nil
+	s.mu.Lock()
+	s.stats.FaultsFired++
+	s.mu.Unlock()
+	return &f
 }
 
 // wait sleeps d, or until the client gives up when d is 0 and untilGiveUp is set.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 // This file holds what goes wrong around the 1C handler rather than inside it: a
@@ -75,10 +77,10 @@ func (s *OneC) answerMissing(w http.ResponseWriter, r *http.Request, op string, 
 
 // gateway504After answers the proxy's 504 after f.Delay while the handler runs on
 // in the background, keeping the request's session busy (release ends it), and
-// commits after f.hold(). A create is uncommitted meanwhile; another operation
+// commits after holdOf(f). A create is uncommitted meanwhile; another operation
 // does its work at the end, into the void.
-func (s *OneC) gateway504After(w http.ResponseWriter, r *http.Request, op string, body []byte, f *Fault, release func()) {
-	hold := f.hold()
+func (s *OneC) gateway504After(w http.ResponseWriter, r *http.Request, op string, body []byte, f *sim.Fault, release func()) {
+	hold := holdOf(*f)
 	bgReq := r.Clone(context.WithoutCancel(r.Context())) // r is not to be used once answered
 	s.mu.Lock()
 	started := !s.closing

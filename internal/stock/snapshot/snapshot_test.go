@@ -16,6 +16,7 @@ import (
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/stock"
 	"github.com/ordersync/ordersync/internal/stock/scheduler"
@@ -242,7 +243,7 @@ func TestASnapshotRetriesWhile1CIsDownAndFailsWhenItsSlotHasEnded(t *testing.T) 
 	h := newHarness(t, onecsim.Options{})
 	h.onec.SetStock("WH1", onecsim.StockItem{SKU: "A", Quantity: decimal.NewFromInt(1), Price: decimal.NewFromInt(1)})
 	// More 503s than the client's own retries of a GET: the engine retries too.
-	h.onec.Inject(onecsim.Fault{Op: "stock", Kind: onecsim.Status503, Times: 8})
+	h.onec.Faults.Add(8, sim.Fault{Op: "stock", Status: 503})
 	key := h.registerSnapshot(snapshotPayload("WH1", time.Now().Add(time.Hour)))
 	h.drain(h.engine(nil, engine.Config{}))
 	d := h.show(key)
