@@ -1,7 +1,7 @@
 package httpservice_test
 
-// Contract tests: the client against the simulated 1C base of internal/sim. They
-// assert what the base holds and received, not only what the client returns.
+// Contract tests: the client against the simulated 1C base of internal/sim/onecsim.
+// They assert what the base holds and received, not only what the client returns.
 
 import (
 	"context"

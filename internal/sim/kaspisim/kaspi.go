@@ -31,7 +31,7 @@ const Prefix = "/shop/api/v2"
 // refuses a period over 14 days.
 const MaxWindow = 14 * 24 * time.Hour
 
-// The kinds of request the Kaspi simulator counts (Requests) and fails on demand (FailOp).
+// The kinds of request the Kaspi simulator counts (Requests) and fails on demand (Faults).
 const (
 	OpList    = "list"    // GET /orders with a state filter
 	OpByCode  = "by_code" // GET /orders?filter[orders][code]=…
