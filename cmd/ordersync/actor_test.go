@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/ordersync/ordersync/internal/journal"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // TestResyncRecordsTheOperator: an order imported and resynced at the command line
@@ -17,7 +17,7 @@ func TestResyncRecordsTheOperator(t *testing.T) {
 	for _, backend := range []string{"postgres", "sqlite"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			e := newEnvOn(t, backend, sim.OneCOptions{KnownSKUs: []string{"SKU-1"}}, true)
+			e := newEnvOn(t, backend, onecsim.Options{KnownSKUs: []string{"SKU-1"}}, true)
 			if _, stderr, code := e.cli(orderJSON("TR-1", "SKU-NEW", "1", "10.00"), "order", "import"); code > 1 {
 				t.Fatalf("import: exit %d: %s", code, stderr)
 			}

@@ -32,6 +32,7 @@ import (
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store"
 )
 
@@ -218,7 +219,7 @@ func TestMetricsAfterAScriptedRunEqualTheJournalAndTheSimulator(t *testing.T) {
 	for _, backend := range []string{"postgres", "sqlite"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			e := newEnvOn(t, backend, sim.OneCOptions{}, true)
+			e := newEnvOn(t, backend, onecsim.Options{}, true)
 			sink := e.withSink()
 			e.environ = append(e.environ, "ORDERSYNC_ADMIN__LISTEN=127.0.0.1:0",
 				"ORDERSYNC_WEBHOOKS__SOURCES__SITE__SECRETS="+siteSecret)
@@ -227,7 +228,7 @@ func TestMetricsAfterAScriptedRunEqualTheJournalAndTheSimulator(t *testing.T) {
 			hook := w.hooks + "/webhooks/site"
 
 			// The first order's event dies at the sink (relay.max_attempts is 2).
-			sink.FailNext(2, 500, "")
+			sink.Faults.Add(2, sim.Fault{Status: 500})
 			if st, b := post(t, hook, "application/json", signed("msg_1", []byte(orderJSON("M-1", "SKU-1", "1", "10"))),
 				[]byte(orderJSON("M-1", "SKU-1", "1", "10"))); st != 200 {
 				t.Fatalf("M-1: %d %s", st, b)
@@ -238,8 +239,8 @@ func TestMetricsAfterAScriptedRunEqualTheJournalAndTheSimulator(t *testing.T) {
 			})
 			// 1C refuses M-3 for good; M-4's first create is answered 406 (no free
 			// session: the handler never ran, a transient failure even on a POST).
-			e.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status422, ExternalID: "site:M-3"})
-			e.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status406, ExternalID: "site:M-4"})
+			e.onec.Faults.Add(1, sim.Fault{Op: "create", Status: 422, ExternalID: "site:M-3"})
+			e.onec.Faults.Add(1, sim.Fault{Op: "create", Status: 406, ExternalID: "site:M-4"})
 			for i := 2; i <= 4; i++ {
 				body := []byte(orderJSON(fmt.Sprintf("M-%d", i), "SKU-1", "2", "15.50"))
 				if st, b := post(t, hook, "application/json", signed(fmt.Sprintf("msg_%d", i), body), body); st != 200 {
@@ -366,7 +367,7 @@ func TestMetricsAfterAScriptedRunEqualTheJournalAndTheSimulator(t *testing.T) {
 // names too.
 func TestReadyzFollows1C(t *testing.T) {
 	t.Parallel()
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{}, true)
+	e := newEnvOn(t, "sqlite", onecsim.Options{}, true)
 	const interval = time.Second
 	e.environ = append(e.environ, "ORDERSYNC_ADMIN__LISTEN=127.0.0.1:0", "ORDERSYNC_ONEC__PING_INTERVAL="+interval.String(),
 		"ORDERSYNC_ONEC__GET_RETRIES=0")
@@ -449,7 +450,7 @@ func TestReadyzFollows1C(t *testing.T) {
 // instruments nothing.
 func TestAdminPProfAndDisabled(t *testing.T) {
 	t.Parallel()
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{}, true)
+	e := newEnvOn(t, "sqlite", onecsim.Options{}, true)
 	e.environ = append(e.environ, "ORDERSYNC_ADMIN__LISTEN=127.0.0.1:0", "ORDERSYNC_ADMIN__PPROF=true")
 	w := startWorld(t, e)
 	if code, body := w.get("/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
@@ -459,7 +460,7 @@ func TestAdminPProfAndDisabled(t *testing.T) {
 		t.Fatalf("goroutine profile: %d", code)
 	}
 
-	e2 := newEnvOn(t, "sqlite", sim.OneCOptions{}, true)
+	e2 := newEnvOn(t, "sqlite", onecsim.Options{}, true)
 	e2.environ = append(e2.environ, "ORDERSYNC_ADMIN__LISTEN=")
 	a := &app{environ: e2.environ, stdout: io.Discard, stderr: io.Discard}
 	cfg, err := a.loadConfig()

@@ -13,7 +13,8 @@ import (
 
 	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/kaspisim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // Outside input that poisons the flow, through the real program on
@@ -54,7 +55,7 @@ func TestOrderImportRefusesBadInputBetweenGoodOrders(t *testing.T) {
 	for _, backend := range []string{"postgres", "sqlite"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			e := newEnvOn(t, backend, sim.OneCOptions{}, true)
+			e := newEnvOn(t, backend, onecsim.Options{}, true)
 			bad := badOrderLines()
 			lines := []string{orderJSON("GOOD-1", "SKU-1", "2", "1500.00")}
 			for _, b := range bad {
@@ -131,7 +132,7 @@ func TestWebhookRefusesBadInputAndTheServiceGoesOn(t *testing.T) {
 	for _, backend := range []string{"postgres", "sqlite"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			e := newEnvOn(t, backend, sim.OneCOptions{}, true)
+			e := newEnvOn(t, backend, onecsim.Options{}, true)
 			e.environ = append(e.environ, "ORDERSYNC_WEBHOOKS__SOURCES__SITE__SECRETS="+siteSecret)
 			svc := e.startService()
 			url := webhooksURL(t, svc.stderr) + "/webhooks/site"
@@ -190,8 +191,8 @@ func TestKaspiBadOrdersDoNotStopRunOrItsCursor(t *testing.T) {
 	for _, backend := range []string{"postgres", "sqlite"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			e := newEnvOn(t, backend, sim.OneCOptions{}, true)
-			k := sim.NewKaspi(sim.KaspiOptions{Token: "kaspi-token"})
+			e := newEnvOn(t, backend, onecsim.Options{}, true)
+			k := kaspisim.New(kaspisim.Options{Token: "kaspi-token"})
 			if err := k.Start("127.0.0.1:0"); err != nil {
 				t.Fatal(err)
 			}
@@ -206,13 +207,13 @@ func TestKaspiBadOrdersDoNotStopRunOrItsCursor(t *testing.T) {
 				"ORDERSYNC_RELAY__POLL_INTERVAL=20ms",
 			)
 			now := time.Now()
-			order := func(code string, at time.Time, first string) sim.KaspiOrder {
-				return sim.KaspiOrder{Code: code, CreationDate: at,
-					Customer: sim.KaspiCustomer{FirstName: first, LastName: "Петров", CellPhone: "7011234567"},
-					Entries: []sim.KaspiEntry{{OfferCode: "SKU-1", Name: "Чайник", Quantity: decimal.NewFromInt(1),
+			order := func(code string, at time.Time, first string) kaspisim.Order {
+				return kaspisim.Order{Code: code, CreationDate: at,
+					Customer: kaspisim.Customer{FirstName: first, LastName: "Петров", CellPhone: "7011234567"},
+					Entries: []kaspisim.Entry{{OfferCode: "SKU-1", Name: "Чайник", Quantity: decimal.NewFromInt(1),
 						BasePrice: decimal.RequireFromString("1500")}}}
 			}
-			for _, o := range []sim.KaspiOrder{
+			for _, o := range []kaspisim.Order{
 				order("880001", now.Add(-3*time.Hour), "Иван"),
 				order("880002", now.Add(-2*time.Hour), "Ив\x00ан"),
 				order("880004", now.Add(-time.Hour), "Иван"),
@@ -225,7 +226,7 @@ func TestKaspiBadOrdersDoNotStopRunOrItsCursor(t *testing.T) {
 			// entries can be read (GET /orders/{id}/entries): before the fix it was
 			// mapped whole, and its canonical encoding panicked the process.
 			first, _ := k.Order("880001")
-			k.AddRawOrder(sim.KaspiStateNew, now.Add(-90*time.Minute), `{"type":"orders","id":"`+first.ID+`","attributes":`+
+			k.AddRawOrder(kaspisim.StateNew, now.Add(-90*time.Minute), `{"type":"orders","id":"`+first.ID+`","attributes":`+
 				`{"code":"880003","state":"NEW","status":"APPROVED_BY_BANK","creationDate":253402300800000,"totalPrice":1500.0}}`)
 
 			svc := e.startService()

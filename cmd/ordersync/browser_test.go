@@ -23,6 +23,7 @@ import (
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/journal/export"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // chromium finds Debian's chromium; a machine without it fails the browser tests
@@ -198,10 +199,10 @@ func forgedPost(t *testing.T, ctx context.Context, path string, form map[string]
 func TestTheAccountantsPagesInABrowser(t *testing.T) {
 	t.Parallel()
 	bctx := newBrowser(t)
-	e := newEnvOn(t, "postgres", sim.OneCOptions{KnownSKUs: []string{"SKU-1"}}, true)
+	e := newEnvOn(t, "postgres", onecsim.Options{KnownSKUs: []string{"SKU-1"}}, true)
 
 	// A lost reply: 1C creates the kaspi order and the answer never comes.
-	e.onec.Inject(sim.Fault{Op: "create", Kind: sim.DropAfterCreate, ExternalID: "kaspi:512344101"})
+	e.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.DropAfterCreate, ExternalID: "kaspi:512344101"})
 	const n = 250
 	var lines []string
 	lines = append(lines, strings.Replace(orderJSON("512344101", "SKU-1", "2", "1500.10"), `"source":"site"`, `"source":"kaspi"`, 1))

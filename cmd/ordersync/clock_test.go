@@ -18,6 +18,7 @@ import (
 	"github.com/ordersync/ordersync/internal/logging"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
 )
@@ -43,8 +44,8 @@ func jsonRecords(t *testing.T, b string) []map[string]any {
 func TestRunOnAClockAheadOfTheDatabase(t *testing.T) {
 	t.Parallel()
 	const skew = 5 * time.Minute
-	e := newEnv(t, sim.OneCOptions{}, true)
-	e.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status503})
+	e := newEnv(t, onecsim.Options{}, true)
+	e.onec.Faults.Add(1, sim.Fault{Op: "create", Status: 503})
 	stderr := &lockedBuffer{}
 	a := &app{environ: e.environ, stdin: strings.NewReader(""), stdout: io.Discard, stderr: stderr, command: "run",
 		processClock: func() time.Time { return time.Now().Add(skew) }}
@@ -133,8 +134,8 @@ func TestNewEngineReckonsOnTheDatabaseClock(t *testing.T) {
 	t.Parallel()
 	const skew = 5 * time.Minute
 	ctx := context.Background()
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{}, false)
-	e.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status503, Times: -1})
+	e := newEnvOn(t, "sqlite", onecsim.Options{}, false)
+	e.onec.Faults.Add(sim.Forever, sim.Fault{Op: "create", Status: 503})
 	a := &app{environ: e.environ, stdout: io.Discard, stderr: io.Discard}
 	cfg, err := a.loadConfig()
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ordersync/ordersync/internal/eventually"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/testdb"
 )
 
@@ -36,7 +36,7 @@ func TestServiceWithin64SendersStaysWithinMaxConnections(t *testing.T) {
 		each    = 10
 		events  = senders * each
 	)
-	e := newEnv(t, sim.OneCOptions{}, true)
+	e := newEnv(t, onecsim.Options{}, true)
 	appName := applicationName(t, e.dbURL)
 	e.environ = append(e.environ,
 		"ORDERSYNC_WEBHOOKS__SOURCES__SITE__SECRETS="+siteSecret,

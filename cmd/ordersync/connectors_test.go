@@ -10,22 +10,25 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/ordersync/ordersync/internal/eventually"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/kaspisim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
+	"github.com/ordersync/ordersync/internal/sim/ozonsim"
+	"github.com/ordersync/ordersync/internal/sim/wbsim"
 )
 
 // marketplaces are the three simulated marketplaces, wired into e's environment.
 type marketplaces struct {
-	kaspi *sim.Kaspi
-	ozon  *sim.Ozon
-	wb    *sim.Wildberries
+	kaspi *kaspisim.Kaspi
+	ozon  *ozonsim.Ozon
+	wb    *wbsim.Wildberries
 }
 
 func (e *env) withMarketplaces() *marketplaces {
 	e.t.Helper()
 	m := &marketplaces{
-		kaspi: sim.NewKaspi(sim.KaspiOptions{Token: "kaspi-token"}),
-		ozon:  sim.NewOzon(sim.OzonOptions{ClientID: "123456", APIKey: "ozon-key"}),
-		wb:    sim.NewWildberries(sim.WildberriesOptions{Token: "wb-token"}),
+		kaspi: kaspisim.New(kaspisim.Options{Token: "kaspi-token"}),
+		ozon:  ozonsim.New(ozonsim.Options{ClientID: "123456", APIKey: "ozon-key"}),
+		wb:    wbsim.New(wbsim.Options{Token: "wb-token"}),
 	}
 	for _, s := range []interface {
 		Start(string) error
@@ -74,19 +77,19 @@ func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 // cancelled order is cancelled in 1C; a restart changes nothing.
 func TestRunBringsEveryMarketplaceOrderInto1COnceAndAcknowledgesIt(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.OneCOptions{}, true)
+	e := newEnv(t, onecsim.Options{}, true)
 	m := e.withMarketplaces()
 	now := time.Now().Add(-time.Hour)
 	for i := range 3 {
 		code := fmt.Sprintf("51234410%d", i)
-		if err := m.kaspi.AddOrder(sim.KaspiOrder{Code: code, CreationDate: now,
-			Customer: sim.KaspiCustomer{FirstName: "Иван", LastName: "Петров", CellPhone: "7011234567"},
-			Entries:  []sim.KaspiEntry{{OfferCode: "SKU-1", Name: "Чайник", Quantity: dec("2"), BasePrice: dec("1500.10")}}}); err != nil {
+		if err := m.kaspi.AddOrder(kaspisim.Order{Code: code, CreationDate: now,
+			Customer: kaspisim.Customer{FirstName: "Иван", LastName: "Петров", CellPhone: "7011234567"},
+			Entries:  []kaspisim.Entry{{OfferCode: "SKU-1", Name: "Чайник", Quantity: dec("2"), BasePrice: dec("1500.10")}}}); err != nil {
 			t.Fatal(err)
 		}
-		m.ozon.AddPosting(sim.OzonPosting{PostingNumber: fmt.Sprintf("05708065-00%d-1", i), InProcessAt: now,
-			Products: []sim.OzonProduct{{OfferID: "SKU-2", Name: "Кофе", Quantity: 1, Price: dec("1530.0000")}}})
-		m.wb.AddOrder(sim.WBOrder{ID: int64(1234567 + i), Article: "SKU-3", ConvertedPrice: 153099, ConvertedCurrencyCode: 643,
+		m.ozon.AddPosting(ozonsim.Posting{PostingNumber: fmt.Sprintf("05708065-00%d-1", i), InProcessAt: now,
+			Products: []ozonsim.Product{{OfferID: "SKU-2", Name: "Кофе", Quantity: 1, Price: dec("1530.0000")}}})
+		m.wb.AddOrder(wbsim.Order{ID: int64(1234567 + i), Article: "SKU-3", ConvertedPrice: 153099, ConvertedCurrencyCode: 643,
 			Price: 153099, CurrencyCode: 643, CreatedAt: now})
 	}
 	stop := e.runInProcess()
@@ -126,9 +129,9 @@ func TestRunBringsEveryMarketplaceOrderInto1COnceAndAcknowledgesIt(t *testing.T)
 
 	// Restart: the same listings again; nothing new anywhere.
 	polls := func() (k, o, w int) {
-		return m.kaspi.Requests()[sim.KaspiOpList],
-			len(m.ozon.RequestsTo(sim.OzonUnfulfilledV3)) + len(m.ozon.RequestsTo(sim.OzonUnfulfilledV4)),
-			len(m.wb.RequestsOf(sim.WBOpNew))
+		return m.kaspi.Requests()[kaspisim.OpList],
+			len(m.ozon.RequestsTo(ozonsim.PathUnfulfilledV3)) + len(m.ozon.RequestsTo(ozonsim.PathUnfulfilledV4)),
+			len(m.wb.RequestsOf(wbsim.OpNew))
 	}
 	k0, o0, w0 := polls()
 	stop = e.runInProcess()
@@ -181,7 +184,7 @@ func TestRunBringsEveryMarketplaceOrderInto1COnceAndAcknowledgesIt(t *testing.T)
 	}
 }
 
-func externalIDs(os []sim.OneCOrder) []string {
+func externalIDs(os []onecsim.Order) []string {
 	var s []string
 	for _, o := range os {
 		s = append(s, o.ExternalID)
@@ -191,10 +194,10 @@ func externalIDs(os []sim.OneCOrder) []string {
 
 func TestResyncOneMarketplaceOrderInTheForeground(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.OneCOptions{}, true)
+	e := newEnv(t, onecsim.Options{}, true)
 	m := e.withMarketplaces()
-	if err := m.kaspi.AddOrder(sim.KaspiOrder{Code: "600100200", CreationDate: time.Now().Add(-time.Hour),
-		Entries: []sim.KaspiEntry{{OfferCode: "SKU-1", Name: "Чайник", Quantity: dec("1"), BasePrice: dec("999")}}}); err != nil {
+	if err := m.kaspi.AddOrder(kaspisim.Order{Code: "600100200", CreationDate: time.Now().Add(-time.Hour),
+		Entries: []kaspisim.Entry{{OfferCode: "SKU-1", Name: "Чайник", Quantity: dec("1"), BasePrice: dec("999")}}}); err != nil {
 		t.Fatal(err)
 	}
 	out, stderr, code := e.cli("", "resync", "kaspi", "600100200")
@@ -214,10 +217,10 @@ func TestResyncOneMarketplaceOrderInTheForeground(t *testing.T) {
 
 func TestAMarketplaceRefusingCredentialsStopsOnlyItsConnector(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.OneCOptions{}, true)
+	e := newEnv(t, onecsim.Options{}, true)
 	m := e.withMarketplaces()
 	e.environ = append(e.environ, "ORDERSYNC_CONNECTORS__KASPI__TOKEN=wrong")
-	m.wb.AddOrder(sim.WBOrder{ID: 42, Article: "SKU-3", ConvertedPrice: 100, ConvertedCurrencyCode: 643, Price: 100,
+	m.wb.AddOrder(wbsim.Order{ID: 42, Article: "SKU-3", ConvertedPrice: 100, ConvertedCurrencyCode: 643, Price: 100,
 		CurrencyCode: 643, CreatedAt: time.Now().Add(-time.Hour)})
 	stop := e.runInProcess()
 	var out string

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // TestEveryUsageErrorExits2: each way of getting the command line wrong exits 2 with
@@ -95,7 +95,7 @@ func TestOperationalErrorsExit1WhateverTheySay(t *testing.T) {
 	}
 	// The same end to end: a term nothing is found by is an operational failure,
 	// whatever words the person searched for.
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{}, true)
+	e := newEnvOn(t, "sqlite", onecsim.Options{}, true)
 	for _, term := range []string{"accepts 2", "requires at least 1", "required flag"} {
 		out, stderr, code := e.cli("", "journal", "show", term)
 		msg := wantOneLine(t, "journal show "+term, stderr)

@@ -16,11 +16,12 @@ import (
 	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/testdb"
 )
 
 // newEnvOnURL is newEnv on the database at url (a throwaway cluster of the test's).
-func newEnvOnURL(t *testing.T, url string, opts sim.OneCOptions) *env {
+func newEnvOnURL(t *testing.T, url string, opts onecsim.Options) *env {
 	t.Helper()
 	e := newEnvOn(t, "sqlite", opts, false)
 	for i, kv := range e.environ {
@@ -56,7 +57,7 @@ func statusCounts(store journal.Store) (counts map[journal.Status]int, ok bool) 
 func TestPostgresRestartedMidRun(t *testing.T) {
 	t.Parallel()
 	cluster := testdb.StartCluster(t)
-	e := newEnvOnURL(t, cluster.URL(), sim.OneCOptions{Latency: 50 * time.Millisecond})
+	e := newEnvOnURL(t, cluster.URL(), onecsim.Options{Latency: 50 * time.Millisecond})
 	sink := e.withSink()
 	e.environ = append(e.environ,
 		// A claim whose session the restart cut is taken over 3 × timeout + settle_time
@@ -142,7 +143,7 @@ func viaProxy(t *testing.T, raw string, seed uint64) (string, *sim.TCPProxy) {
 // and every event reaches the receiver at least once, in lane order.
 func TestFaultProxyBetweenTheServiceAnd1CAndPostgres(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.OneCOptions{Latency: 20 * time.Millisecond}, true)
+	e := newEnv(t, onecsim.Options{Latency: 20 * time.Millisecond}, true)
 	sink := e.withSink()
 	dbURL, dbProxy := viaProxy(t, e.dbURL, 1)
 	onecURL, onecProxy := viaProxy(t, e.onec.URL(), 2)
@@ -214,7 +215,7 @@ func TestFaultProxyBetweenTheServiceAnd1CAndPostgres(t *testing.T) {
 // 1C still holds each order it created once.
 func TestShutdownWhenTheDatabaseStopsAnswering(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.OneCOptions{Latency: 20 * time.Millisecond}, true)
+	e := newEnv(t, onecsim.Options{Latency: 20 * time.Millisecond}, true)
 	dbURL, dbProxy := viaProxy(t, e.dbURL, 3)
 	for i, kv := range e.environ {
 		if strings.HasPrefix(kv, "ORDERSYNC_DATABASE__URL=") {

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ordersync/ordersync/internal/eventually"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
 	"github.com/ordersync/ordersync/internal/testdb"
 )
@@ -112,7 +112,7 @@ func TestEveryCommandSaysHowItUsesTheDatabase(t *testing.T) {
 
 func TestInvalidFlagValuesExit2NamingTheFlag(t *testing.T) {
 	t.Parallel()
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{}, true)
+	e := newEnvOn(t, "sqlite", onecsim.Options{}, true)
 	for _, tc := range []struct {
 		args []string
 		flag string
@@ -275,7 +275,7 @@ func TestACommandNeverCreatesAJournalItWasNotAskedTo(t *testing.T) {
 // schema that is behind (it says to run migrate); a command that writes does.
 func TestReadOnlyCommandsNeverWriteTheEmbeddedFile(t *testing.T) {
 	t.Parallel()
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{}, false)
+	e := newEnvOn(t, "sqlite", onecsim.Options{}, false)
 	path := filepath.Join(e.stateDir, sqlite.FileName)
 	if err := os.WriteFile(path, nil, 0o600); err != nil { // an empty database: schema version 0
 		t.Fatal(err)
@@ -348,7 +348,7 @@ func TestLimitZeroListsEveryRowAPageAtATime(t *testing.T) {
 	for _, backend := range []string{"postgres", "sqlite"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			e := newEnvOn(t, backend, sim.OneCOptions{}, true)
+			e := newEnvOn(t, backend, onecsim.Options{}, true)
 			const n = listPage + 23 // more than a page
 			var lines []string
 			for i := range n {
@@ -460,7 +460,7 @@ func TestPagesAndJSONArray(t *testing.T) {
 
 func TestConnectorsStatusShowsEveryConnectorAsConfigured(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.OneCOptions{}, true)
+	e := newEnv(t, onecsim.Options{}, true)
 	// Kaspi enabled, its token in a credential only the service has: status reads
 	// no secret, and shows the three connectors as configured.
 	e.environ = append(e.environ, "ORDERSYNC_CONNECTORS__KASPI__ENABLED=true", "ORDERSYNC_CONNECTORS__KASPI__WAREHOUSE=WH1",
@@ -494,7 +494,7 @@ func TestConnectorsStatusShowsEveryConnectorAsConfigured(t *testing.T) {
 
 func TestConfigCheckNamesEveryBadLineOfTheSKUMap(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.OneCOptions{}, true)
+	e := newEnv(t, onecsim.Options{}, true)
 	path := filepath.Join(t.TempDir(), "sku-map.csv")
 	os.WriteFile(path, []byte("marketplace,marketplace_sku,onec_sku\nwb,1,SKU-1\nwildberries,2,SKU-2\nKaspi,3,SKU-3\n"), 0o600)
 	env := append(slices.Clone(e.environ), "ORDERSYNC_CONNECTORS__SKU_MAP="+path)
@@ -551,7 +551,7 @@ func TestRunAndMigrateWaitForTheDatabase(t *testing.T) {
 	c := testdb.StartCluster(t)
 	c.Stop()
 	target := fmt.Sprintf("127.0.0.1:%d/test", c.Port())
-	e := newEnv(t, sim.OneCOptions{}, false)
+	e := newEnv(t, onecsim.Options{}, false)
 	e.environ = append(e.environ, "ORDERSYNC_DATABASE__URL="+strings.Replace(c.URL(), "postgres@", "postgres:never-shown@", 1),
 		"ORDERSYNC_DATABASE__CONNECT_TIMEOUT=3m")
 

@@ -10,7 +10,7 @@ import (
 	"github.com/xuri/excelize/v2"
 
 	"github.com/ordersync/ordersync/internal/journal/export"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // journal show finds an operation by every form a person has at hand, and says
@@ -21,7 +21,7 @@ func TestJournalShowByAnyFormAndListColumns(t *testing.T) {
 	for _, backend := range []string{"postgres", "sqlite"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			e := newEnvOn(t, backend, sim.OneCOptions{}, true)
+			e := newEnvOn(t, backend, onecsim.Options{}, true)
 			e.environ = append(e.environ, "ORDERSYNC_UI__TIMEZONE=Asia/Almaty")
 			input := orderJSON("512344101", "SKU-1", "2", "1500.10") + "\n" +
 				strings.Replace(orderJSON("512344102", "SKU-1", "1", "99.99"), "+77011234567", "+7 702 000 00 00", 1)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // TestKill9TwiceUnderLoadCreatesEveryOrderOnce kills `ordersync run` with SIGKILL
@@ -32,7 +32,7 @@ func TestKill9TwiceUnderLoadCreatesEveryOrderOnce(t *testing.T) {
 }
 
 func testKill9Twice(t *testing.T, backend string) {
-	e := newEnvOn(t, backend, sim.OneCOptions{OpLatency: map[string]time.Duration{"create": 200 * time.Millisecond, "find": 20 * time.Millisecond}}, true)
+	e := newEnvOn(t, backend, onecsim.Options{OpLatency: map[string]time.Duration{"create": 200 * time.Millisecond, "find": 20 * time.Millisecond}}, true)
 	// The service talks to 1C through a front that counts the creates in flight: the
 	// kills must hit some.
 	var creating atomic.Int64

@@ -15,7 +15,7 @@ import (
 
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/logging"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/testdb"
 )
 
@@ -48,20 +48,20 @@ type env struct {
 	t        *testing.T
 	dbURL    string
 	stateDir string
-	onec     *sim.OneC
+	onec     *onecsim.OneC
 	environ  []string
 }
 
-func newEnv(t *testing.T, opts sim.OneCOptions, migrate bool) *env {
+func newEnv(t *testing.T, opts onecsim.Options, migrate bool) *env {
 	return newEnvOn(t, "postgres", opts, migrate)
 }
 
 // newEnvOn is newEnv on a backend: "postgres" (a schema of the test server) or
 // "sqlite" (no database.url: the embedded file in a temporary STATE_DIRECTORY).
-func newEnvOn(t *testing.T, backend string, opts sim.OneCOptions, migrate bool) *env {
+func newEnvOn(t *testing.T, backend string, opts onecsim.Options, migrate bool) *env {
 	t.Helper()
 	opts.Username, opts.Password = "ordersync", simPassword
-	s := sim.NewOneC(opts)
+	s := onecsim.New(opts)
 	if err := s.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestUnreachableDatabaseExits1NamingTheServer(t *testing.T) {
 
 func TestRunRefusesASchemaThatIsBehind(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.OneCOptions{}, false)
+	e := newEnv(t, onecsim.Options{}, false)
 	_, stderr, code := e.cli("", "run")
 	if code != 1 || !strings.Contains(stderr, "ordersync migrate") {
 		t.Fatalf("exit %d stderr %q; want 1 and advice to run ordersync migrate", code, stderr)
@@ -211,7 +211,7 @@ func TestRunRefusesASchemaThatIsBehind(t *testing.T) {
 
 func TestConfigCheckMasksSecrets(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.OneCOptions{}, false)
+	e := newEnv(t, onecsim.Options{}, false)
 	e.environ = append(e.environ, "ORDERSYNC_DATABASE__URL=postgres://ordersync:db-secret@127.0.0.1:5432/ordersync")
 	out, stderr, code := e.cli("", "config", "check")
 	if code != 0 {
@@ -227,7 +227,7 @@ func TestConfigCheckMasksSecrets(t *testing.T) {
 
 func TestOrderImportRejectsBadOrdersAndRegistersTheRest(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.OneCOptions{}, true)
+	e := newEnv(t, onecsim.Options{}, true)
 	good1 := orderJSON("A-1", "SKU-1", "2", "1500.00")
 	good2 := orderJSON("A-2", "SKU-1", "0.5", "99.99")
 	input := strings.Join([]string{
@@ -279,7 +279,7 @@ func TestOrderImportRejectsBadOrdersAndRegistersTheRest(t *testing.T) {
 
 func TestResyncAfterPermanentFailureAndJournalShowShape(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.OneCOptions{KnownSKUs: []string{"SKU-1"}}, true)
+	e := newEnv(t, onecsim.Options{KnownSKUs: []string{"SKU-1"}}, true)
 	if _, stderr, code := e.cli(orderJSON("C-1", "SKU-NEW", "1", "250.50"), "order", "import"); code != 0 {
 		t.Fatalf("import: %d %s", code, stderr)
 	}

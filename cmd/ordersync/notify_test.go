@@ -24,6 +24,7 @@ import (
 	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/sdnotify"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // notification is one datagram received: its assignments, one a line.
@@ -145,7 +146,7 @@ const watchdogUSec = 400_000
 // STOPPING=1, after which nothing is sent.
 func TestNotifyReadyStatusWatchdogAndStopping(t *testing.T) {
 	t.Parallel()
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{}, true)
+	e := newEnvOn(t, "sqlite", onecsim.Options{}, true)
 	sock := newNotifySocket(t)
 	svc := e.startService("NOTIFY_SOCKET="+sock.addr, "WATCHDOG_USEC="+strconv.Itoa(watchdogUSec))
 
@@ -232,7 +233,7 @@ func TestNotifyReadyStatusWatchdogAndStopping(t *testing.T) {
 // withheld for the engine alone — systemd would restart the service.
 func TestNotifyWatchdogStopsWhileAnEngineLoopIsHung(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.OneCOptions{}, true)
+	e := newEnv(t, onecsim.Options{}, true)
 	dbURL, dbProxy := viaProxy(t, e.dbURL, 7)
 	for i, kv := range e.environ {
 		if strings.HasPrefix(kv, "ORDERSYNC_DATABASE__URL=") {
@@ -325,7 +326,7 @@ func TestNotifyWatchdogStopsWhileAnEngineLoopIsHung(t *testing.T) {
 // ends the service at once.
 func TestNotifyListenersDoNotWaitFor1CsStartUpPing(t *testing.T) {
 	t.Parallel()
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{OpLatency: map[string]time.Duration{"ping": time.Minute}}, true)
+	e := newEnvOn(t, "sqlite", onecsim.Options{OpLatency: map[string]time.Duration{"ping": time.Minute}}, true)
 	e.environ = append(e.environ, "ORDERSYNC_ONEC__TIMEOUT=1m", "ORDERSYNC_ONEC__SETTLE_TIME=2m")
 	sock := newNotifySocket(t)
 	started := time.Now()
@@ -364,7 +365,7 @@ func TestNotifyMigrateExtendsTheStartTimeout(t *testing.T) {
 	for _, backend := range []string{"postgres", "sqlite"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			e := newEnvOn(t, backend, sim.OneCOptions{}, false)
+			e := newEnvOn(t, backend, onecsim.Options{}, false)
 			sock := newNotifySocket(t)
 			e.environ = append(e.environ, "NOTIFY_SOCKET="+sock.addr)
 			out, stderr, code := e.cli("", "migrate")
@@ -563,7 +564,7 @@ func TestSystemdUnitWatchdogAbortIsRestartable(t *testing.T) {
 		traceback string
 		killed    bool
 	}{{"", false}, {traceback, true}} {
-		e := newEnvOn(t, "sqlite", sim.OneCOptions{}, true)
+		e := newEnvOn(t, "sqlite", onecsim.Options{}, true)
 		extra := []string{}
 		if tc.traceback != "" {
 			extra = append(extra, "GOTRACEBACK="+tc.traceback)

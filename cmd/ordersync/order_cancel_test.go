@@ -8,7 +8,7 @@ import (
 
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // TestOrderCancel: an order created in 1C is cancelled there by `order cancel`
@@ -19,7 +19,7 @@ func TestOrderCancel(t *testing.T) {
 	for _, backend := range []string{"postgres", "sqlite"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			e := newEnvOn(t, backend, sim.OneCOptions{}, true)
+			e := newEnvOn(t, backend, onecsim.Options{}, true)
 			if _, stderr, code := e.cli(orderJSON("X-1", "SKU-1", "1", "100.00"), "order", "import"); code != 0 {
 				t.Fatalf("import: exit %d: %s", code, stderr)
 			}
@@ -129,7 +129,7 @@ func TestOrderCancel(t *testing.T) {
 
 func TestOrderCancelUsageErrors(t *testing.T) {
 	t.Parallel()
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{}, false)
+	e := newEnvOn(t, "sqlite", onecsim.Options{}, false)
 	for _, c := range []struct {
 		name string
 		args []string
@@ -154,9 +154,9 @@ func TestOrderCancelUsageErrors(t *testing.T) {
 }
 
 // simOrder is the one order 1C holds under externalID.
-func simOrder(t *testing.T, s *sim.OneC, externalID string) sim.OneCOrder {
+func simOrder(t *testing.T, s *onecsim.OneC, externalID string) onecsim.Order {
 	t.Helper()
-	var found []sim.OneCOrder
+	var found []onecsim.Order
 	for _, o := range s.Orders() {
 		if o.ExternalID == externalID {
 			found = append(found, o)

@@ -11,14 +11,16 @@ import (
 
 	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
+	"github.com/ordersync/ordersync/internal/sim/webhooksim"
 )
 
 const sinkSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 // withSink adds a signed webhook destination "crm" for order.created to e.
-func (e *env) withSink() *sim.WebhookSink {
+func (e *env) withSink() *webhooksim.Sink {
 	e.t.Helper()
-	sink, err := sim.NewWebhookSink(sim.WebhookSinkOptions{Secrets: []string{sinkSecret}})
+	sink, err := webhooksim.New(webhooksim.Options{Secrets: []string{sinkSecret}})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -95,7 +97,7 @@ func (e *env) runWithLog() (stop func() int, log *lockedBuffer) {
 
 func TestOrderCreatedReachesTheWebhookSignedExactlyOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.OneCOptions{}, true)
+	e := newEnv(t, onecsim.Options{}, true)
 	sink := e.withSink()
 	order := orderJSON("W-1", "SKU-1", "2", "1500.10")
 	if _, stderr, code := e.cli(order, "order", "import"); code != 0 {
@@ -160,9 +162,9 @@ func TestOrderCreatedReachesTheWebhookSignedExactlyOnce(t *testing.T) {
 
 func TestDeadEventIsListedAndRequeueDeliversIt(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.OneCOptions{}, true)
+	e := newEnv(t, onecsim.Options{}, true)
 	sink := e.withSink()
-	sink.FailNext(2, 500, "") // relay.max_attempts is 2: the event dies
+	sink.Faults.Add(2, sim.Fault{Status: 500}) // relay.max_attempts is 2: the event dies
 	if _, stderr, code := e.cli(orderJSON("W-2", "SKU-1", "1", "10"), "order", "import"); code != 0 {
 		t.Fatalf("import: %d %s", code, stderr)
 	}

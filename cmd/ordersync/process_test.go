@@ -15,7 +15,7 @@ import (
 
 	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // service is the real ordersync binary running `run` (or another command, see
@@ -114,7 +114,7 @@ func TestKill9MidCallThenRestartCreatesEveryOrderOnce(t *testing.T) {
 }
 
 func testKill9(t *testing.T, backend string) {
-	e := newEnvOn(t, backend, sim.OneCOptions{Latency: 150 * time.Millisecond}, true)
+	e := newEnvOn(t, backend, onecsim.Options{Latency: 150 * time.Millisecond}, true)
 	// A killed attempt is taken over 3 × timeout + settle_time after it started.
 	e.environ = append(e.environ, "ORDERSYNC_ONEC__MAX_CONCURRENCY=8", "ORDERSYNC_ONEC__TIMEOUT=2s", "ORDERSYNC_ONEC__SETTLE_TIME=3s")
 	const n = 60
@@ -220,7 +220,7 @@ func mustList(t *testing.T, store journal.Store) []journal.Operation {
 // TestASecondRunOnTheSameSQLiteFileRefuses: one process works an embedded file.
 func TestASecondRunOnTheSameSQLiteFileRefuses(t *testing.T) {
 	t.Parallel()
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{}, true)
+	e := newEnvOn(t, "sqlite", onecsim.Options{}, true)
 	svc := e.startService()
 	eventually.True(t, "engine started in the log", func() bool { return strings.Contains(svc.stderr.String(), "engine started") })
 	_, stderr, code := e.cli("", "run")
@@ -243,7 +243,7 @@ func TestASecondRunOnTheSameSQLiteFileRefuses(t *testing.T) {
 // work themselves.
 func TestCLIHandsWorkToTheServiceOnSQLite(t *testing.T) {
 	t.Parallel()
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{KnownSKUs: []string{"SKU-1"}}, true)
+	e := newEnvOn(t, "sqlite", onecsim.Options{KnownSKUs: []string{"SKU-1"}}, true)
 	e.environ = append(e.environ, "ORDERSYNC_WORKER__POLL_INTERVAL=1h") // only a wake-up makes it claim at once
 
 	// No service: import does the work itself.
@@ -304,7 +304,7 @@ func testSIGTERM(t *testing.T, backend string) {
 		}
 		iterations = n
 	}
-	e := newEnvOn(t, backend, sim.OneCOptions{OpLatency: map[string]time.Duration{"create": 120 * time.Millisecond, "find": 30 * time.Millisecond}}, true)
+	e := newEnvOn(t, backend, onecsim.Options{OpLatency: map[string]time.Duration{"create": 120 * time.Millisecond, "find": 30 * time.Millisecond}}, true)
 	store := e.store()
 	// Orders are registered without 1C (no onec.base_url): only the service works them.
 	register := append(append([]string{}, e.environ...), "ORDERSYNC_ONEC__BASE_URL=")

@@ -11,7 +11,8 @@ import (
 	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/reconcile"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/kaspisim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // TestReconcileKaspi runs the real program end to end: `ordersync run` brings
@@ -24,8 +25,8 @@ func TestReconcileKaspi(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			// SKU-X is unknown to 1C: its order fails.
-			e := newEnvOn(t, backend, sim.OneCOptions{KnownSKUs: []string{"SKU-1"}}, true)
-			k := sim.NewKaspi(sim.KaspiOptions{Token: "kaspi-token"})
+			e := newEnvOn(t, backend, onecsim.Options{KnownSKUs: []string{"SKU-1"}}, true)
+			k := kaspisim.New(kaspisim.Options{Token: "kaspi-token"})
 			if err := k.Start("127.0.0.1:0"); err != nil {
 				t.Fatal(err)
 			}
@@ -41,9 +42,9 @@ func TestReconcileKaspi(t *testing.T) {
 			created := time.Now().Add(-time.Hour)
 			add := func(code, sku string) {
 				t.Helper()
-				if err := k.AddOrder(sim.KaspiOrder{Code: code, CreationDate: created,
-					Customer: sim.KaspiCustomer{FirstName: "Иван", LastName: "Петров", CellPhone: "7011234567"},
-					Entries:  []sim.KaspiEntry{{OfferCode: sku, Name: "Чайник", Quantity: dec("2"), BasePrice: dec("1500.10")}}}); err != nil {
+				if err := k.AddOrder(kaspisim.Order{Code: code, CreationDate: created,
+					Customer: kaspisim.Customer{FirstName: "Иван", LastName: "Петров", CellPhone: "7011234567"},
+					Entries:  []kaspisim.Entry{{OfferCode: sku, Name: "Чайник", Quantity: dec("2"), BasePrice: dec("1500.10")}}}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -76,13 +77,13 @@ func TestReconcileKaspi(t *testing.T) {
 				return ""
 			}
 			e.onec.DeleteOrder(ref(goneCode))
-			e.onec.PlantOrder(sim.PlantedOrder{ExternalID: "kaspi:" + dupCode, Total: dec("3000.20"), Currency: "KZT", Posted: true})
+			e.onec.PlantOrder(onecsim.PlantedOrder{ExternalID: "kaspi:" + dupCode, Total: dec("3000.20"), Currency: "KZT", Posted: true})
 			e.onec.SetTotal(ref(amountCode), dec("3000.00"))
 			if err := k.SetStatus(cancelCode, "CANCELLED"); err != nil {
 				t.Fatal(err)
 			}
 			add(missingCode, "SKU-1") // after run: ordersync never saw it
-			e.onec.PlantOrder(sim.PlantedOrder{ExternalID: "kaspi:HAND-1", Total: dec("10"), Currency: "KZT", Posted: true})
+			e.onec.PlantOrder(onecsim.PlantedOrder{ExternalID: "kaspi:HAND-1", Total: dec("10"), Currency: "KZT", Posted: true})
 
 			// The orders were created an hour ago in onec.timezone (Asia/Almaty, the
 			// default of ui.timezone): yesterday and today cover them at any hour.
@@ -150,7 +151,7 @@ func TestReconcileKaspi(t *testing.T) {
 // Usage errors exit 2 with one line naming the flag.
 func TestReconcileUsage(t *testing.T) {
 	t.Parallel()
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{}, true)
+	e := newEnvOn(t, "sqlite", onecsim.Options{}, true)
 	for _, c := range []struct {
 		args []string
 		want string

@@ -10,7 +10,7 @@ import (
 
 	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // failOrders registers n orders with an SKU 1C does not know and brings each to
@@ -55,7 +55,7 @@ func TestBulkResync(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			const n = 30
-			e := newEnvOn(t, backend, sim.OneCOptions{KnownSKUs: []string{"SKU-1"}}, true)
+			e := newEnvOn(t, backend, onecsim.Options{KnownSKUs: []string{"SKU-1"}}, true)
 			failOrders(t, e, backend, "BR", "SKU-NEW", n)
 			store := e.store()
 			if got := countStatus(t, store, journal.StatusFailed); got != n {
@@ -133,7 +133,7 @@ func TestBulkResync(t *testing.T) {
 // fails and the exit status is 1; the JSON says which.
 func TestBulkResyncSomeStillFail(t *testing.T) {
 	t.Parallel()
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{KnownSKUs: []string{"SKU-1"}}, true)
+	e := newEnvOn(t, "sqlite", onecsim.Options{KnownSKUs: []string{"SKU-1"}}, true)
 	failOrders(t, e, "sqlite", "PA", "SKU-A", 6)
 	failOrders(t, e, "sqlite", "PB", "SKU-B", 4)
 	e.onec.SetKnownSKUs([]string{"SKU-1", "SKU-A"})
@@ -169,7 +169,7 @@ func TestBulkResyncSomeStillFail(t *testing.T) {
 func TestBulkResyncHandsWorkToTheServiceOnSQLite(t *testing.T) {
 	t.Parallel()
 	const n = 20 // more than one batch
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{KnownSKUs: []string{"SKU-1"}}, true)
+	e := newEnvOn(t, "sqlite", onecsim.Options{KnownSKUs: []string{"SKU-1"}}, true)
 	e.environ = append(e.environ, "ORDERSYNC_WORKER__POLL_INTERVAL=1h") // only a wake-up makes it claim at once
 	failOrders(t, e, "sqlite", "SV", "SKU-NEW", n)
 	svc := e.startService()
@@ -199,7 +199,7 @@ func TestBulkResyncHandsWorkToTheServiceOnSQLite(t *testing.T) {
 
 func TestResyncUsageErrors(t *testing.T) {
 	t.Parallel()
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{}, false)
+	e := newEnvOn(t, "sqlite", onecsim.Options{}, false)
 	for _, c := range []struct {
 		name string
 		args []string

@@ -10,13 +10,13 @@ import (
 
 	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
 )
 
 // slowCreates is a 1C whose creates take long enough for a second command to start
 // while the first one holds the run lock.
-var slowCreates = sim.OneCOptions{OpLatency: map[string]time.Duration{"create": 1500 * time.Millisecond, "find": 0, "ping": 0}}
+var slowCreates = onecsim.Options{OpLatency: map[string]time.Duration{"create": 1500 * time.Millisecond, "find": 0, "ping": 0}}
 
 // registerOnly registers orders in the journal without carrying them out (no 1C).
 func (e *env) registerOnly(input string) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 func (a *app) simCommand() *cobra.Command {
@@ -35,7 +35,7 @@ POST /_sim/known_skus. It runs until interrupted.`,
 			} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 				return usageError(fmt.Errorf("--listen: %q: the port must be a number from 0 to 65535", listen))
 			}
-			s := sim.NewOneC(sim.OneCOptions{
+			s := onecsim.New(onecsim.Options{
 				Prefix: prefix, Username: username, Password: password,
 				Dedupe: dedupe, Latency: latency, BOM: bom, KnownSKUs: skus,
 			})
@@ -49,7 +49,7 @@ POST /_sim/known_skus. It runs until interrupted.`,
 		},
 	}
 	oc.Flags().StringVar(&listen, "listen", "127.0.0.1:8081", "address to listen on")
-	oc.Flags().StringVar(&prefix, "prefix", sim.DefaultPrefix, "path the service is published at")
+	oc.Flags().StringVar(&prefix, "prefix", onecsim.DefaultPrefix, "path the service is published at")
 	oc.Flags().StringVar(&username, "username", "", "require Basic authentication with this user")
 	oc.Flags().StringVar(&password, "password", "", "password of --username")
 	oc.Flags().DurationVar(&latency, "latency", 0, "added to every request")

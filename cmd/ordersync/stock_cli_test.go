@@ -21,7 +21,8 @@ import (
 	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/logging"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/kaspisim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/stock"
 	stocksvc "github.com/ordersync/ordersync/internal/stock/service"
 	"github.com/ordersync/ordersync/internal/store"
@@ -56,8 +57,8 @@ func openStockDB(t *testing.T, e *env) store.DB {
 	return db
 }
 
-func item(sku, qty, price string) sim.StockItem {
-	return sim.StockItem{SKU: sku, Quantity: decimal.RequireFromString(qty), Price: decimal.RequireFromString(price)}
+func item(sku, qty, price string) onecsim.StockItem {
+	return onecsim.StockItem{SKU: sku, Quantity: decimal.RequireFromString(qty), Price: decimal.RequireFromString(price)}
 }
 
 // cliOK runs a command that must exit 0 and returns its stdout.
@@ -432,7 +433,7 @@ func TestStockShowDiffAndStatusCommands(t *testing.T) {
 	ctx := context.Background()
 	w := newStockWorld(t, "sqlite", `[{"name":"main","cron":"@every 24h","warehouses":["WH1"],"publish":["kaspi","ozon","wildberries"]},`+
 		`{"name":"wb","cron":"@every 24h","warehouses":["WH2"],"publish":["wildberries"]}]`)
-	k := sim.NewKaspi(sim.KaspiOptions{Token: "kaspi-api-secret"})
+	k := kaspisim.New(kaspisim.Options{Token: "kaspi-api-secret"})
 	if err := k.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}

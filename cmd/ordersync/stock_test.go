@@ -14,7 +14,9 @@ import (
 
 	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
+	"github.com/ordersync/ordersync/internal/sim/ozonsim"
+	"github.com/ordersync/ordersync/internal/sim/wbsim"
 	"github.com/ordersync/ordersync/internal/stock"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 )
@@ -28,16 +30,16 @@ const (
 // exist as Ozon offers and as Wildberries cards.
 type stockWorld struct {
 	*env
-	ozon *sim.Ozon
-	wb   *sim.Wildberries
+	ozon *ozonsim.Ozon
+	wb   *wbsim.Wildberries
 }
 
 func newStockWorld(t *testing.T, backend, schedules string) *stockWorld {
 	t.Helper()
-	e := newEnvOn(t, backend, sim.OneCOptions{}, true)
+	e := newEnvOn(t, backend, onecsim.Options{}, true)
 	w := &stockWorld{env: e,
-		ozon: sim.NewOzon(sim.OzonOptions{ClientID: "77", APIKey: "ozon-key"}),
-		wb:   sim.NewWildberries(sim.WildberriesOptions{Token: "wb-token"})}
+		ozon: ozonsim.New(ozonsim.Options{ClientID: "77", APIKey: "ozon-key"}),
+		wb:   wbsim.New(wbsim.Options{Token: "wb-token"})}
 	for _, s := range []interface{ Start(string) error }{w.ozon, w.wb} {
 		if err := s.Start("127.0.0.1:0"); err != nil {
 			t.Fatal(err)
@@ -49,7 +51,7 @@ func newStockWorld(t *testing.T, backend, schedules string) *stockWorld {
 	for i := 1; i <= 200; i++ {
 		sku := fmt.Sprintf("SKU-%03d", i)
 		w.ozon.AddOffers(sku)
-		w.wb.AddCard(sim.WBCard{NmID: int64(i), VendorCode: sku, Sizes: []sim.WBSize{{ChrtID: int64(9000 + i), Skus: []string{"460" + sku}}}})
+		w.wb.AddCard(wbsim.Card{NmID: int64(i), VendorCode: sku, Sizes: []wbsim.Size{{ChrtID: int64(9000 + i), Skus: []string{"460" + sku}}}})
 	}
 	e.onec.SetStock("WH1")
 	e.environ = append(e.environ,
@@ -79,9 +81,9 @@ func newStockWorld(t *testing.T, backend, schedules string) *stockWorld {
 
 // setSKUs makes 1C hold SKU-001 … SKU-n, one each, in WH1.
 func (w *stockWorld) setSKUs(n int) {
-	items := make([]sim.StockItem, n)
+	items := make([]onecsim.StockItem, n)
 	for i := range items {
-		items[i] = sim.StockItem{SKU: fmt.Sprintf("SKU-%03d", i+1), Quantity: decimal.NewFromInt(1), Price: decimal.NewFromInt(100)}
+		items[i] = onecsim.StockItem{SKU: fmt.Sprintf("SKU-%03d", i+1), Quantity: decimal.NewFromInt(1), Price: decimal.NewFromInt(100)}
 	}
 	w.onec.SetStock("WH1", items...)
 }

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/ordersync/ordersync/internal/eventually"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 func TestUIHashPasswordFromAPipe(t *testing.T) {
@@ -68,7 +68,7 @@ func TestUIHashPasswordFromAPipe(t *testing.T) {
 // shows the orders imported; SIGTERM still exits 0.
 func TestRunServesTheJournalPages(t *testing.T) {
 	t.Parallel()
-	e := newEnvOn(t, "sqlite", sim.OneCOptions{}, true)
+	e := newEnvOn(t, "sqlite", onecsim.Options{}, true)
 	hash, err := bcrypt.GenerateFromPassword([]byte("pw-анна"), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // An order that 1C already holds twice (made there by hand) is done with a
@@ -18,7 +18,7 @@ import (
 // JSON row of `journal list` and `journal show` carries its warnings.
 func TestJournalListsDuplicatesIn1CAsWarnings(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.OneCOptions{}, true)
+	e := newEnv(t, onecsim.Options{}, true)
 	c, err := httpservice.New(httpservice.Config{BaseURL: e.onec.URL(), Username: "ordersync", Password: simPassword})
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,9 @@ import (
 
 	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/bitrix24sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
+	"github.com/ordersync/ordersync/internal/sim/ozonsim"
 	"github.com/ordersync/ordersync/internal/stdwebhook"
 )
 
@@ -78,7 +80,7 @@ func (e *env) operationCount(source string) int {
 // one event on separate connections.
 func TestSignedWebhookReceiverChecks(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.OneCOptions{}, true)
+	e := newEnv(t, onecsim.Options{}, true)
 	e.environ = append(e.environ, "ORDERSYNC_WEBHOOKS__SOURCES__SITE__SECRETS="+siteSecret)
 	_, log := e.runWithLog()
 	url := webhooksURL(t, log) + "/webhooks/site"
@@ -153,15 +155,15 @@ func TestSignedWebhookReceiverChecks(t *testing.T) {
 
 func TestOzonPushPingNewPostingAndCancel(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.OneCOptions{}, true)
-	oz := sim.NewOzon(sim.OzonOptions{ClientID: "123456", APIKey: "ozon-key"})
+	e := newEnv(t, onecsim.Options{}, true)
+	oz := ozonsim.New(ozonsim.Options{ClientID: "123456", APIKey: "ozon-key"})
 	if err := oz.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(oz.Close)
 	now := time.Now().UTC().Truncate(time.Second)
-	oz.AddPosting(sim.OzonPosting{PostingNumber: "05708065-0029-1", InProcessAt: now.Add(-time.Minute),
-		Products: []sim.OzonProduct{{OfferID: "SKU-2", Name: "Кофе", Quantity: 2, Price: dec("1530.5000")}}})
+	oz.AddPosting(ozonsim.Posting{PostingNumber: "05708065-0029-1", InProcessAt: now.Add(-time.Minute),
+		Products: []ozonsim.Product{{OfferID: "SKU-2", Name: "Кофе", Quantity: 2, Price: dec("1530.5000")}}})
 	e.environ = append(e.environ,
 		"ORDERSYNC_CONNECTORS__OZON__BASE_URL="+oz.URL(),
 		"ORDERSYNC_CONNECTORS__OZON__CLIENT_ID=123456",
@@ -216,14 +218,14 @@ func TestOzonPushPingNewPostingAndCancel(t *testing.T) {
 
 func TestBitrix24DealBecomesAnOrderOnceWon(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.OneCOptions{}, true)
-	b24 := sim.NewBitrix24(sim.Bitrix24Options{UserID: "1", Code: "s3cr3tc0de"})
+	e := newEnv(t, onecsim.Options{}, true)
+	b24 := bitrix24sim.New(bitrix24sim.Options{UserID: "1", Code: "s3cr3tc0de"})
 	if err := b24.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b24.Close)
-	b24.AddDeal(sim.B24Deal{ID: "42", Title: "Заказ с сайта", StageID: "NEW", CurrencyID: "KZT", DateCreate: time.Now().Add(-time.Hour),
-		Rows: []sim.B24Row{{ProductID: 101, ProductName: "Чайник", Price: dec("1500.10"), Quantity: dec("2")}}})
+	b24.AddDeal(bitrix24sim.Deal{ID: "42", Title: "Заказ с сайта", StageID: "NEW", CurrencyID: "KZT", DateCreate: time.Now().Add(-time.Hour),
+		Rows: []bitrix24sim.Row{{ProductID: 101, ProductName: "Чайник", Price: dec("1500.10"), Quantity: dec("2")}}})
 	e.environ = append(e.environ,
 		"ORDERSYNC_WEBHOOKS__BITRIX24__ENABLED=true",
 		"ORDERSYNC_WEBHOOKS__BITRIX24__APPLICATION_TOKEN=app-token",

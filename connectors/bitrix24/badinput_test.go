@@ -11,7 +11,7 @@ import (
 
 	"github.com/ordersync/ordersync/connectors/bitrix24"
 	"github.com/ordersync/ordersync/internal/order"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/bitrix24sim"
 )
 
 const (
@@ -88,9 +88,9 @@ func TestFetchRefusesBadDealsNamingTheField(t *testing.T) {
 // A contact whose name holds a NUL, as the simulator serves it.
 func TestFetchRefusesANULInTheContactsName(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.Bitrix24Options{}, bitrix24.Config{Warehouse: "WH1"})
+	e := newEnv(t, bitrix24sim.Options{}, bitrix24.Config{Warehouse: "WH1"})
 	e.sim.AddDeal(wonDeal())
-	e.sim.AddContact(sim.B24Contact{ID: "7", Name: "Иван\x00", LastName: "Петров"})
+	e.sim.AddContact(bitrix24sim.Contact{ID: "7", Name: "Иван\x00", LastName: "Петров"})
 	_, err := e.client.Fetch(context.Background(), "42")
 	var ve *order.ValidationError
 	if !errors.As(err, &ve) || !strings.Contains(err.Error(), "customer.name") {

@@ -19,6 +19,7 @@ import (
 	"github.com/ordersync/ordersync/connectors/bitrix24"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/bitrix24sim"
 )
 
 const (
@@ -47,7 +48,7 @@ func (s *syncBuffer) String() string {
 }
 
 type env struct {
-	sim    *sim.Bitrix24
+	sim    *bitrix24sim.Bitrix24
 	base   string // the portal's address
 	rest   string // the REST URL with the right code
 	client *bitrix24.Client
@@ -56,10 +57,10 @@ type env struct {
 
 // newEnv starts a simulated portal and a client of it; cfg.RESTURL, when empty, is
 // the right one. Every test checks afterwards that no log line carried the code.
-func newEnv(t *testing.T, opts sim.Bitrix24Options, cfg bitrix24.Config) *env {
+func newEnv(t *testing.T, opts bitrix24sim.Options, cfg bitrix24.Config) *env {
 	t.Helper()
 	opts.UserID, opts.Code = userID, code
-	s := sim.NewBitrix24(opts)
+	s := bitrix24sim.New(opts)
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	e := &env{sim: s, base: ts.URL, rest: s.RESTURL(ts.URL), logs: &syncBuffer{}}
@@ -87,20 +88,20 @@ func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 
 // wonDeal is deal 42: two units of a kettle at 1500.00 less 150.50 each, 1.5 kg of
 // apples at 333.33, a contact with a phone and an e-mail.
-func wonDeal() sim.B24Deal {
-	return sim.B24Deal{
+func wonDeal() bitrix24sim.Deal {
+	return bitrix24sim.Deal{
 		ID: "42", Title: "Заказ с сайта #A-1001", StageID: "WON", CurrencyID: "KZT",
 		DateCreate: time.Date(2026, 9, 16, 10, 0, 0, 0, almaty),
 		ContactID:  "7", Comments: "доставка после 18:00",
-		Rows: []sim.B24Row{
+		Rows: []bitrix24sim.Row{
 			{ProductID: 450, ProductName: "Чайник", Price: dec("1500.00"), Quantity: dec("2"), Discount: dec("150.50"), XMLID: "SKU-8812"},
 			{ProductID: 451, ProductName: "Яблоки, кг", Price: dec("333.33"), Quantity: dec("1.5"), XMLID: "SKU-0042"},
 		},
 	}
 }
 
-func addContact(s *sim.Bitrix24) {
-	s.AddContact(sim.B24Contact{ID: "7", Name: "Иван", LastName: "Петров",
+func addContact(s *bitrix24sim.Bitrix24) {
+	s.AddContact(bitrix24sim.Contact{ID: "7", Name: "Иван", LastName: "Петров",
 		Phones: []string{"+77011234567", "+77019999999"}, Emails: []string{"ivan@example.kz"}})
 }
 
@@ -113,7 +114,7 @@ func TestFetchWonDeal(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, sim.Bitrix24Options{RowNumbersAsStrings: strs}, bitrix24.Config{Warehouse: "WH1"})
+			e := newEnv(t, bitrix24sim.Options{RowNumbersAsStrings: strs}, bitrix24.Config{Warehouse: "WH1"})
 			e.sim.AddDeal(wonDeal())
 			addContact(e.sim)
 
@@ -153,7 +154,7 @@ func TestFetchWonDeal(t *testing.T) {
 			if o.Total == nil || o.Total.String() != "3198.995" {
 				t.Errorf("Total = %v, want 3198.995", o.Total)
 			}
-			if got := e.sim.RequestCount(sim.B24ProductGet); got != 2 {
+			if got := e.sim.RequestCount(bitrix24sim.ProductGet); got != 2 {
 				t.Errorf("crm.product.get called %d times, want once per product", got)
 			}
 		})
@@ -162,7 +163,7 @@ func TestFetchWonDeal(t *testing.T) {
 
 func TestFetchNotInCreateStage(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.Bitrix24Options{}, bitrix24.Config{})
+	e := newEnv(t, bitrix24sim.Options{}, bitrix24.Config{})
 	d := wonDeal()
 	d.StageID = "PREPARATION"
 	e.sim.AddDeal(d)
@@ -193,7 +194,7 @@ func TestFetchPipelineStage(t *testing.T) {
 	d := wonDeal()
 	d.StageID = "C1:WON"
 
-	e := newEnv(t, sim.Bitrix24Options{}, bitrix24.Config{CreateStages: []string{"WON", "C1:WON"}})
+	e := newEnv(t, bitrix24sim.Options{}, bitrix24.Config{CreateStages: []string{"WON", "C1:WON"}})
 	e.sim.AddDeal(d)
 	addContact(e.sim)
 	o, err := e.client.Fetch(context.Background(), "42")
@@ -205,7 +206,7 @@ func TestFetchPipelineStage(t *testing.T) {
 	}
 
 	// The general pipeline's WON does not take pipeline 1's won deals.
-	e2 := newEnv(t, sim.Bitrix24Options{}, bitrix24.Config{})
+	e2 := newEnv(t, bitrix24sim.Options{}, bitrix24.Config{})
 	e2.sim.AddDeal(d)
 	if _, err := e2.client.Fetch(context.Background(), "42"); !errors.Is(err, order.ErrNotReady) {
 		t.Errorf("C1:WON with create stages [WON] = %v, want ErrNotReady", err)
@@ -215,7 +216,7 @@ func TestFetchPipelineStage(t *testing.T) {
 func TestFetchUnknownDeal(t *testing.T) {
 	t.Parallel()
 	for _, nf := range []string{"", "NOT_FOUND"} {
-		e := newEnv(t, sim.Bitrix24Options{NotFoundError: nf}, bitrix24.Config{})
+		e := newEnv(t, bitrix24sim.Options{NotFoundError: nf}, bitrix24.Config{})
 		_, err := e.client.Fetch(context.Background(), "404")
 		if !errors.Is(err, connectors.ErrNotFound) {
 			t.Errorf("error %q: Fetch = %v, want ErrNotFound", nf, err)
@@ -224,7 +225,7 @@ func TestFetchUnknownDeal(t *testing.T) {
 			t.Errorf("an unknown deal is not a deal waiting for its stage")
 		}
 	}
-	e := newEnv(t, sim.Bitrix24Options{}, bitrix24.Config{})
+	e := newEnv(t, bitrix24sim.Options{}, bitrix24.Config{})
 	for _, id := range []string{"", "abc", "0", "-1", "1 OR 1"} {
 		if _, err := e.client.Fetch(context.Background(), id); !errors.Is(err, connectors.ErrNotFound) {
 			t.Errorf("Fetch(%q) = %v, want ErrNotFound", id, err)
@@ -250,7 +251,7 @@ func problems(t *testing.T, err error) map[string]string {
 
 func TestFetchUnmappableDeal(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.Bitrix24Options{}, bitrix24.Config{})
+	e := newEnv(t, bitrix24sim.Options{}, bitrix24.Config{})
 	addContact(e.sim)
 
 	noRows := wonDeal()
@@ -272,7 +273,7 @@ func TestFetchUnmappableDeal(t *testing.T) {
 	// A product without XML_ID, and a row typed by hand outside the catalog.
 	noSKU := wonDeal()
 	noSKU.ID = "44"
-	noSKU.Rows = []sim.B24Row{
+	noSKU.Rows = []bitrix24sim.Row{
 		{ProductID: 460, ProductName: "Без кода", Price: dec("10"), Quantity: dec("1")},
 		{ProductName: "Сборка", Price: dec("500"), Quantity: dec("1")},
 	}
@@ -296,8 +297,8 @@ func TestFetchSKUSources(t *testing.T) {
 		{"property_104", "ART-450"},
 		{"product_id", "450"},
 	} {
-		e := newEnv(t, sim.Bitrix24Options{}, bitrix24.Config{SKUField: tc.field})
-		e.sim.AddProduct(sim.B24Product{ID: 450, Name: "Чайник", XMLID: "SKU-8812", Code: "chainik",
+		e := newEnv(t, bitrix24sim.Options{}, bitrix24.Config{SKUField: tc.field})
+		e.sim.AddProduct(bitrix24sim.Product{ID: 450, Name: "Чайник", XMLID: "SKU-8812", Code: "chainik",
 			Properties: map[string]string{"PROPERTY_104": "ART-450"}})
 		d := wonDeal()
 		d.Rows = d.Rows[:1]
@@ -310,7 +311,7 @@ func TestFetchSKUSources(t *testing.T) {
 		if o.Lines[0].SKU != tc.want {
 			t.Errorf("sku_field %q: SKU = %q, want %q", tc.field, o.Lines[0].SKU, tc.want)
 		}
-		if n := e.sim.RequestCount(sim.B24ProductGet); (tc.field == "product_id") != (n == 0) {
+		if n := e.sim.RequestCount(bitrix24sim.ProductGet); (tc.field == "product_id") != (n == 0) {
 			t.Errorf("sku_field %q: %d crm.product.get calls", tc.field, n)
 		}
 	}
@@ -322,8 +323,8 @@ func TestFetchSKUSources(t *testing.T) {
 
 func TestFetchCustomerFromCompanyOrNone(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.Bitrix24Options{}, bitrix24.Config{})
-	e.sim.AddCompany(sim.B24Company{ID: "9", Title: "ТОО Ромашка", Phones: []string{"+77272000000"}, Emails: []string{"buh@romashka.kz"}})
+	e := newEnv(t, bitrix24sim.Options{}, bitrix24.Config{})
+	e.sim.AddCompany(bitrix24sim.Company{ID: "9", Title: "ТОО Ромашка", Phones: []string{"+77272000000"}, Emails: []string{"buh@romashka.kz"}})
 	d := wonDeal()
 	d.ContactID, d.CompanyID = "", "9"
 	e.sim.AddDeal(d)
@@ -347,7 +348,7 @@ func TestFetchCustomerFromCompanyOrNone(t *testing.T) {
 
 func TestFetchWrongCode(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.Bitrix24Options{}, bitrix24.Config{})
+	e := newEnv(t, bitrix24sim.Options{}, bitrix24.Config{})
 	e.sim.AddDeal(wonDeal())
 	wrong := strings.Replace(e.rest, code, "a0b1c2d3e4f5g6h7", 1)
 	c, err := bitrix24.New(bitrix24.Config{RESTURL: wrong, RatePerSecond: -1, Logger: slog.New(slog.NewTextHandler(e.logs, nil))})
@@ -439,10 +440,10 @@ func TestCodeNeverInErrors(t *testing.T) {
 
 func TestQueryLimitRetried(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.Bitrix24Options{}, bitrix24.Config{})
+	e := newEnv(t, bitrix24sim.Options{}, bitrix24.Config{})
 	e.sim.AddDeal(wonDeal())
 	addContact(e.sim)
-	e.sim.QueryLimit(2)
+	e.sim.Faults.Add(2, sim.Fault{Status: http.StatusServiceUnavailable})
 
 	o, err := e.client.Fetch(context.Background(), "42")
 	if err != nil {
@@ -451,12 +452,12 @@ func TestQueryLimitRetried(t *testing.T) {
 	if len(o.Lines) != 2 {
 		t.Errorf("lines = %+v", o.Lines)
 	}
-	if got := e.sim.RequestCount(sim.B24DealGet); got != 3 {
+	if got := e.sim.RequestCount(bitrix24sim.DealGet); got != 3 {
 		t.Errorf("crm.deal.get asked %d times, want 3 (two refused, one answered)", got)
 	}
 
 	// A limit that outlasts the retries is an error to retry later, not a verdict.
-	e.sim.QueryLimit(10)
+	e.sim.Faults.Add(10, sim.Fault{Status: http.StatusServiceUnavailable})
 	_, err = e.client.Fetch(context.Background(), "42")
 	var ae *connectors.AuthError
 	var ve *order.ValidationError
@@ -535,7 +536,7 @@ func TestNewDefaultsAndStages(t *testing.T) {
 
 func TestCreateStagesIgnoreCase(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, sim.Bitrix24Options{}, bitrix24.Config{CreateStages: []string{" c2:final_invoice "}})
+	e := newEnv(t, bitrix24sim.Options{}, bitrix24.Config{CreateStages: []string{" c2:final_invoice "}})
 	d := wonDeal()
 	d.StageID = "C2:FINAL_INVOICE"
 	e.sim.AddDeal(d)

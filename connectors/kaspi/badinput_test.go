@@ -13,7 +13,7 @@ import (
 	"github.com/ordersync/ordersync/connectors/kaspi"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/kaspisim"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
 )
 
@@ -79,12 +79,12 @@ func TestPollerBadOrderBetweenGoodOnesIsRecordedAndTheCursorMoves(t *testing.T) 
 				lite := openSQLite(t)
 				db = pollStore{lite.Journal(), lite.Cursors()}
 			}
-			s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+			s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 			now := time.Now().Truncate(time.Millisecond)
 			first := mustAdd(t, s, simOrder("7600", now.Add(-3*time.Hour)))
 			bad := badKaspiOrders(now, first.ID)
 			for _, b := range bad {
-				s.AddRawOrder(sim.KaspiStateNew, now.Add(-2*time.Hour), b.body)
+				s.AddRawOrder(kaspisim.StateNew, now.Add(-2*time.Hour), b.body)
 			}
 			// A NUL in the buyer's name the way the simulator serves it.
 			nul := simOrder("7606", now.Add(-90*time.Minute))
@@ -142,11 +142,11 @@ func TestPollerBadOrderBetweenGoodOnesIsRecordedAndTheCursorMoves(t *testing.T) 
 // one key: neither is registered (no key can hold them), the rest goes on.
 func TestBadCodesDoNotCollapse(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	now := time.Now()
 	good := mustAdd(t, s, simOrder("7701", now.Add(-time.Hour)))
 	for _, code := range []string{"77\xff", "77\xfe", `77\u0000`, "77:1"} {
-		s.AddRawOrder(sim.KaspiStateNew, now.Add(-time.Hour), rawOrder(code, good.ID, now.Add(-time.Hour), ""))
+		s.AddRawOrder(kaspisim.StateNew, now.Add(-time.Hour), rawOrder(code, good.ID, now.Add(-time.Hour), ""))
 	}
 	items := mustCollect(t, c, now.Add(-24*time.Hour), now)
 	ids := map[string]int{}
@@ -164,12 +164,12 @@ func TestBadCodesDoNotCollapse(t *testing.T) {
 // Each mapping refusal names the Kaspi field.
 func TestListRefusesBadTextNamingTheField(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	now := time.Now()
 	first := mustAdd(t, s, simOrder("7612", now.Add(-3*time.Hour)))
 	bad := badKaspiOrders(now, first.ID)
 	for _, b := range bad {
-		s.AddRawOrder(sim.KaspiStateNew, now.Add(-time.Hour), b.body)
+		s.AddRawOrder(kaspisim.StateNew, now.Add(-time.Hour), b.body)
 	}
 	o := simOrder("7610", now.Add(-time.Hour))
 	o.Entries[0].OfferCode = "SKU\x00"

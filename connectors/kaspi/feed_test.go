@@ -24,7 +24,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/ordersync/ordersync/connectors"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/kaspisim"
 	"github.com/ordersync/ordersync/internal/stock"
 )
 
@@ -918,7 +918,7 @@ func TestFeedPulledBySimulator(t *testing.T) {
 	h := newFeedHarness(t, nil)
 	ts := httptest.NewServer(h.feed)
 	t.Cleanup(ts.Close)
-	p := sim.NewKaspiFeedPuller(ts.URL+feedURL, sim.KaspiFeedOptions{})
+	p := kaspisim.NewFeedPuller(ts.URL+feedURL, kaspisim.FeedOptions{})
 	ctx := context.Background()
 
 	if res, err := p.Pull(ctx); err == nil || res.Status != http.StatusServiceUnavailable || res.Retry != "300" {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/order"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/kaspisim"
 )
 
 // notFound answers every request 404: the fuzzed page is all the connector reads.
@@ -29,9 +29,9 @@ func (notFound) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // simPage is a page of GET /orders as the simulator serves it.
-func simPage(tb testing.TB, orders ...sim.KaspiOrder) []byte {
+func simPage(tb testing.TB, orders ...kaspisim.Order) []byte {
 	tb.Helper()
-	s := sim.NewKaspi(sim.KaspiOptions{Token: "t"})
+	s := kaspisim.New(kaspisim.Options{Token: "t"})
 	for _, o := range orders {
 		if err := s.AddOrder(o); err != nil {
 			tb.Fatal(err)
@@ -40,7 +40,7 @@ func simPage(tb testing.TB, orders ...sim.KaspiOrder) []byte {
 	now := time.Now()
 	q := url.Values{paramPage: {"0"}, paramSize: {"100"}, paramState: {StateNew}, paramInclude: {includeEntries},
 		paramFrom: {strconv.FormatInt(now.Add(-10*24*time.Hour).UnixMilli(), 10)}, paramTo: {strconv.FormatInt(now.UnixMilli(), 10)}}
-	req := httptest.NewRequest(http.MethodGet, sim.KaspiPrefix+pathOrders+"?"+q.Encode(), nil)
+	req := httptest.NewRequest(http.MethodGet, kaspisim.Prefix+pathOrders+"?"+q.Encode(), nil)
 	req.Header.Set("X-Auth-Token", "t")
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, req)
@@ -50,10 +50,10 @@ func simPage(tb testing.TB, orders ...sim.KaspiOrder) []byte {
 	return rec.Body.Bytes()
 }
 
-func fuzzSeedOrder(code string, at time.Time) sim.KaspiOrder {
-	return sim.KaspiOrder{Code: code, CreationDate: at,
-		Customer: sim.KaspiCustomer{ID: "c" + code, FirstName: "Даниела", LastName: "Муталидзе", CellPhone: "7066828008"},
-		Entries: []sim.KaspiEntry{{OfferCode: "SKU-" + code, Name: "Линейка", Quantity: decimal.NewFromInt(2),
+func fuzzSeedOrder(code string, at time.Time) kaspisim.Order {
+	return kaspisim.Order{Code: code, CreationDate: at,
+		Customer: kaspisim.Customer{ID: "c" + code, FirstName: "Даниела", LastName: "Муталидзе", CellPhone: "7066828008"},
+		Entries: []kaspisim.Entry{{OfferCode: "SKU-" + code, Name: "Линейка", Quantity: decimal.NewFromInt(2),
 			BasePrice: decimal.RequireFromString("1000.5")}}}
 }
 
@@ -90,7 +90,7 @@ func checkItem(t *testing.T, it connectors.Item) {
 }
 
 func FuzzMapPage(f *testing.F) {
-	c, err := New(Config{BaseURL: "http://kaspi.invalid" + sim.KaspiPrefix, Token: "t", Warehouse: "WH1",
+	c, err := New(Config{BaseURL: "http://kaspi.invalid" + kaspisim.Prefix, Token: "t", Warehouse: "WH1",
 		RatePerSecond: -1, Transport: notFound{}})
 	if err != nil {
 		f.Fatal(err)

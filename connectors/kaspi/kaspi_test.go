@@ -19,6 +19,7 @@ import (
 	"github.com/ordersync/ordersync/connectors/kaspi"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/kaspisim"
 )
 
 const testToken = "kaspi-token"
@@ -33,15 +34,15 @@ var almaty = func() *time.Location {
 
 // newEnv serves a Kaspi simulator and returns it with a connector pointed at it.
 // The connector's rate limit is off unless cfg sets one.
-func newEnv(t *testing.T, opts sim.KaspiOptions, cfg kaspi.Config) (*sim.Kaspi, *kaspi.Connector) {
+func newEnv(t *testing.T, opts kaspisim.Options, cfg kaspi.Config) (*kaspisim.Kaspi, *kaspi.Connector) {
 	t.Helper()
 	if opts.Token == "" {
 		opts.Token = testToken
 	}
-	s := sim.NewKaspi(opts)
+	s := kaspisim.New(opts)
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
-	cfg.BaseURL = ts.URL + sim.KaspiPrefix
+	cfg.BaseURL = ts.URL + kaspisim.Prefix
 	if cfg.Token == "" {
 		cfg.Token = testToken
 	}
@@ -58,7 +59,7 @@ func newEnv(t *testing.T, opts sim.KaspiOptions, cfg kaspi.Config) (*sim.Kaspi, 
 	return s, c
 }
 
-func mustAdd(t *testing.T, s *sim.Kaspi, o sim.KaspiOrder) sim.KaspiOrder {
+func mustAdd(t *testing.T, s *kaspisim.Kaspi, o kaspisim.Order) kaspisim.Order {
 	t.Helper()
 	if err := s.AddOrder(o); err != nil {
 		t.Fatal(err)
@@ -69,12 +70,12 @@ func mustAdd(t *testing.T, s *sim.Kaspi, o sim.KaspiOrder) sim.KaspiOrder {
 
 func dec(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 
-func simOrder(code string, created time.Time) sim.KaspiOrder {
-	return sim.KaspiOrder{
+func simOrder(code string, created time.Time) kaspisim.Order {
+	return kaspisim.Order{
 		Code:         code,
 		CreationDate: created,
-		Customer:     sim.KaspiCustomer{ID: "c" + code, FirstName: "Даниела", LastName: "Муталидзе", CellPhone: "7066828008"},
-		Entries: []sim.KaspiEntry{{OfferCode: "SKU-" + code, Name: "Линейка",
+		Customer:     kaspisim.Customer{ID: "c" + code, FirstName: "Даниела", LastName: "Муталидзе", CellPhone: "7066828008"},
+		Entries: []kaspisim.Entry{{OfferCode: "SKU-" + code, Name: "Линейка",
 			Quantity: decimal.NewFromInt(1), BasePrice: dec("1000")}},
 	}
 }
@@ -107,13 +108,13 @@ func byID(items []connectors.Item) map[string]connectors.Item {
 	return m
 }
 
-func listRequests(s *sim.Kaspi) []sim.KaspiRequest {
-	return slices.DeleteFunc(s.RequestLog(), func(r sim.KaspiRequest) bool { return r.Op != sim.KaspiOpList })
+func listRequests(s *kaspisim.Kaspi) []kaspisim.Request {
+	return slices.DeleteFunc(s.RequestLog(), func(r kaspisim.Request) bool { return r.Op != kaspisim.OpList })
 }
 
 func TestListFollowsEveryPage(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	now := time.Now()
 	for i := range 250 {
 		mustAdd(t, s, simOrder(fmt.Sprintf("6%08d", i), now.Add(-time.Duration(i+1)*time.Second)))
@@ -145,14 +146,14 @@ func TestListFollowsEveryPage(t *testing.T) {
 	if got, want := strings.Join(newPages, ","), "0,1,2"; got != want {
 		t.Errorf("pages of NEW asked for: %s, want %s", got, want)
 	}
-	if got := s.Requests()[sim.KaspiOpEntries]; got != 0 {
+	if got := s.Requests()[kaspisim.OpEntries]; got != 0 {
 		t.Errorf("%d entries requests, want 0: the listing includes them", got)
 	}
 }
 
 func TestListListsEachStateAndArchivedCancellations(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	now := time.Now()
 	mustAdd(t, s, simOrder("1", now.Add(-time.Hour)))
 	mustCollect(t, c, now.Add(-24*time.Hour), now)
@@ -191,7 +192,7 @@ func TestWindows(t *testing.T) {
 
 func TestListSplitsALongWindow(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	now := time.Now()
 	from := now.Add(-30 * 24 * time.Hour)
 	var want []string
@@ -228,10 +229,10 @@ func TestListSplitsALongWindow(t *testing.T) {
 
 func TestListHonoursRetryAfter(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	now := time.Now()
 	mustAdd(t, s, simOrder("8001", now.Add(-time.Hour)))
-	s.FailOp(sim.KaspiOpList, 1, http.StatusTooManyRequests, "1")
+	s.Faults.Add(1, sim.Fault{Op: kaspisim.OpList, Status: http.StatusTooManyRequests, RetryAfter: time.Second})
 
 	items := mustCollect(t, c, now.Add(-24*time.Hour), now)
 	if got := len(items); got != 1 {
@@ -251,25 +252,25 @@ func TestListHonoursRetryAfter(t *testing.T) {
 
 func TestListRetriesServerErrorsThenGivesUp(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	now := time.Now()
-	s.FailOp(sim.KaspiOpList, 10, http.StatusBadGateway, "0")
+	s.Faults.Add(10, sim.Fault{Op: kaspisim.OpList, Status: http.StatusBadGateway, RetryAfter: sim.RetryNow})
 	_, err := collect(t, c, now.Add(-time.Hour), now)
 	if err == nil || !strings.Contains(err.Error(), "502") {
 		t.Fatalf("List = %v, want an error naming HTTP 502", err)
 	}
-	if got, want := s.Requests()[sim.KaspiOpList], 4; got != want {
+	if got, want := s.Requests()[kaspisim.OpList], 4; got != want {
 		t.Errorf("%d tries, want %d (one and three retries)", got, want)
 	}
 }
 
 func TestListMapsTheCanonicalOrder(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{Warehouse: "WH7"})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{Warehouse: "WH7"})
 	now := time.Now().Truncate(time.Millisecond)
 	o := simOrder("496149022", now.Add(-time.Hour))
 	o.DeliveryCost = dec("500")
-	o.Entries = []sim.KaspiEntry{
+	o.Entries = []kaspisim.Entry{
 		{OfferCode: "KETTLE-1", Name: "Чайник", Quantity: decimal.NewFromInt(3), BasePrice: dec("1500.10")},
 		{OfferCode: "BAG-1", Name: "Пакет", Quantity: decimal.NewFromInt(1), BasePrice: dec("0.1")},
 		{OfferCode: "BAG-2", Name: "Пакет", Quantity: decimal.NewFromInt(1), BasePrice: dec("0.2")},
@@ -335,15 +336,15 @@ func TestListMapsTheCanonicalOrder(t *testing.T) {
 
 func TestListPricesOfWeighedGoods(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	now := time.Now()
 	exact, uneven := dec("5928"), dec("1000")
 	o := simOrder("9001", now.Add(-time.Hour))
-	o.Entries = []sim.KaspiEntry{{OfferCode: "APPLES", UnitType: "MEASURABLE_PIECES", Quantity: decimal.NewFromInt(3),
+	o.Entries = []kaspisim.Entry{{OfferCode: "APPLES", UnitType: "MEASURABLE_PIECES", Quantity: decimal.NewFromInt(3),
 		BasePrice: dec("1560"), Weight: dec("3800"), TotalPrice: &exact}}
 	mustAdd(t, s, o)
 	o = simOrder("9002", now.Add(-time.Hour))
-	o.Entries = []sim.KaspiEntry{{OfferCode: "PEARS", UnitType: "MEASURABLE", Quantity: decimal.NewFromInt(3),
+	o.Entries = []kaspisim.Entry{{OfferCode: "PEARS", UnitType: "MEASURABLE", Quantity: decimal.NewFromInt(3),
 		BasePrice: dec("300"), TotalPrice: &uneven}}
 	mustAdd(t, s, o)
 
@@ -358,23 +359,23 @@ func TestListPricesOfWeighedGoods(t *testing.T) {
 
 func TestListCancelledOrders(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	now := time.Now()
 	archived := simOrder("5101", now.Add(-3*time.Hour))
-	archived.State, archived.Status, archived.CancellationReason = sim.KaspiStateArchive, sim.KaspiStatusCancelled, "BUYER_CANCELLATION_BY_MERCHANT"
+	archived.State, archived.Status, archived.CancellationReason = kaspisim.StateArchive, kaspisim.StatusCancelled, "BUYER_CANCELLATION_BY_MERCHANT"
 	mustAdd(t, s, archived)
 	cancelling := simOrder("5102", now.Add(-2*time.Hour))
-	cancelling.State, cancelling.Status = sim.KaspiStateKaspiDelivery, sim.KaspiStatusAcceptedByMerchant
+	cancelling.State, cancelling.Status = kaspisim.StateKaspiDelivery, kaspisim.StatusAcceptedByMerchant
 	mustAdd(t, s, cancelling)
 	completed := simOrder("5103", now.Add(-2*time.Hour))
-	completed.State, completed.Status = sim.KaspiStateArchive, sim.KaspiStatusCompleted
+	completed.State, completed.Status = kaspisim.StateArchive, kaspisim.StatusCompleted
 	mustAdd(t, s, completed)
 
 	before := byID(mustCollect(t, c, now.Add(-24*time.Hour), now))
 	if it := before["5102"]; it.Cancelled || it.Order == nil {
 		t.Fatalf("5102 before its cancellation: cancelled %v, order %v", it.Cancelled, it.Order)
 	}
-	if err := s.SetStatus("5102", sim.KaspiStatusCancelling); err != nil {
+	if err := s.SetStatus("5102", kaspisim.StatusCancelling); err != nil {
 		t.Fatal(err)
 	}
 	items := byID(mustCollect(t, c, now.Add(-24*time.Hour), now))
@@ -397,11 +398,11 @@ func TestListCancelledOrders(t *testing.T) {
 
 func TestListLeavesOutStatusesNotImported(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{Statuses: []string{kaspi.StatusApprovedByBank}})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{Statuses: []string{kaspi.StatusApprovedByBank}})
 	now := time.Now()
 	mustAdd(t, s, simOrder("5201", now.Add(-time.Hour)))
 	accepted := simOrder("5202", now.Add(-time.Hour))
-	accepted.State, accepted.Status = sim.KaspiStatePickup, sim.KaspiStatusAcceptedByMerchant
+	accepted.State, accepted.Status = kaspisim.StatePickup, kaspisim.StatusAcceptedByMerchant
 	mustAdd(t, s, accepted)
 	items := byID(mustCollect(t, c, now.Add(-24*time.Hour), now))
 	if _, ok := items["5201"]; !ok {
@@ -414,15 +415,15 @@ func TestListLeavesOutStatusesNotImported(t *testing.T) {
 
 func TestListBadOrdersDoNotSpoilThePage(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	now := time.Now()
 	mustAdd(t, s, simOrder("5301", now.Add(-4*time.Hour)))
 	noDate := `{"type":"orders","id":"bad1","attributes":{"code":"5302","state":"NEW","status":"APPROVED_BY_BANK","customer":{"cellPhone":"7011234567"}},"relationships":{"entries":{"data":[]}}}`
-	s.AddRawOrder(sim.KaspiStateNew, now.Add(-3*time.Hour), noDate)
-	s.AddRawOrder(sim.KaspiStateNew, now.Add(-3*time.Hour), `{"type":"orders","id":"bad2","attributes":{"code":5303,"state":"NEW"}}`)
-	s.AddRawOrder(sim.KaspiStateNew, now.Add(-3*time.Hour), `{"type":"orders","id":"bad3","attributes":{"code":"5304","state":"NEW","status":"LOST_IN_SPACE"}}`)
-	s.AddRawOrder(sim.KaspiStateNew, now.Add(-3*time.Hour), `{"type":"orders","id":"bad4","attributes":{"code":"5305","state":"NEW","status":"APPROVED_BY_BANK","creationDate":1789000000000}}`)
-	s.AddRawOrder(sim.KaspiStateNew, now.Add(-3*time.Hour), `"not an order"`)
+	s.AddRawOrder(kaspisim.StateNew, now.Add(-3*time.Hour), noDate)
+	s.AddRawOrder(kaspisim.StateNew, now.Add(-3*time.Hour), `{"type":"orders","id":"bad2","attributes":{"code":5303,"state":"NEW"}}`)
+	s.AddRawOrder(kaspisim.StateNew, now.Add(-3*time.Hour), `{"type":"orders","id":"bad3","attributes":{"code":"5304","state":"NEW","status":"LOST_IN_SPACE"}}`)
+	s.AddRawOrder(kaspisim.StateNew, now.Add(-3*time.Hour), `{"type":"orders","id":"bad4","attributes":{"code":"5305","state":"NEW","status":"APPROVED_BY_BANK","creationDate":1789000000000}}`)
+	s.AddRawOrder(kaspisim.StateNew, now.Add(-3*time.Hour), `"not an order"`)
 	mustAdd(t, s, simOrder("5306", now.Add(-2*time.Hour)))
 
 	items, err := collect(t, c, now.Add(-24*time.Hour), now)
@@ -471,7 +472,7 @@ func TestListFailsOnAMalformedPage(t *testing.T) {
 	for _, body := range []string{`{"data":[{"type":"orders",`, `{"meta":{"pageCount":1}}`, `<html>maintenance</html>`} {
 		t.Run(body, func(t *testing.T) {
 			t.Parallel()
-			s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+			s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 			now := time.Now()
 			mustAdd(t, s, simOrder("5401", now.Add(-time.Hour)))
 			s.InjectRaw(1, body)
@@ -488,7 +489,7 @@ func TestListFailsOnAMalformedPage(t *testing.T) {
 
 func TestListFetchesEntriesWhenNotIncluded(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{IgnoreInclude: true}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{IgnoreInclude: true}, kaspi.Config{})
 	now := time.Now()
 	for i := range 5 {
 		mustAdd(t, s, simOrder(fmt.Sprintf("55%02d", i), now.Add(-time.Hour)))
@@ -499,14 +500,14 @@ func TestListFetchesEntriesWhenNotIncluded(t *testing.T) {
 			t.Errorf("%s: err %v order %+v", it.ID, it.Err, it.Order)
 		}
 	}
-	if got, want := s.Requests()[sim.KaspiOpEntries], 5; got != want {
+	if got, want := s.Requests()[kaspisim.OpEntries], 5; got != want {
 		t.Errorf("%d entries requests, want %d", got, want)
 	}
 }
 
 func TestUnauthorized(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{Token: "not-the-token"})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{Token: "not-the-token"})
 	now := time.Now()
 	mustAdd(t, s, simOrder("5601", now.Add(-time.Hour)))
 	_, err := collect(t, c, now.Add(-time.Hour), now)
@@ -517,7 +518,7 @@ func TestUnauthorized(t *testing.T) {
 	if ae.Key != "connectors.kaspi.token" || ae.Status != http.StatusUnauthorized || !strings.Contains(err.Error(), "connectors.kaspi.token") {
 		t.Errorf("AuthError = %+v (%v)", ae, err)
 	}
-	if got := s.Requests()[sim.KaspiOpList]; got != 1 {
+	if got := s.Requests()[kaspisim.OpList]; got != 1 {
 		t.Errorf("%d listing requests, want 1: refused credentials are not retried", got)
 	}
 	if _, err := c.Get(context.Background(), "5601"); !errors.As(err, &ae) {
@@ -527,13 +528,13 @@ func TestUnauthorized(t *testing.T) {
 
 func TestGet(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{Statuses: []string{kaspi.StatusApprovedByBank}})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{Statuses: []string{kaspi.StatusApprovedByBank}})
 	now := time.Now()
 	done := simOrder("5701", now.Add(-30*24*time.Hour)) // outside any listing window
-	done.State, done.Status = sim.KaspiStateArchive, sim.KaspiStatusCompleted
+	done.State, done.Status = kaspisim.StateArchive, kaspisim.StatusCompleted
 	done = mustAdd(t, s, done)
 	gone := simOrder("5702", now.Add(-time.Hour))
-	gone.Status, gone.CancellationReason = sim.KaspiStatusCancelled, "MERCHANT_OUT_OF_STOCK"
+	gone.Status, gone.CancellationReason = kaspisim.StatusCancelled, "MERCHANT_OUT_OF_STOCK"
 	mustAdd(t, s, gone)
 	ctx := context.Background()
 
@@ -581,7 +582,7 @@ func TestNewValidates(t *testing.T) {
 // The canonical order's JSON carries the mapped order unchanged through the journal.
 func TestMappedOrderSurvivesCanonicalJSON(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	now := time.Now()
 	mustAdd(t, s, simOrder("5801", now.Add(-time.Hour)))
 	it := mustCollect(t, c, now.Add(-24*time.Hour), now)[0]

@@ -16,7 +16,7 @@ import (
 	"github.com/ordersync/ordersync/connectors/kaspi"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/kaspisim"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 	"github.com/ordersync/ordersync/internal/testdb"
 )
@@ -62,7 +62,7 @@ func operations(t *testing.T, db *postgres.DB) map[string]journal.Operation {
 // mapped payload must not change with it.
 func TestPollerOverlapRegistersOnce(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	db := openDB(t)
 	now := time.Now().Truncate(time.Millisecond)
 	for i := range 5 {
@@ -108,7 +108,7 @@ func TestPollerOverlapRegistersOnce(t *testing.T) {
 
 func TestPollerRestartMidListingLosesNothing(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	db := openDB(t)
 	now := time.Now().Truncate(time.Millisecond)
 	for i := range 250 {
@@ -144,22 +144,22 @@ func TestPollerRestartMidListingLosesNothing(t *testing.T) {
 
 func TestPollerRegistersCancellations(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	db := openDB(t)
 	now := time.Now().Truncate(time.Millisecond)
 	mustAdd(t, s, simOrder("7301", now.Add(-2*time.Hour)))
 	never := simOrder("7302", now.Add(-2*time.Hour))
-	never.State, never.Status, never.CancellationReason = sim.KaspiStateArchive, sim.KaspiStatusCancelled, "BUYER_CANCELLATION_BY_MERCHANT"
+	never.State, never.Status, never.CancellationReason = kaspisim.StateArchive, kaspisim.StatusCancelled, "BUYER_CANCELLATION_BY_MERCHANT"
 	mustAdd(t, s, never)
 	p := newPoller(c, db, &now, nil)
 	ctx := context.Background()
 	if _, err := p.PollOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetStatus("7301", sim.KaspiStatusCancelled); err != nil {
+	if err := s.SetStatus("7301", kaspisim.StatusCancelled); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetState("7301", sim.KaspiStateArchive); err != nil {
+	if err := s.SetState("7301", kaspisim.StateArchive); err != nil {
 		t.Fatal(err)
 	}
 	now = now.Add(time.Minute)
@@ -187,7 +187,7 @@ func TestPollerRegistersCancellations(t *testing.T) {
 
 func TestPollerUnmappedSKUFailsOnlyThatOrder(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	db := openDB(t)
 	path := filepath.Join(t.TempDir(), "sku-map.csv")
 	if err := os.WriteFile(path, []byte("marketplace,marketplace_sku,onec_sku\nkaspi,SKU-7401,1C-0001\n"), 0o600); err != nil {
@@ -200,9 +200,9 @@ func TestPollerUnmappedSKUFailsOnlyThatOrder(t *testing.T) {
 	now := time.Now().Truncate(time.Millisecond)
 	mustAdd(t, s, simOrder("7401", now.Add(-time.Hour)))
 	mustAdd(t, s, simOrder("7402", now.Add(-time.Hour)))
-	s.AddRawOrder(sim.KaspiStateNew, now.Add(-time.Hour),
+	s.AddRawOrder(kaspisim.StateNew, now.Add(-time.Hour),
 		`{"type":"orders","id":"raw","attributes":{"code":"7403","state":"NEW","status":"APPROVED_BY_BANK"}}`)
-	s.AddRawOrder(sim.KaspiStateNew, now.Add(-time.Hour), `{"type":"orders","attributes":{"code":{}}}`)
+	s.AddRawOrder(kaspisim.StateNew, now.Add(-time.Hour), `{"type":"orders","attributes":{"code":{}}}`)
 
 	st, err := newPoller(c, db, &now, skus).PollOnce(context.Background())
 	if err != nil || st.Registered != 1 || st.Failed != 2 || st.Unreadable != 1 {

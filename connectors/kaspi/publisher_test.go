@@ -15,6 +15,7 @@ import (
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/kaspisim"
 )
 
 // created is the order.created record the engine writes once 1C holds the order.
@@ -43,7 +44,7 @@ func listed(t *testing.T, c *kaspi.Connector, code string) order.Order {
 
 func TestPublisherAcceptsOnceWhenDeliveredTwice(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	mustAdd(t, s, simOrder("6001", time.Now().Add(-time.Hour)))
 	rec := created(t, listed(t, c, "6001"))
 	pub := c.Publisher()
@@ -57,14 +58,14 @@ func TestPublisherAcceptsOnceWhenDeliveredTwice(t *testing.T) {
 		t.Errorf("Kaspi received %d acceptances, want %d", got, want)
 	}
 	o, _ := s.Order("6001")
-	if o.Status != sim.KaspiStatusAcceptedByMerchant || o.State != sim.KaspiStatePickup {
+	if o.Status != kaspisim.StatusAcceptedByMerchant || o.State != kaspisim.StatePickup {
 		t.Errorf("at Kaspi: state %s status %s, want PICKUP ACCEPTED_BY_MERCHANT", o.State, o.Status)
 	}
 }
 
 func TestPublisherConcurrentDeliveriesAcceptOnce(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	mustAdd(t, s, simOrder("6002", time.Now().Add(-time.Hour)))
 	rec := created(t, listed(t, c, "6002"))
 	pub := c.Publisher()
@@ -84,10 +85,10 @@ func TestPublisherConcurrentDeliveriesAcceptOnce(t *testing.T) {
 
 func TestPublisherSkipsAnOrderAcceptedAlready(t *testing.T) {
 	t.Parallel()
-	for _, status := range []string{sim.KaspiStatusAcceptedByMerchant, sim.KaspiStatusCompleted, sim.KaspiStatusCancelled, sim.KaspiStatusCancelling} {
+	for _, status := range []string{kaspisim.StatusAcceptedByMerchant, kaspisim.StatusCompleted, kaspisim.StatusCancelled, kaspisim.StatusCancelling} {
 		t.Run(status, func(t *testing.T) {
 			t.Parallel()
-			s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+			s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 			mustAdd(t, s, simOrder("6003", time.Now().Add(-time.Hour)))
 			rec := created(t, listed(t, c, "6003"))
 			if err := s.SetStatus("6003", status); err != nil {
@@ -96,7 +97,7 @@ func TestPublisherSkipsAnOrderAcceptedAlready(t *testing.T) {
 			if err := c.Publisher().Publish(context.Background(), rec); err != nil {
 				t.Fatalf("Publish = %v", err)
 			}
-			if got := s.Requests()[sim.KaspiOpStatus]; got != 0 {
+			if got := s.Requests()[kaspisim.OpStatus]; got != 0 {
 				t.Errorf("%d POSTs for an order in status %s, want 0", got, status)
 			}
 		})
@@ -107,16 +108,16 @@ func TestPublisherSkipsAnOrderAcceptedAlready(t *testing.T) {
 // the merchant in the cabinet) is the outcome wanted.
 func TestPublisherRefusalOfAnAcceptedOrderIsSuccess(t *testing.T) {
 	t.Parallel()
-	var s *sim.Kaspi
+	var s *kaspisim.Kaspi
 	race := roundTripper(func(r *http.Request) (*http.Response, error) {
 		if r.Method == http.MethodPost {
-			if err := s.SetStatus("6004", sim.KaspiStatusAcceptedByMerchant); err != nil {
+			if err := s.SetStatus("6004", kaspisim.StatusAcceptedByMerchant); err != nil {
 				return nil, err
 			}
 		}
 		return http.DefaultTransport.RoundTrip(r)
 	})
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{Transport: race})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{Transport: race})
 	mustAdd(t, s, simOrder("6004", time.Now().Add(-time.Hour)))
 	rec := created(t, listed(t, c, "6004"))
 	if err := c.Publisher().Publish(context.Background(), rec); err != nil {
@@ -136,13 +137,13 @@ func TestPublisherRetryAfter(t *testing.T) {
 	for _, tt := range []struct {
 		op     string
 		status int
-	}{{sim.KaspiOpStatus, http.StatusTooManyRequests}, {sim.KaspiOpStatus, http.StatusServiceUnavailable}, {sim.KaspiOpByCode, http.StatusTooManyRequests}} {
+	}{{kaspisim.OpStatus, http.StatusTooManyRequests}, {kaspisim.OpStatus, http.StatusServiceUnavailable}, {kaspisim.OpByCode, http.StatusTooManyRequests}} {
 		t.Run(tt.op+"/"+http.StatusText(tt.status), func(t *testing.T) {
 			t.Parallel()
-			s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+			s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 			mustAdd(t, s, simOrder("6005", time.Now().Add(-time.Hour)))
 			rec := created(t, listed(t, c, "6005"))
-			s.FailOp(tt.op, 1, tt.status, "7")
+			s.Faults.Add(1, sim.Fault{Op: tt.op, Status: tt.status, RetryAfter: 7 * time.Second})
 
 			err := c.Publisher().Publish(context.Background(), rec)
 			var de *outbox.DeliveryError
@@ -161,23 +162,23 @@ func TestPublisherRetryAfter(t *testing.T) {
 
 func TestPublisherServerErrorIsRetried(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	mustAdd(t, s, simOrder("6006", time.Now().Add(-time.Hour)))
 	rec := created(t, listed(t, c, "6006"))
-	s.FailOp(sim.KaspiOpStatus, 1, http.StatusBadGateway, "")
+	s.Faults.Add(1, sim.Fault{Op: kaspisim.OpStatus, Status: http.StatusBadGateway})
 	err := c.Publisher().Publish(context.Background(), rec)
 	var de *outbox.DeliveryError
 	if err == nil || (errors.As(err, &de) && de.Dead) {
 		t.Fatalf("Publish = %v, want a retryable error", err)
 	}
-	if got := s.Requests()[sim.KaspiOpStatus]; got != 1 {
+	if got := s.Requests()[kaspisim.OpStatus]; got != 1 {
 		t.Errorf("%d POSTs, want 1: a POST is never retried inside a delivery", got)
 	}
 }
 
 func TestPublisherUnauthorized(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	mustAdd(t, s, simOrder("6007", time.Now().Add(-time.Hour)))
 	rec := created(t, listed(t, c, "6007"))
 	_, bad := newEnvSameSim(t, s, "wrong-token")
@@ -193,7 +194,7 @@ func TestPublisherUnauthorized(t *testing.T) {
 }
 
 // newEnvSameSim is a second connector on the simulator s, with another token.
-func newEnvSameSim(t *testing.T, s *sim.Kaspi, token string) (*sim.Kaspi, *kaspi.Connector) {
+func newEnvSameSim(t *testing.T, s *kaspisim.Kaspi, token string) (*kaspisim.Kaspi, *kaspi.Connector) {
 	t.Helper()
 	if err := s.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
@@ -208,7 +209,7 @@ func newEnvSameSim(t *testing.T, s *sim.Kaspi, token string) (*sim.Kaspi, *kaspi
 
 func TestPublisherGivesUpOnPermanentRefusals(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	mustAdd(t, s, simOrder("6008", time.Now().Add(-time.Hour)))
 	rec := created(t, listed(t, c, "6008"))
 
@@ -227,7 +228,7 @@ func TestPublisherGivesUpOnPermanentRefusals(t *testing.T) {
 	}
 	for _, tt := range tests {
 		if tt.fault != 0 {
-			s.FailOp(sim.KaspiOpStatus, 1, tt.fault, "")
+			s.Faults.Add(1, sim.Fault{Op: kaspisim.OpStatus, Status: tt.fault})
 		}
 		err := c.Publisher().Publish(context.Background(), tt.rec)
 		var de *outbox.DeliveryError
@@ -235,14 +236,14 @@ func TestPublisherGivesUpOnPermanentRefusals(t *testing.T) {
 			t.Errorf("%s: Publish = %v, want a dead DeliveryError", tt.name, err)
 		}
 	}
-	if o, _ := s.Order("6008"); o.Status != sim.KaspiStatusApprovedByBank {
+	if o, _ := s.Order("6008"); o.Status != kaspisim.StatusApprovedByBank {
 		t.Errorf("status %s after refusals, want APPROVED_BY_BANK", o.Status)
 	}
 }
 
 func TestPublisherIgnoresOtherEvents(t *testing.T) {
 	t.Parallel()
-	s, c := newEnv(t, sim.KaspiOptions{}, kaspi.Config{})
+	s, c := newEnv(t, kaspisim.Options{}, kaspi.Config{})
 	mustAdd(t, s, simOrder("6009", time.Now().Add(-time.Hour)))
 	o := listed(t, c, "6009")
 	cancelledEv := created(t, o)

@@ -11,7 +11,7 @@ import (
 	"github.com/ordersync/ordersync/connectors/ozon"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/ozonsim"
 )
 
 // badPostings are the bad inputs ordersync must refuse as Ozon could send them, each with
@@ -37,7 +37,7 @@ var badPostings = []struct {
 
 func TestBadPostingsAreRefusedNamingTheField(t *testing.T) {
 	t.Parallel()
-	s, c := newTest(t, sim.OzonOptions{}, ozon.Config{PageSize: 100})
+	s, c := newTest(t, ozonsim.Options{}, ozon.Config{PageSize: 100})
 	at := now.Add(-time.Hour)
 	s.AddPosting(posting(1, at))
 	numberOf := map[string]string{}
@@ -64,7 +64,7 @@ func TestBadPostingsAreRefusedNamingTheField(t *testing.T) {
 // read as "…\uFFFD": neither may become a key.
 func TestBadPostingNumbersDoNotCollapse(t *testing.T) {
 	t.Parallel()
-	s, c := newTest(t, sim.OzonOptions{}, ozon.Config{PageSize: 100})
+	s, c := newTest(t, ozonsim.Options{}, ozon.Config{PageSize: 100})
 	at := now.Add(-time.Hour)
 	for i, pn := range []string{"\"0570-\xff\"", "\"0570-\xfe\"", `"0570-\u0000"`} {
 		p := posting(20+i, at)
@@ -82,7 +82,7 @@ func TestBadPostingNumbersDoNotCollapse(t *testing.T) {
 // ones around them, and moves the cursor.
 func TestPollerBadPostingBetweenGoodOnes(t *testing.T) {
 	t.Parallel()
-	s, c := newTest(t, sim.OzonOptions{}, ozon.Config{PageSize: 100})
+	s, c := newTest(t, ozonsim.Options{}, ozon.Config{PageSize: 100})
 	db := openDB(t)
 	s.AddPosting(posting(1, now.Add(-3*time.Hour)))
 	numbers := map[string]string{}

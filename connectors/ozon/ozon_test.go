@@ -19,6 +19,7 @@ import (
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/ozonsim"
 )
 
 var now = time.Date(2026, 9, 16, 7, 0, 0, 0, time.UTC)
@@ -29,7 +30,7 @@ const (
 )
 
 // newTest serves a simulator and returns it with a connector pointed at it.
-func newTest(t *testing.T, opts sim.OzonOptions, cfg ozon.Config) (*sim.Ozon, *ozon.Connector) {
+func newTest(t *testing.T, opts ozonsim.Options, cfg ozon.Config) (*ozonsim.Ozon, *ozon.Connector) {
 	t.Helper()
 	s, c, _ := newTestConfig(t, opts, cfg)
 	return s, c
@@ -37,13 +38,13 @@ func newTest(t *testing.T, opts sim.OzonOptions, cfg ozon.Config) (*sim.Ozon, *o
 
 // newTestConfig is newTest that also returns the connector's configuration, to
 // start another connector on the same simulator (a restart).
-func newTestConfig(t *testing.T, opts sim.OzonOptions, cfg ozon.Config) (*sim.Ozon, *ozon.Connector, ozon.Config) {
+func newTestConfig(t *testing.T, opts ozonsim.Options, cfg ozon.Config) (*ozonsim.Ozon, *ozon.Connector, ozon.Config) {
 	t.Helper()
 	opts.ClientID, opts.APIKey = clientID, apiKey
 	if opts.Now == nil {
 		opts.Now = func() time.Time { return now }
 	}
-	s := sim.NewOzon(opts)
+	s := ozonsim.New(opts)
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	cfg.BaseURL = ts.URL
@@ -97,18 +98,18 @@ func byID(items []connectors.Item) map[string]connectors.Item {
 	return m
 }
 
-func posting(n int, at time.Time, products ...sim.OzonProduct) sim.OzonPosting {
+func posting(n int, at time.Time, products ...ozonsim.Product) ozonsim.Posting {
 	if len(products) == 0 {
-		products = []sim.OzonProduct{{OfferID: "SKU-1", Name: "Чайник", Quantity: 2, Price: decimal.RequireFromString("1530")}}
+		products = []ozonsim.Product{{OfferID: "SKU-1", Name: "Чайник", Quantity: 2, Price: decimal.RequireFromString("1530")}}
 	}
-	return sim.OzonPosting{
+	return ozonsim.Posting{
 		PostingNumber: "0570806" + string(rune('0'+n/10)) + string(rune('0'+n%10)) + "-0029-1",
 		InProcessAt:   at,
 		Products:      products,
 	}
 }
 
-func seed(s *sim.Ozon, n int) []string {
+func seed(s *ozonsim.Ozon, n int) []string {
 	var numbers []string
 	for i := range n {
 		p := posting(i, now.Add(-time.Duration(n-i)*time.Hour))
@@ -120,7 +121,7 @@ func seed(s *sim.Ozon, n int) []string {
 
 func TestListV4AllPagesByCursor(t *testing.T) {
 	t.Parallel()
-	s, c := newTest(t, sim.OzonOptions{}, ozon.Config{PageSize: 2})
+	s, c := newTest(t, ozonsim.Options{}, ozon.Config{PageSize: 2})
 	numbers := seed(s, 7)
 	items, pages, err := collect(t, c, now.Add(-72*time.Hour), now)
 	if err != nil {
@@ -139,7 +140,7 @@ func TestListV4AllPagesByCursor(t *testing.T) {
 	if pages != 4 {
 		t.Errorf("fn saw %d pages, want 4 (the repeats of the other listings are left out)", pages)
 	}
-	unf := s.RequestsTo(sim.OzonUnfulfilledV4)
+	unf := s.RequestsTo(ozonsim.PathUnfulfilledV4)
 	if len(unf) != 4 {
 		t.Fatalf("unfulfilled v4 requests = %d, want 4 pages of 2", len(unf))
 	}
@@ -150,7 +151,7 @@ func TestListV4AllPagesByCursor(t *testing.T) {
 	if err := json.Unmarshal(unf[3].Body, &last); err != nil || last.Cursor == "" || last.Limit != 2 {
 		t.Errorf("last page asked %s, want a cursor and limit 2", unf[3].Body)
 	}
-	if n := len(s.RequestsTo(sim.OzonUnfulfilledV3)) + len(s.RequestsTo(sim.OzonListV3)); n != 0 {
+	if n := len(s.RequestsTo(ozonsim.PathUnfulfilledV3)) + len(s.RequestsTo(ozonsim.PathListV3)); n != 0 {
 		t.Errorf("v4 connector made %d v3 requests", n)
 	}
 
@@ -171,7 +172,7 @@ func TestListV4AllPagesByCursor(t *testing.T) {
 
 func TestListV3AllPagesByOffset(t *testing.T) {
 	t.Parallel()
-	s, c := newTest(t, sim.OzonOptions{}, ozon.Config{APIVersion: "v3", PageSize: 2})
+	s, c := newTest(t, ozonsim.Options{}, ozon.Config{APIVersion: "v3", PageSize: 2})
 	numbers := seed(s, 5)
 	items := mustCollect(t, c, now.Add(-72*time.Hour), now)
 	var got []string
@@ -182,7 +183,7 @@ func TestListV3AllPagesByOffset(t *testing.T) {
 		t.Errorf("listed %v, want %v", got, numbers)
 	}
 	var offsets []int
-	for _, r := range s.RequestsTo(sim.OzonUnfulfilledV3) {
+	for _, r := range s.RequestsTo(ozonsim.PathUnfulfilledV3) {
 		var b struct{ Offset int }
 		json.Unmarshal(r.Body, &b)
 		offsets = append(offsets, b.Offset)
@@ -190,7 +191,7 @@ func TestListV3AllPagesByOffset(t *testing.T) {
 	if !slices.Equal(offsets, []int{0, 2, 4}) {
 		t.Errorf("unfulfilled v3 offsets %v, want [0 2 4]", offsets)
 	}
-	if n := len(s.RequestsTo(sim.OzonUnfulfilledV4)) + len(s.RequestsTo(sim.OzonListV4)); n != 0 {
+	if n := len(s.RequestsTo(ozonsim.PathUnfulfilledV4)) + len(s.RequestsTo(ozonsim.PathListV4)); n != 0 {
 		t.Errorf("v3 connector made %d v4 requests", n)
 	}
 }
@@ -201,7 +202,7 @@ func TestListV3AllPagesByOffset(t *testing.T) {
 func TestListSeesWhatTheUnfulfilledListCannot(t *testing.T) {
 	t.Parallel()
 	for _, v := range []string{"v4", "v3"} {
-		s, c := newTest(t, sim.OzonOptions{}, ozon.Config{APIVersion: v})
+		s, c := newTest(t, ozonsim.Options{}, ozon.Config{APIVersion: v})
 		noCutoff := posting(1, now.Add(-time.Hour))
 		noCutoff.NoCutoff = true
 		delivered := posting(2, now.Add(-5*24*time.Hour))
@@ -219,9 +220,9 @@ func TestListSeesWhatTheUnfulfilledListCannot(t *testing.T) {
 
 func TestRetryAfterHonoured(t *testing.T) {
 	t.Parallel()
-	s, c := newTest(t, sim.OzonOptions{}, ozon.Config{})
+	s, c := newTest(t, ozonsim.Options{}, ozon.Config{})
 	seed(s, 1)
-	s.Fail(1, http.StatusTooManyRequests, time.Second)
+	s.Faults.Add(1, sim.Fault{Status: http.StatusTooManyRequests, RetryAfter: time.Second})
 	start := time.Now()
 	items := mustCollect(t, c, now.Add(-72*time.Hour), now)
 	if elapsed := time.Since(start); elapsed < time.Second {
@@ -230,7 +231,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	if len(items) != 1 {
 		t.Errorf("items = %d, want 1", len(items))
 	}
-	reqs := s.RequestsTo(sim.OzonUnfulfilledV4)
+	reqs := s.RequestsTo(ozonsim.PathUnfulfilledV4)
 	if len(reqs) != 2 || reqs[0].Status != 429 || reqs[1].Status != 200 {
 		t.Errorf("unfulfilled requests %+v, want a 429 then a 200", reqs)
 	}
@@ -238,8 +239,8 @@ func TestRetryAfterHonoured(t *testing.T) {
 
 func TestRateLimitedTooLongFailsTheListing(t *testing.T) {
 	t.Parallel()
-	s, c := newTest(t, sim.OzonOptions{}, ozon.Config{})
-	s.Fail(10, http.StatusServiceUnavailable, 0)
+	s, c := newTest(t, ozonsim.Options{}, ozon.Config{})
+	s.Faults.Add(10, sim.Fault{Status: http.StatusServiceUnavailable})
 	_, _, err := collect(t, c, now.Add(-time.Hour), now)
 	if err == nil || !strings.Contains(err.Error(), "503") {
 		t.Errorf("List after repeated 503 = %v, want an error naming 503", err)
@@ -252,7 +253,7 @@ func TestRateLimitedTooLongFailsTheListing(t *testing.T) {
 func TestCancelledPostings(t *testing.T) {
 	t.Parallel()
 	for _, v := range []string{"v4", "v3"} {
-		s, c := newTest(t, sim.OzonOptions{}, ozon.Config{APIVersion: v})
+		s, c := newTest(t, ozonsim.Options{}, ozon.Config{APIVersion: v})
 		old := posting(1, now.Add(-20*24*time.Hour)) // created long before the window
 		old.StatusChangedAt = now.Add(-20 * 24 * time.Hour)
 		fresh := posting(2, now.Add(-2*time.Hour))
@@ -287,11 +288,11 @@ func TestPricesExact(t *testing.T) {
 		asNumber bool
 	}{{"v3", false}, {"v4", false}, {"v4", true}}
 	for _, tc := range cases {
-		s, c := newTest(t, sim.OzonOptions{AmountAsNumber: tc.asNumber}, ozon.Config{APIVersion: tc.version})
+		s, c := newTest(t, ozonsim.Options{AmountAsNumber: tc.asNumber}, ozon.Config{APIVersion: tc.version})
 		p := posting(1, now.Add(-time.Hour),
-			sim.OzonProduct{OfferID: "A", Quantity: 1, Price: decimal.RequireFromString("0.1")},
-			sim.OzonProduct{OfferID: "B", Quantity: 1, Price: decimal.RequireFromString("0.2")},
-			sim.OzonProduct{OfferID: "C", Quantity: 3, Price: decimal.RequireFromString("1530.0000")},
+			ozonsim.Product{OfferID: "A", Quantity: 1, Price: decimal.RequireFromString("0.1")},
+			ozonsim.Product{OfferID: "B", Quantity: 1, Price: decimal.RequireFromString("0.2")},
+			ozonsim.Product{OfferID: "C", Quantity: 3, Price: decimal.RequireFromString("1530.0000")},
 		)
 		s.AddPosting(p)
 		check := func(how string, o *order.Order) {
@@ -326,7 +327,7 @@ func TestPricesExact(t *testing.T) {
 
 func TestBadPostingFailsOnlyItself(t *testing.T) {
 	t.Parallel()
-	s, c := newTest(t, sim.OzonOptions{}, ozon.Config{PageSize: 100})
+	s, c := newTest(t, ozonsim.Options{}, ozon.Config{PageSize: 100})
 	at := now.Add(-time.Hour)
 	good := posting(1, at)
 	s.AddPosting(good)
@@ -383,9 +384,9 @@ func TestBadPostingFailsOnlyItself(t *testing.T) {
 func TestMalformedPageFailsTheListing(t *testing.T) {
 	t.Parallel()
 	for _, v := range []string{"v4", "v3"} {
-		s, c := newTest(t, sim.OzonOptions{}, ozon.Config{APIVersion: v, PageSize: 2})
+		s, c := newTest(t, ozonsim.Options{}, ozon.Config{APIVersion: v, PageSize: 2})
 		seed(s, 5)
-		s.MalformPages(1, 1)
+		s.Faults.Add(1, sim.Fault{Kind: sim.Malformed, After: 1})
 		items, pages, err := collect(t, c, now.Add(-72*time.Hour), now)
 		if err == nil || !strings.Contains(err.Error(), "malformed page") || !strings.Contains(err.Error(), "page 2") {
 			t.Errorf("%s: List = %v, want an error about malformed page 2", v, err)
@@ -399,7 +400,7 @@ func TestMalformedPageFailsTheListing(t *testing.T) {
 func TestAuthFailureNamesTheKey(t *testing.T) {
 	t.Parallel()
 	for _, status := range []int{401, 403, 404} {
-		s, c := newTest(t, sim.OzonOptions{BadKeyStatus: status}, ozon.Config{APIKey: "wrong"})
+		s, c := newTest(t, ozonsim.Options{BadKeyStatus: status}, ozon.Config{APIKey: "wrong"})
 		_, _, err := collect(t, c, now.Add(-time.Hour), now)
 		var ae *connectors.AuthError
 		if !errors.As(err, &ae) || ae.Key != "connectors.ozon.api_key" || ae.Status != status || ae.Connector != "ozon" {
@@ -416,7 +417,7 @@ func TestAuthFailureNamesTheKey(t *testing.T) {
 			t.Errorf("HTTP %d: Get = %v, want an AuthError, not ErrNotFound", status, err)
 		}
 	}
-	_, c := newTest(t, sim.OzonOptions{}, ozon.Config{ClientID: "not-a-number"})
+	_, c := newTest(t, ozonsim.Options{}, ozon.Config{ClientID: "not-a-number"})
 	var ae *connectors.AuthError
 	if _, _, err := collect(t, c, now.Add(-time.Hour), now); !errors.As(err, &ae) || ae.Key != "connectors.ozon.client_id" {
 		t.Errorf("bad Client-Id: %v, want an AuthError naming connectors.ozon.client_id", err)
@@ -425,9 +426,9 @@ func TestAuthFailureNamesTheKey(t *testing.T) {
 
 func TestGet(t *testing.T) {
 	t.Parallel()
-	s, c := newTest(t, sim.OzonOptions{}, ozon.Config{})
+	s, c := newTest(t, ozonsim.Options{}, ozon.Config{})
 	p := posting(3, now.Add(-time.Hour))
-	p.Customer = &sim.OzonCustomer{Name: "Иван Петров"}
+	p.Customer = &ozonsim.Customer{Name: "Иван Петров"}
 	s.AddPosting(p)
 	it, err := c.Get(context.Background(), p.PostingNumber)
 	if err != nil {
@@ -464,10 +465,10 @@ func record(t *testing.T, c *ozon.Connector, pn string) outbox.Record {
 
 func TestPublisherShipsOnceWhenDeliveredTwice(t *testing.T) {
 	t.Parallel()
-	s, c := newTest(t, sim.OzonOptions{}, ozon.Config{Acknowledge: true})
+	s, c := newTest(t, ozonsim.Options{}, ozon.Config{Acknowledge: true})
 	p := posting(4, now.Add(-time.Hour),
-		sim.OzonProduct{SKU: 501, OfferID: "A", Quantity: 1, Price: decimal.NewFromInt(100)},
-		sim.OzonProduct{SKU: 502, OfferID: "B", Quantity: 2, Price: decimal.NewFromInt(50)},
+		ozonsim.Product{SKU: 501, OfferID: "A", Quantity: 1, Price: decimal.NewFromInt(100)},
+		ozonsim.Product{SKU: 502, OfferID: "B", Quantity: 2, Price: decimal.NewFromInt(50)},
 	)
 	s.AddPosting(p)
 	r := record(t, c, p.PostingNumber)
@@ -480,7 +481,7 @@ func TestPublisherShipsOnceWhenDeliveredTwice(t *testing.T) {
 	if got := s.Shipped(p.PostingNumber); got != 1 {
 		t.Errorf("shipped %d times, want 1", got)
 	}
-	if got := len(s.RequestsTo(sim.OzonShip)); got != 1 {
+	if got := len(s.RequestsTo(ozonsim.PathShip)); got != 1 {
 		t.Errorf("ship requests = %d, want 1: the second delivery must see the status and not call", got)
 	}
 	if got, _ := s.Posting(p.PostingNumber); got.Status != "awaiting_deliver" {
@@ -494,7 +495,7 @@ type loseShipAnswer struct{ lost atomic.Bool }
 
 func (l *loseShipAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := http.DefaultTransport.RoundTrip(r)
-	if err == nil && r.URL.Path == sim.OzonShip && l.lost.CompareAndSwap(false, true) {
+	if err == nil && r.URL.Path == ozonsim.PathShip && l.lost.CompareAndSwap(false, true) {
 		resp.Body.Close()
 		return nil, errors.New("connection reset by peer")
 	}
@@ -503,7 +504,7 @@ func (l *loseShipAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func TestPublisherLostAnswerShipsOnce(t *testing.T) {
 	t.Parallel()
-	s, c := newTest(t, sim.OzonOptions{}, ozon.Config{Acknowledge: true, Transport: &loseShipAnswer{}})
+	s, c := newTest(t, ozonsim.Options{}, ozon.Config{Acknowledge: true, Transport: &loseShipAnswer{}})
 	p := posting(5, now.Add(-time.Hour))
 	s.AddPosting(p)
 	r := record(t, c, p.PostingNumber)
@@ -515,8 +516,8 @@ func TestPublisherLostAnswerShipsOnce(t *testing.T) {
 	if err := c.Publisher().Publish(context.Background(), r); err != nil {
 		t.Fatalf("second delivery: %v", err)
 	}
-	if s.Shipped(p.PostingNumber) != 1 || len(s.RequestsTo(sim.OzonShip)) != 1 {
-		t.Errorf("shipped %d, ship requests %d; want 1 and 1", s.Shipped(p.PostingNumber), len(s.RequestsTo(sim.OzonShip)))
+	if s.Shipped(p.PostingNumber) != 1 || len(s.RequestsTo(ozonsim.PathShip)) != 1 {
+		t.Errorf("shipped %d, ship requests %d; want 1 and 1", s.Shipped(p.PostingNumber), len(s.RequestsTo(ozonsim.PathShip)))
 	}
 }
 
@@ -524,17 +525,17 @@ func TestPublisherErrors(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	s, c := newTest(t, sim.OzonOptions{}, ozon.Config{Acknowledge: true})
+	s, c := newTest(t, ozonsim.Options{}, ozon.Config{Acknowledge: true})
 	p := posting(6, now.Add(-time.Hour))
 	s.AddPosting(p)
 	r := record(t, c, p.PostingNumber)
 
-	s.FailOn(sim.OzonShip, 1, http.StatusTooManyRequests, 7*time.Second)
+	s.Faults.Add(1, sim.Fault{Op: ozonsim.PathShip, Status: http.StatusTooManyRequests, RetryAfter: 7 * time.Second})
 	var de *outbox.DeliveryError
 	if err := c.Publisher().Publish(ctx, r); !errors.As(err, &de) || de.RetryAfter != 7*time.Second || de.Dead {
 		t.Errorf("429 on ship = %v, want a DeliveryError with RetryAfter 7s", err)
 	}
-	s.FailOn(sim.OzonShip, 1, http.StatusBadRequest, 0)
+	s.Faults.Add(1, sim.Fault{Op: ozonsim.PathShip, Status: http.StatusBadRequest})
 	if err := c.Publisher().Publish(ctx, r); !errors.As(err, &de) || !de.Dead {
 		t.Errorf("400 on ship = %v, want Dead", err)
 	}
@@ -551,12 +552,12 @@ func TestPublisherErrors(t *testing.T) {
 	needs := posting(7, now.Add(-time.Hour))
 	needs.Patch = map[string]json.RawMessage{"requirements": json.RawMessage(`{"products_requiring_mandatory_mark":["101"]}`)}
 	s.AddPosting(needs)
-	before := len(s.RequestsTo(sim.OzonShip))
+	before := len(s.RequestsTo(ozonsim.PathShip))
 	if err := c.Publisher().Publish(ctx, record(t, c, needs.PostingNumber)); !errors.As(err, &de) || !de.Dead ||
 		!strings.Contains(err.Error(), "products_requiring_mandatory_mark") {
 		t.Errorf("posting needing marks = %v, want Dead naming the requirement", err)
 	}
-	if len(s.RequestsTo(sim.OzonShip)) != before {
+	if len(s.RequestsTo(ozonsim.PathShip)) != before {
 		t.Error("a posting Ozon would refuse was sent to ship")
 	}
 
@@ -579,7 +580,7 @@ func TestPublisherErrors(t *testing.T) {
 func TestPublisherLeavesOthersAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, off := newTest(t, sim.OzonOptions{}, ozon.Config{})
+	s, off := newTest(t, ozonsim.Options{}, ozon.Config{})
 	p := posting(1, now.Add(-time.Hour))
 	s.AddPosting(p)
 	r := record(t, off, p.PostingNumber)
@@ -591,7 +592,7 @@ func TestPublisherLeavesOthersAlone(t *testing.T) {
 		t.Error("with acknowledge off the publisher called Ozon")
 	}
 
-	s2, on := newTest(t, sim.OzonOptions{}, ozon.Config{Acknowledge: true})
+	s2, on := newTest(t, ozonsim.Options{}, ozon.Config{Acknowledge: true})
 	for _, rec := range []outbox.Record{
 		{Type: outbox.OrderCreated, AggregateID: "kaspi:order:512344101", Data: json.RawMessage(`{}`)},
 		{Type: outbox.OrderCancelled, AggregateID: "ozon:posting:" + p.PostingNumber, Data: json.RawMessage(`{}`)},

@@ -16,6 +16,7 @@ import (
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/ozonsim"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 	"github.com/ordersync/ordersync/internal/testdb"
 )
@@ -58,7 +59,7 @@ func operations(t *testing.T, db *postgres.DB) map[string]journal.Operation {
 
 func TestPollerOverlapRegistersOnce(t *testing.T) {
 	t.Parallel()
-	s, c := newTest(t, sim.OzonOptions{}, ozon.Config{})
+	s, c := newTest(t, ozonsim.Options{}, ozon.Config{})
 	db := openDB(t)
 	ctx := context.Background()
 	clock := now
@@ -100,12 +101,12 @@ func TestPollerOverlapRegistersOnce(t *testing.T) {
 func TestPollerRestartMidListingLosesNothing(t *testing.T) {
 	t.Parallel()
 	for _, v := range []string{"v4", "v3"} {
-		s, c, cfg := newTestConfig(t, sim.OzonOptions{}, ozon.Config{APIVersion: v, PageSize: 2})
+		s, c, cfg := newTestConfig(t, ozonsim.Options{}, ozon.Config{APIVersion: v, PageSize: 2})
 		db := openDB(t)
 		ctx := context.Background()
 		clock := now
 		numbers := seed(s, 7)
-		s.MalformPages(1, 1) // the second page of the first listing
+		s.Faults.Add(1, sim.Fault{Kind: sim.Malformed, After: 1}) // the second page of the first listing
 
 		st, err := newPoller(c, db, &clock, nil).PollOnce(ctx)
 		if err == nil || st.Registered != 2 {
@@ -143,7 +144,7 @@ func TestPollerRestartMidListingLosesNothing(t *testing.T) {
 
 func TestPollerUnmappedSKUFailsOnlyThatPosting(t *testing.T) {
 	t.Parallel()
-	s, c := newTest(t, sim.OzonOptions{}, ozon.Config{})
+	s, c := newTest(t, ozonsim.Options{}, ozon.Config{})
 	db := openDB(t)
 	path := filepath.Join(t.TempDir(), "sku-map.csv")
 	if err := os.WriteFile(path, []byte("marketplace,marketplace_sku,onec_sku\nozon,SKU-1,УТ-0001\n"), 0o600); err != nil {
@@ -154,7 +155,7 @@ func TestPollerUnmappedSKUFailsOnlyThatPosting(t *testing.T) {
 		t.Fatal(err)
 	}
 	mapped := posting(1, now.Add(-time.Hour))
-	unmapped := posting(2, now.Add(-time.Hour), sim.OzonProduct{OfferID: "SKU-404", Quantity: 1, Price: decimal.NewFromInt(10)})
+	unmapped := posting(2, now.Add(-time.Hour), ozonsim.Product{OfferID: "SKU-404", Quantity: 1, Price: decimal.NewFromInt(10)})
 	s.AddPosting(mapped)
 	s.AddPosting(unmapped)
 	clock := now
@@ -176,7 +177,7 @@ func TestPollerUnmappedSKUFailsOnlyThatPosting(t *testing.T) {
 
 func TestPollerRegistersCancel(t *testing.T) {
 	t.Parallel()
-	s, c := newTest(t, sim.OzonOptions{}, ozon.Config{})
+	s, c := newTest(t, ozonsim.Options{}, ozon.Config{})
 	db := openDB(t)
 	old := posting(1, now.Add(-10*24*time.Hour))
 	s.AddPosting(old)

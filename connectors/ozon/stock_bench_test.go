@@ -10,7 +10,7 @@ import (
 
 	"github.com/ordersync/ordersync/connectors/ozon"
 	"github.com/ordersync/ordersync/internal/outbox"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/ozonsim"
 	"github.com/ordersync/ordersync/internal/stock"
 )
 
@@ -36,8 +36,8 @@ func BenchmarkStockSender(b *testing.B) {
 func benchStockSender(b *testing.B, window time.Duration) {
 	const items, batch = 50000, 100
 	scale := float64(time.Minute) / float64(window)
-	s := sim.NewOzon(sim.OzonOptions{ClientID: clientID, APIKey: apiKey})
-	s.SetStockLimits(sim.OzonStockLimits{Window: window, Resend: time.Duration(float64(30*time.Second) / scale)})
+	s := ozonsim.New(ozonsim.Options{ClientID: clientID, APIKey: apiKey})
+	s.SetStockLimits(ozonsim.StockLimits{Window: window, Resend: time.Duration(float64(30*time.Second) / scale)})
 	ts := httptest.NewServer(s)
 	b.Cleanup(ts.Close)
 	c, err := ozon.New(ozon.Config{BaseURL: ts.URL, ClientID: clientID, APIKey: apiKey, RatePerSecond: -1})

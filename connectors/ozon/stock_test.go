@@ -17,6 +17,7 @@ import (
 	"github.com/ordersync/ordersync/connectors/ozon"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/ozonsim"
 	"github.com/ordersync/ordersync/internal/stock"
 )
 
@@ -57,10 +58,10 @@ func (c *fakeClock) targets() []time.Time {
 
 // newStockTest serves a simulator on a fake clock and returns a sender on the same
 // clock, for warehouse WH1 → ozonWH.
-func newStockTest(t *testing.T, cfg ozon.StockConfig) (*sim.Ozon, *ozon.StockSender, *fakeClock) {
+func newStockTest(t *testing.T, cfg ozon.StockConfig) (*ozonsim.Ozon, *ozon.StockSender, *fakeClock) {
 	t.Helper()
 	clock := &fakeClock{t: now}
-	s, c := newTest(t, sim.OzonOptions{Now: clock.Now}, ozon.Config{})
+	s, c := newTest(t, ozonsim.Options{Now: clock.Now}, ozon.Config{})
 	if cfg.Warehouses == nil {
 		cfg.Warehouses = map[string]int64{"WH1": ozonWH}
 	}
@@ -119,7 +120,7 @@ func TestStockSenderContract(t *testing.T) {
 	if v, ok := s.Stock("OF-2", ozonWH); !ok || v != 2 {
 		t.Fatalf("simulator holds %d, %v", v, ok)
 	}
-	reqs := s.RequestsTo(sim.OzonStocks)
+	reqs := s.RequestsTo(ozonsim.PathStocks)
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests", len(reqs))
 	}
@@ -148,7 +149,7 @@ func TestStockSenderContract(t *testing.T) {
 
 func TestStockSenderConfig(t *testing.T) {
 	t.Parallel()
-	_, c := newTest(t, sim.OzonOptions{}, ozon.Config{})
+	_, c := newTest(t, ozonsim.Options{}, ozon.Config{})
 	for _, tc := range []struct {
 		cfg  ozon.StockConfig
 		want string
@@ -172,8 +173,8 @@ func TestStockSenderItemResults(t *testing.T) {
 	t.Parallel()
 	s, sender, clock := newStockTest(t, ozon.StockConfig{})
 	s.AddOffers("OK", "BIG", "BUSY", "DUP", "ODD")
-	s.FailStockItem("BIG", sim.OzonStockTooBig, 0)
-	s.FailStockItem("BUSY", sim.OzonStockTooManyRequests, 1)
+	s.FailStockItem("BIG", ozonsim.StockTooBig, 0)
+	s.FailStockItem("BUSY", ozonsim.StockTooManyRequests, 1)
 	s.FailStockItem("ODD", "PRODUCT_IS_NOT_CREATED", 1)
 	batch := updates("OK", "BIG", "BUSY", "GONE", "DUP", "ODD")
 	batch = append(batch,
@@ -337,7 +338,7 @@ func TestStockSenderTooManyRequests(t *testing.T) {
 	t.Parallel()
 	s, sender, _ := newStockTest(t, ozon.StockConfig{})
 	s.AddOffers("A", "B")
-	s.FailOn(sim.OzonStocks, 1, 429, 7*time.Second)
+	s.Faults.Add(1, sim.Fault{Op: ozonsim.PathStocks, Status: 429, RetryAfter: 7 * time.Second})
 	_, err := sender.Send(context.Background(), "WH1", updates("A"))
 	var de *outbox.DeliveryError
 	if !errors.As(err, &de) || de.RetryAfter != 7*time.Second {
@@ -349,7 +350,7 @@ func TestStockSenderTooManyRequests(t *testing.T) {
 
 	// Another tool of the seller used up the minute: the simulator answers 429
 	// without Retry-After, the sender asks for the window.
-	s.SetStockLimits(sim.OzonStockLimits{Requests: 1})
+	s.SetStockLimits(ozonsim.StockLimits{Requests: 1})
 	rs, err := sender.Send(context.Background(), "WH1", updates("A"))
 	if err != nil || rs[0].Outcome != stock.Published {
 		t.Fatalf("second request: %+v, %v", rs, err)
@@ -366,7 +367,7 @@ func TestStockSenderTooManyRequests(t *testing.T) {
 func TestStockSenderAuth(t *testing.T) {
 	t.Parallel()
 	clock := &fakeClock{t: now}
-	s, c := newTest(t, sim.OzonOptions{Now: clock.Now}, ozon.Config{APIKey: "99999999-0000-0000-0000-000000000000"})
+	s, c := newTest(t, ozonsim.Options{Now: clock.Now}, ozon.Config{APIKey: "99999999-0000-0000-0000-000000000000"})
 	s.AddOffers("A")
 	sender, err := c.StockSender(ozon.StockConfig{Warehouses: map[string]int64{"WH1": ozonWH}, Clock: clock})
 	if err != nil {
@@ -409,7 +410,7 @@ func TestStockSenderRate(t *testing.T) {
 	if vs := s.StockViolations(); len(vs) != 0 {
 		t.Fatalf("violations: %d, first %+v", len(vs), vs[0])
 	}
-	reqs := s.RequestsTo(sim.OzonStocks)
+	reqs := s.RequestsTo(ozonsim.PathStocks)
 	if len(reqs) != n || s.StockRateLimited() != 0 {
 		t.Fatalf("%d requests, %d rate-limited", len(reqs), s.StockRateLimited())
 	}
@@ -434,8 +435,8 @@ func TestStockSenderRate(t *testing.T) {
 func TestStockSenderConcurrentTurns(t *testing.T) {
 	t.Parallel()
 	clock := &fakeClock{t: now}
-	s, c := newTest(t, sim.OzonOptions{}, ozon.Config{})
-	s.SetStockLimits(sim.OzonStockLimits{Requests: 1 << 20})
+	s, c := newTest(t, ozonsim.Options{}, ozon.Config{})
+	s.SetStockLimits(ozonsim.StockLimits{Requests: 1 << 20})
 	sender, err := c.StockSender(ozon.StockConfig{Warehouses: map[string]int64{"WH1": ozonWH}, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -478,7 +479,7 @@ func TestStockSenderWaitWithinContext(t *testing.T) {
 	t.Parallel()
 	// On the wall clock a fresh sender's first turn is 750 ms away: a context
 	// that ends sooner fails at once, sending nothing.
-	s, c := newTest(t, sim.OzonOptions{}, ozon.Config{})
+	s, c := newTest(t, ozonsim.Options{}, ozon.Config{})
 	s.AddOffers("A")
 	sender, err := c.StockSender(ozon.StockConfig{Warehouses: map[string]int64{"WH1": ozonWH}})
 	if err != nil {
@@ -496,7 +497,7 @@ func TestStockSenderWaitWithinContext(t *testing.T) {
 
 	// A wait cut short by the context's end sends nothing either.
 	blocked := blockingClock{fakeClock: &fakeClock{t: now}}
-	s2, c2 := newTest(t, sim.OzonOptions{}, ozon.Config{})
+	s2, c2 := newTest(t, ozonsim.Options{}, ozon.Config{})
 	sender2, err := c2.StockSender(ozon.StockConfig{Warehouses: map[string]int64{"WH1": ozonWH}, Clock: blocked})
 	if err != nil {
 		t.Fatal(err)

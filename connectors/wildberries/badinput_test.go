@@ -11,7 +11,7 @@ import (
 
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/order"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/wbsim"
 )
 
 // rawWB is an order of a listing with fields replaced: edit maps a field to its
@@ -41,10 +41,10 @@ func TestBadOrdersAreRefusedNamingTheField(t *testing.T) {
 		{18, rawWB(18, `,"comment":"\udc00"`), "comment"},
 	}
 	for _, b := range bad {
-		s.AddOrder(sim.WBOrder{ID: b.id, CreatedAt: at, Raw: b.raw})
+		s.AddOrder(wbsim.Order{ID: b.id, CreatedAt: at, Raw: b.raw})
 	}
 	fine := rawWB(19, `,"comment":"строка 1\nстрока 2"`)
-	s.AddOrder(sim.WBOrder{ID: 19, CreatedAt: at, Raw: fine})
+	s.AddOrder(wbsim.Order{ID: 19, CreatedAt: at, Raw: fine})
 	// A status that is not text fails its order only.
 	s.AddOrder(wbOrder(20, at))
 	s.SetStatus(20, "new", "waiting\x00")

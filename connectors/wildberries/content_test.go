@@ -13,6 +13,7 @@ import (
 
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/wbsim"
 	"github.com/ordersync/ordersync/internal/stock"
 )
 
@@ -39,7 +40,7 @@ const stockWH = 7001
 // newStockTest serves a simulator (no rate limits, on the clock returned) with
 // warehouse 7001 and returns a sender for WH1 → 7001 without a rate limit; edit
 // adjusts the sender's configuration.
-func newStockTest(t testing.TB, edit ...func(*StockConfig)) (*sim.Wildberries, *StockSender, *stockClock) {
+func newStockTest(t testing.TB, edit ...func(*StockConfig)) (*wbsim.Wildberries, *StockSender, *stockClock) {
 	t.Helper()
 	clk := &stockClock{t: testNow}
 	s, snd := newStockTestOn(t, clk.Now, edit...)
@@ -47,9 +48,9 @@ func newStockTest(t testing.TB, edit ...func(*StockConfig)) (*sim.Wildberries, *
 }
 
 // newStockTestOn is newStockTest with the simulator and the connector on clock now.
-func newStockTestOn(t testing.TB, now func() time.Time, edit ...func(*StockConfig)) (*sim.Wildberries, *StockSender) {
+func newStockTestOn(t testing.TB, now func() time.Time, edit ...func(*StockConfig)) (*wbsim.Wildberries, *StockSender) {
 	t.Helper()
-	s := sim.NewWildberries(sim.WildberriesOptions{Token: testToken, Now: now})
+	s := wbsim.New(wbsim.Options{Token: testToken, Now: now})
 	s.SetStockLimit(0, 0)
 	s.SetContentLimit(0, 0)
 	s.AddStockWarehouse(stockWH)
@@ -71,8 +72,8 @@ func newStockTestOn(t testing.TB, now func() time.Time, edit ...func(*StockConfi
 }
 
 // card is a one-size card: vendor code vc, chrtID chrt, barcode "BC<chrt>".
-func card(nm int64, vc string, chrt int64) sim.WBCard {
-	return sim.WBCard{NmID: nm, VendorCode: vc, Sizes: []sim.WBSize{{ChrtID: chrt, Skus: []string{fmt.Sprint("BC", chrt)}}}}
+func card(nm int64, vc string, chrt int64) wbsim.Card {
+	return wbsim.Card{NmID: nm, VendorCode: vc, Sizes: []wbsim.Size{{ChrtID: chrt, Skus: []string{fmt.Sprint("BC", chrt)}}}}
 }
 
 func send(t *testing.T, snd *StockSender, batch ...stock.Update) []stock.Result {
@@ -117,7 +118,7 @@ func TestCardsListingPagesThroughEveryCard(t *testing.T) {
 			t.Errorf("V%d: %d %t", i, id, ok)
 		}
 	}
-	reqs := s.RequestsOf(sim.WBOpCardsList)
+	reqs := s.RequestsOf(wbsim.OpCardsList)
 	if len(reqs) != 7 { // 20 cards by 3: six full pages and one of 2
 		t.Errorf("%d pages, want 7", len(reqs))
 	}
@@ -136,7 +137,7 @@ func TestCardsListingPagesThroughEveryCard(t *testing.T) {
 func TestCardsBarcodesAndAmbiguousVendorCodes(t *testing.T) {
 	s, snd, _ := newStockTest(t)
 	s.AddCard(card(1, "ONE", 11))
-	s.AddCard(sim.WBCard{NmID: 2, VendorCode: "SHIRT", Sizes: []sim.WBSize{
+	s.AddCard(wbsim.Card{NmID: 2, VendorCode: "SHIRT", Sizes: []wbsim.Size{
 		{ChrtID: 21, TechSize: "S", Skus: []string{"2000000000021"}},
 		{ChrtID: 22, TechSize: "M", Skus: []string{"2000000000022", "2000000000023"}},
 	}})
@@ -162,7 +163,7 @@ func TestCardsBarcodesAndAmbiguousVendorCodes(t *testing.T) {
 func TestCardsRelistedForUnknownVendorCodeAtMostOncePerInterval(t *testing.T) {
 	s, snd, clk := newStockTest(t)
 	s.AddCard(card(1, "A", 11))
-	lists := func() int { return len(s.RequestsOf(sim.WBOpCardsList)) }
+	lists := func() int { return len(s.RequestsOf(wbsim.OpCardsList)) }
 
 	res := send(t, snd, upd("A", 1), upd("NEW", 2))
 	if res[1].Outcome != stock.Skipped || res[1].Reason != "no Wildberries card with vendor code NEW (nor a size with that barcode)" {
@@ -198,13 +199,13 @@ func TestCardsHeldWhenListingFails(t *testing.T) {
 	s.AddCard(card(1, "A", 11))
 	send(t, snd, upd("A", 1))
 	clk.Advance(DefaultCardsMaxAge)
-	s.Inject(sim.WBFault{Op: sim.WBOpCardsList, Status: 400, Times: -1}) // 400: not retried
+	s.Faults.Add(sim.Forever, sim.Fault{Op: wbsim.OpCardsList, Status: 400}) // 400: not retried
 	if res := send(t, snd, upd("A", 2)); res[0].Outcome != stock.Published {
 		t.Errorf("with the listing failing: %+v, want the held cards used", res[0])
 	}
-	n := len(s.RequestsOf(sim.WBOpCardsList))
+	n := len(s.RequestsOf(wbsim.OpCardsList))
 	send(t, snd, upd("A", 3))
-	if m := len(s.RequestsOf(sim.WBOpCardsList)); m != n {
+	if m := len(s.RequestsOf(wbsim.OpCardsList)); m != n {
 		t.Errorf("listed again %d times right after a failure", m-n)
 	}
 }
@@ -233,14 +234,14 @@ func TestCardsListedOnceForConcurrentSends(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if n := len(s.RequestsOf(sim.WBOpCardsList)); n != 5 {
+	if n := len(s.RequestsOf(wbsim.OpCardsList)); n != 5 {
 		t.Errorf("%d pages requested, want one listing of 5", n)
 	}
 }
 
 func TestCardsRefusedToken(t *testing.T) {
 	s, snd, _ := newStockTest(t)
-	s.Inject(sim.WBFault{Op: sim.WBOpCardsList, Status: 401})
+	s.Faults.Add(1, sim.Fault{Op: wbsim.OpCardsList, Status: 401})
 	_, err := snd.Send(context.Background(), "WH1", []stock.Update{upd("A", 1)})
 	var ae *connectors.AuthError
 	if !errors.As(err, &ae) || ae.Key != "connectors.wildberries.token" || !strings.Contains(err.Error(), "Content") {

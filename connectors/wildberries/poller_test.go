@@ -15,6 +15,7 @@ import (
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/wbsim"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 	"github.com/ordersync/ordersync/internal/testdb"
 )
@@ -105,7 +106,7 @@ func TestPollerRestartMidListingLosesNothing(t *testing.T) {
 		o.SupplierStatus = "confirm"
 		s.AddOrder(o)
 	}
-	s.Inject(sim.WBFault{Op: sim.WBOpOrders, After: 1, Malformed: true}) // the second page
+	s.Faults.Add(1, sim.Fault{Op: wbsim.OpOrders, After: 1, Kind: sim.Malformed}) // the second page
 	ctx := context.Background()
 
 	st, err := newPoller(c, db, &now, nil).PollOnce(ctx)

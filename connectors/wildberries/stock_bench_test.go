@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/wbsim"
 	"github.com/ordersync/ordersync/internal/stock"
 )
 
@@ -32,13 +32,13 @@ func BenchmarkStockSend50k(b *testing.B) {
 		scale = f
 	}
 	s, snd := newStockTestOn(b, time.Now, func(c *StockConfig) { c.RateScale = scale })
-	s.SetStockLimit(sim.WBStockPerMinute*scale, sim.WBStockBurst)
+	s.SetStockLimit(wbsim.StockPerMinute*scale, wbsim.StockBurst)
 	// 500 cards of 100 sizes: the updates name the sizes' barcodes.
 	for c := range items / 100 {
-		card := sim.WBCard{NmID: int64(c + 1), VendorCode: fmt.Sprintf("V%05d", c)}
+		card := wbsim.Card{NmID: int64(c + 1), VendorCode: fmt.Sprintf("V%05d", c)}
 		for k := range 100 {
 			chrt := int64(c*100 + k + 1)
-			card.Sizes = append(card.Sizes, sim.WBSize{ChrtID: chrt, Skus: []string{fmt.Sprintf("46%011d", chrt)}})
+			card.Sizes = append(card.Sizes, wbsim.Size{ChrtID: chrt, Skus: []string{fmt.Sprintf("46%011d", chrt)}})
 		}
 		s.AddCard(card)
 	}
@@ -78,7 +78,7 @@ func BenchmarkStockSend50k(b *testing.B) {
 
 	st := s.StockStats()
 	requests := float64(st.Updates + st.Reads - before.Updates - before.Reads)
-	limit := sim.WBStockPerMinute / 60.0 * scale // requests a second
+	limit := wbsim.StockPerMinute / 60.0 * scale // requests a second
 	b.ReportMetric(requests/elapsed.Seconds()/limit, "of_limit")
 	b.ReportMetric(requests/elapsed.Seconds(), "req/s")
 	b.ReportMetric(float64(b.N*items)/elapsed.Seconds(), "items/s")

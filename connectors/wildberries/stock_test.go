@@ -16,6 +16,7 @@ import (
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/wbsim"
 	"github.com/ordersync/ordersync/internal/stock"
 )
 
@@ -80,7 +81,7 @@ func TestStockSendPublishesAndReadsBack(t *testing.T) {
 	if got := s.StockAmounts(stockWH); fmt.Sprint(got) != "map[11:5 12:0 13:0]" {
 		t.Errorf("amounts %v", got)
 	}
-	puts, reads := s.RequestsOf(sim.WBOpStocksUpdate), s.RequestsOf(sim.WBOpStocksGet)
+	puts, reads := s.RequestsOf(wbsim.OpStocksUpdate), s.RequestsOf(wbsim.OpStocksGet)
 	if len(puts) != 1 || len(reads) != 1 {
 		t.Fatalf("%d PUTs, %d reads; want one of each", len(puts), len(reads))
 	}
@@ -121,7 +122,7 @@ func TestStockUnknownVendorCodeSkipped(t *testing.T) {
 	if res[1].Outcome != stock.Skipped || !strings.HasPrefix(res[1].Reason, "no Wildberries card with vendor code GHOST") {
 		t.Errorf("%+v", res[1])
 	}
-	puts := s.RequestsOf(sim.WBOpStocksUpdate)
+	puts := s.RequestsOf(wbsim.OpStocksUpdate)
 	if len(puts) != 1 || strings.Contains(string(puts[0].Body), "GHOST") || res[0].Outcome != stock.Published {
 		t.Errorf("PUTs %v, A %+v", puts, res[0])
 	}
@@ -142,7 +143,7 @@ func TestStockAmountOutOfRangeRefused(t *testing.T) {
 			t.Errorf("%+v", r)
 		}
 	}
-	if n := len(s.RequestsOf(sim.WBOpStocksUpdate)); n != 0 {
+	if n := len(s.RequestsOf(wbsim.OpStocksUpdate)); n != 0 {
 		t.Errorf("%d PUTs", n)
 	}
 }
@@ -171,7 +172,7 @@ func TestStock409RefusesTheItemsNamedAndSendsTheRest(t *testing.T) {
 	if got := s.StockAmounts(stockWH); fmt.Sprint(got) != "map[11:1 13:3 15:5]" {
 		t.Errorf("amounts %v", got)
 	}
-	if puts := s.RequestsOf(sim.WBOpStocksUpdate); len(puts) != 2 || puts[0].Status != 409 || puts[1].Status != 204 {
+	if puts := s.RequestsOf(wbsim.OpStocksUpdate); len(puts) != 2 || puts[0].Status != 409 || puts[1].Status != 204 {
 		t.Errorf("PUTs %+v: want the 409 and the rest sent again", puts)
 	}
 }
@@ -180,20 +181,20 @@ func TestStock409NamingNoItemRefusesTheBatch(t *testing.T) {
 	s, snd, _ := newStockTest(t)
 	s.AddCard(card(1, "A", 11))
 	s.AddCard(card(2, "B", 12))
-	s.Inject(sim.WBFault{Op: sim.WBOpStocksUpdate, Status: 409})
+	s.Faults.Add(1, sim.Fault{Op: wbsim.OpStocksUpdate, Status: 409})
 	res := send(t, snd, upd("A", 1), upd("B", 2))
 	for _, r := range res {
 		if r.Outcome != stock.Refused || !strings.Contains(r.Reason, "naming no item") || !strings.Contains(r.Reason, "conflict") {
 			t.Errorf("%+v", r)
 		}
 	}
-	if n := len(s.RequestsOf(sim.WBOpStocksUpdate)); n != 1 {
+	if n := len(s.RequestsOf(wbsim.OpStocksUpdate)); n != 1 {
 		t.Errorf("%d PUTs", n)
 	}
 }
 
 // conflictFirst answers the first PUT with body as a 409 and serves the rest.
-func conflictFirst(t *testing.T, s *sim.Wildberries, snd *StockSender, body string) {
+func conflictFirst(t *testing.T, s *wbsim.Wildberries, snd *StockSender, body string) {
 	t.Helper()
 	var n atomic.Int32
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -233,7 +234,7 @@ func TestStock409ByBarcodeAndBusyWarehouse(t *testing.T) {
 func TestStock429RetryAfter(t *testing.T) {
 	s, snd, _ := newStockTest(t)
 	s.AddCard(card(1, "A", 11))
-	s.Inject(sim.WBFault{Op: sim.WBOpStocksUpdate, Status: 429, RetryAfter: 7 * time.Second})
+	s.Faults.Add(1, sim.Fault{Op: wbsim.OpStocksUpdate, Status: 429, RetryAfter: 7 * time.Second})
 	_, err := snd.Send(context.Background(), "WH1", []stock.Update{upd("A", 1)})
 	var de *outbox.DeliveryError
 	if !errors.As(err, &de) || de.RetryAfter != 7*time.Second || de.Dead {
@@ -242,12 +243,12 @@ func TestStock429RetryAfter(t *testing.T) {
 
 	// The simulator's own limit, on its clock (which stands still): a burst of one,
 	// spent by the PUT; the read waits 200 ms, sent as X-Ratelimit-Retry: 1.
-	s.SetStockLimit(sim.WBStockPerMinute, 1)
+	s.SetStockLimit(wbsim.StockPerMinute, 1)
 	_, err = snd.Send(context.Background(), "WH1", []stock.Update{upd("A", 3)})
 	if !errors.As(err, &de) || de.RetryAfter != time.Second {
 		t.Fatalf("%v, want RetryAfter 1s from the simulator's limit", err)
 	}
-	if v := s.Violations(); len(v) == 0 || v[0].Rule != sim.WBRuleRate {
+	if v := s.Violations(); len(v) == 0 || v[0].Rule != wbsim.RuleRate {
 		t.Errorf("violations %+v", v)
 	}
 }
@@ -257,7 +258,7 @@ func TestStock429AfterA409DefersTheRest(t *testing.T) {
 	s.AddCard(card(1, "A", 11))
 	s.AddCard(card(2, "B", 12))
 	s.RefuseStock(stockWH, 12, "NotFound", "Not found")
-	s.Inject(sim.WBFault{Op: sim.WBOpStocksUpdate, After: 1, Status: 429, RetryAfter: 3 * time.Second})
+	s.Faults.Add(1, sim.Fault{Op: wbsim.OpStocksUpdate, After: 1, Status: 429, RetryAfter: 3 * time.Second})
 	res := send(t, snd, upd("A", 1), upd("B", 2))
 	if res[0].Outcome != stock.Deferred || res[0].RetryAfter != 3*time.Second {
 		t.Errorf("A: %+v, want deferred for 3s", res[0])
@@ -271,7 +272,7 @@ func TestStockRefusedCredentialsAndWarehouses(t *testing.T) {
 	s, snd, _ := newStockTest(t)
 	s.AddCard(card(1, "A", 11))
 	for _, st := range []int{401, 403} {
-		s.Inject(sim.WBFault{Op: sim.WBOpStocksUpdate, Status: st})
+		s.Faults.Add(1, sim.Fault{Op: wbsim.OpStocksUpdate, Status: st})
 		_, err := snd.Send(context.Background(), "WH1", []stock.Update{upd("A", 1)})
 		var ae *connectors.AuthError
 		if !errors.As(err, &ae) || ae.Key != "connectors.wildberries.token" {
@@ -312,7 +313,7 @@ func TestStockLimiterCountsA409AsTen(t *testing.T) {
 	if tok := snd.lim.Tokens(); tok > -4 {
 		t.Errorf("%.2f tokens left, want about -5 (5 - 10)", tok)
 	}
-	if n := len(s.RequestsOf(sim.WBOpStocksUpdate)); n != 1 {
+	if n := len(s.RequestsOf(wbsim.OpStocksUpdate)); n != 1 {
 		t.Errorf("%d PUTs", n)
 	}
 }
@@ -320,7 +321,7 @@ func TestStockLimiterCountsA409AsTen(t *testing.T) {
 func TestStockPacedWithinTheLimit(t *testing.T) {
 	const scale = 20 // 100 requests a second
 	s, snd := newStockTestOn(t, time.Now, func(c *StockConfig) { c.RateScale = scale })
-	s.SetStockLimit(sim.WBStockPerMinute*scale, sim.WBStockBurst)
+	s.SetStockLimit(wbsim.StockPerMinute*scale, wbsim.StockBurst)
 	for i := range 10 {
 		s.AddCard(card(int64(i+1), fmt.Sprint("V", i), int64(11+i)))
 	}

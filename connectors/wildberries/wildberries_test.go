@@ -20,6 +20,7 @@ import (
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/wbsim"
 )
 
 var testNow = time.Date(2026, 9, 16, 7, 0, 0, 0, time.UTC)
@@ -28,9 +29,9 @@ const testToken = "wb-token-for-tests"
 
 // newTest serves a simulator and returns it with a connector pointed at it; edit
 // adjusts the connector's configuration.
-func newTest(t *testing.T, edit ...func(*Config)) (*sim.Wildberries, *Connector) {
+func newTest(t *testing.T, edit ...func(*Config)) (*wbsim.Wildberries, *Connector) {
 	t.Helper()
-	s := sim.NewWildberries(sim.WildberriesOptions{Token: testToken, Now: func() time.Time { return testNow }})
+	s := wbsim.New(wbsim.Options{Token: testToken, Now: func() time.Time { return testNow }})
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	cfg := Config{
@@ -48,8 +49,8 @@ func newTest(t *testing.T, edit ...func(*Config)) (*sim.Wildberries, *Connector)
 }
 
 // wbOrder is an order created at, in RUB, with its SKU derived from its id.
-func wbOrder(id int64, at time.Time) sim.WBOrder {
-	return sim.WBOrder{
+func wbOrder(id int64, at time.Time) wbsim.Order {
+	return wbsim.Order{
 		ID: id, Article: fmt.Sprintf("ART-%d", id), Price: 150000, ConvertedPrice: 150000,
 		CurrencyCode: 643, ConvertedCurrencyCode: 643, CreatedAt: at, RID: fmt.Sprintf("rid-%d", id),
 	}
@@ -156,10 +157,10 @@ func TestListMultiPageComplete(t *testing.T) {
 	if pages != 4 {
 		t.Fatalf("fn got %d pages, want 4", pages)
 	}
-	if got := len(s.RequestsOf(sim.WBOpOrders)); got != 4 {
+	if got := len(s.RequestsOf(wbsim.OpOrders)); got != 4 {
 		t.Fatalf("%d requests of /api/v3/orders, want 4 (3 pages and the empty one)", got)
 	}
-	for _, r := range s.RequestsOf(sim.WBOpOrders) {
+	for _, r := range s.RequestsOf(wbsim.OpOrders) {
 		if r.Query.Get("limit") != "10" {
 			t.Fatalf("limit = %q, want the page size 10", r.Query.Get("limit"))
 		}
@@ -182,7 +183,7 @@ func TestListSplitsLongWindow(t *testing.T) {
 	}
 	type period struct{ from, to int64 }
 	var periods []period
-	for _, r := range s.RequestsOf(sim.WBOpOrders) {
+	for _, r := range s.RequestsOf(wbsim.OpOrders) {
 		f, _ := strconv.ParseInt(r.Query.Get("dateFrom"), 10, 64)
 		e, _ := strconv.ParseInt(r.Query.Get("dateTo"), 10, 64)
 		if r.Status != 200 {
@@ -212,13 +213,13 @@ func TestList429HonoursRateLimitRetry(t *testing.T) {
 	t.Parallel()
 	s, c := newTest(t)
 	s.AddOrder(wbOrder(1, testNow.Add(-time.Hour)))
-	s.Inject(sim.WBFault{Op: sim.WBOpOrders, Status: http.StatusTooManyRequests, RetryAfter: time.Second})
+	s.Faults.Add(1, sim.Fault{Op: wbsim.OpOrders, Status: http.StatusTooManyRequests, RetryAfter: time.Second})
 
 	items := mustList(t, c, testNow.Add(-24*time.Hour), testNow)
 	if len(items) != 1 || items[0].Err != nil {
 		t.Fatalf("items = %+v", items)
 	}
-	reqs := s.RequestsOf(sim.WBOpOrders)
+	reqs := s.RequestsOf(wbsim.OpOrders)
 	if len(reqs) < 2 || reqs[0].Status != 429 || reqs[1].Status != 200 {
 		t.Fatalf("requests: %+v", reqs)
 	}
@@ -376,8 +377,8 @@ func TestBadOrdersFailAlone(t *testing.T) {
 	unknownStatus := wbOrder(5, at)
 	unknownStatus.SupplierStatus = "teleported"
 	s.AddOrder(unknownStatus)
-	s.AddOrder(sim.WBOrder{ID: 6, Raw: json.RawMessage(`{"id":"six","article":"B"}`)})
-	s.AddOrder(sim.WBOrder{ID: 7, Raw: json.RawMessage(`{"article":"C"}`)})
+	s.AddOrder(wbsim.Order{ID: 6, Raw: json.RawMessage(`{"id":"six","article":"B"}`)})
+	s.AddOrder(wbsim.Order{ID: 7, Raw: json.RawMessage(`{"article":"C"}`)})
 	s.AddOrder(wbOrder(8, at))
 
 	items := mustList(t, c, testNow.Add(-24*time.Hour), testNow)
@@ -420,17 +421,17 @@ func TestBadOrdersFailAlone(t *testing.T) {
 
 func TestMalformedPageFailsListing(t *testing.T) {
 	t.Parallel()
-	for _, op := range []string{sim.WBOpNew, sim.WBOpOrders, sim.WBOpStatus} {
+	for _, op := range []string{wbsim.OpNew, wbsim.OpOrders, wbsim.OpStatus} {
 		t.Run(op, func(t *testing.T) {
 			t.Parallel()
 			s, c := newTest(t)
 			s.AddOrder(wbOrder(1, testNow.Add(-time.Hour)))
-			s.MalformNext(op, 1)
+			s.Faults.Add(1, sim.Fault{Op: op, Kind: sim.Malformed})
 			items, _, err := listAll(t, c, testNow.Add(-24*time.Hour), testNow)
 			if err == nil || !strings.Contains(err.Error(), "malformed") {
 				t.Fatalf("List: err = %v, want a malformed-answer error", err)
 			}
-			if op != sim.WBOpOrders && len(items) != 0 {
+			if op != wbsim.OpOrders && len(items) != 0 {
 				t.Fatalf("items passed on from a failed page: %v", ids(items))
 			}
 		})
@@ -487,7 +488,7 @@ func TestGet(t *testing.T) {
 	}
 	// The search went back three months and no further, in 30-day periods.
 	var oldest int64 = 1 << 62
-	for _, r := range s.RequestsOf(sim.WBOpOrders) {
+	for _, r := range s.RequestsOf(wbsim.OpOrders) {
 		f, _ := strconv.ParseInt(r.Query.Get("dateFrom"), 10, 64)
 		e, _ := strconv.ParseInt(r.Query.Get("dateTo"), 10, 64)
 		if r.Status != 200 || e-f > int64(MaxWindow/time.Second) {
@@ -569,7 +570,7 @@ func TestPublishLeavesAloneWhatNeedsNothing(t *testing.T) {
 	if err := c.Publisher().Publish(context.Background(), rec); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(s.RequestsOf(sim.WBOpSupplyAdd)) + len(s.RequestsOf(sim.WBOpSupplyCreate)); n != 0 {
+	if n := len(s.RequestsOf(wbsim.OpSupplyAdd)) + len(s.RequestsOf(wbsim.OpSupplyCreate)); n != 0 {
 		t.Fatalf("%d supply requests, want none", n)
 	}
 
@@ -585,7 +586,7 @@ func TestPublish429(t *testing.T) {
 	t.Parallel()
 	s, c := newTest(t)
 	s.AddOrder(wbOrder(5, testNow))
-	s.Inject(sim.WBFault{Op: sim.WBOpSupplyAdd, Status: http.StatusTooManyRequests, RetryAfter: 3 * time.Second})
+	s.Faults.Add(1, sim.Fault{Op: wbsim.OpSupplyAdd, Status: http.StatusTooManyRequests, RetryAfter: 3 * time.Second})
 
 	err := publish(t, c, "5")
 	var de *outbox.DeliveryError
@@ -610,7 +611,7 @@ func TestPublishFailures(t *testing.T) {
 	}
 
 	// A 5xx on the add may or may not have added it: retried, and the guard decides.
-	s.Inject(sim.WBFault{Op: sim.WBOpSupplyAdd, Status: http.StatusBadGateway})
+	s.Faults.Add(1, sim.Fault{Op: wbsim.OpSupplyAdd, Status: http.StatusBadGateway})
 	if err := publish(t, c, "6"); err == nil || dead(err) {
 		t.Fatalf("502: err = %v, want a retryable error", err)
 	}
@@ -633,7 +634,7 @@ func TestPublishFailures(t *testing.T) {
 	}
 	// A permanent 4xx from Wildberries.
 	s.AddOrder(wbOrder(7, testNow))
-	s.Inject(sim.WBFault{Op: sim.WBOpSupplyAdd, Status: http.StatusBadRequest})
+	s.Faults.Add(1, sim.Fault{Op: wbsim.OpSupplyAdd, Status: http.StatusBadRequest})
 	if err := publish(t, c, "7"); !dead(err) {
 		t.Errorf("400: err = %v, want dead", err)
 	}

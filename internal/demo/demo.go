@@ -32,6 +32,7 @@ import (
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/stock"
 )
 
@@ -446,7 +447,7 @@ func (d *script) changedRedelivery(ctx context.Context) (string, error) {
 func (d *script) lostReply(ctx context.Context) (string, error) {
 	const code = "612300103"
 	ext := d.expect("kaspi", code)
-	d.sims.onec.Inject(sim.Fault{Op: "create", Kind: sim.DropAfterCreate, ExternalID: ext})
+	d.sims.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.DropAfterCreate, ExternalID: ext})
 	if err := d.sims.addKaspi(code, "Ерлан Абенов", "7051112233", "SKU-KETTLE", "Чайник электрический", 1, "15990"); err != nil {
 		return "", err
 	}
@@ -471,8 +472,8 @@ func (d *script) transientFaults(ctx context.Context) (string, error) {
 	const posting, wbID = "70000003-0001-1", 4100003
 	ozonExt := d.expect("ozon", posting)
 	wbExt := d.expect("wb", fmt.Sprint(wbID))
-	d.sims.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status406, Times: 2, ExternalID: ozonExt})
-	d.sims.onec.Inject(sim.Fault{Op: "create", Kind: sim.LockConflict500, ExternalID: wbExt})
+	d.sims.onec.Faults.Add(2, sim.Fault{Op: "create", Status: 406, ExternalID: ozonExt})
+	d.sims.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.LockConflict500, ExternalID: wbExt})
 	d.sims.addOzon(posting, "SKU-COFFEE", "Кофе в зёрнах, 1 кг", 1, "1530.0000")
 	d.sims.addWB(wbID, "SKU-MUG", 153099)
 	retries := 0
@@ -528,13 +529,13 @@ func (d *script) crash(ctx context.Context) (string, error) {
 	const code = "612300104"
 	ext := d.expect("kaspi", code)
 	d.trouble = order.Key("kaspi", "order", code, "create")
-	d.sims.onec.Inject(sim.Fault{Op: "create", Kind: sim.Stall, ExternalID: ext}) // until the client goes away
+	d.sims.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.Stall, ExternalID: ext}) // until the client goes away
 	if err := d.sims.addKaspi(code, "Мария Ким", "7019876543", "SKU-IRON", "Утюг паровой", 1, "12490.50"); err != nil {
 		return "", err
 	}
 	var open int
 	err := d.waitFor(ctx, 20*time.Second, "a create of "+ext+" in flight with its attempt open", func() (bool, error) {
-		if d.sims.onec.PendingFaults() != 0 {
+		if d.sims.onec.Faults.Pending() != 0 {
 			return false, nil // the stall has not met the create yet
 		}
 		var err error

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/kaspisim"
 	"github.com/ordersync/ordersync/internal/stock"
 )
 
@@ -49,7 +49,7 @@ func (d *script) stock(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("Wildberries holds %d items of warehouse %d, want %d", len(wb), wbWarehouse, len(wh1Stock))
 	}
 	feedURL := d.svc.webhooks + "/feeds/kaspi/" + d.sims.feedToken + ".xml"
-	kaspi := sim.NewKaspiFeedPuller(feedURL, sim.KaspiFeedOptions{})
+	kaspi := kaspisim.NewFeedPuller(feedURL, kaspisim.FeedOptions{})
 	var offers int
 	err = d.waitFor(ctx, 10*time.Second, "Kaspi's pull of the price list", func() (bool, error) {
 		if _, err := kaspi.Pull(ctx); err != nil {

@@ -18,7 +18,11 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/kaspisim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
+	"github.com/ordersync/ordersync/internal/sim/ozonsim"
+	"github.com/ordersync/ordersync/internal/sim/wbsim"
+	"github.com/ordersync/ordersync/internal/sim/webhooksim"
 	"github.com/ordersync/ordersync/internal/stdwebhook"
 )
 
@@ -34,11 +38,11 @@ const (
 
 // simulators are the simulated 1C, marketplaces and CRM, each on 127.0.0.1:0.
 type simulators struct {
-	onec  *sim.OneC
-	kaspi *sim.Kaspi
-	ozon  *sim.Ozon
-	wb    *sim.Wildberries
-	sink  *sim.WebhookSink
+	onec  *onecsim.OneC
+	kaspi *kaspisim.Kaspi
+	ozon  *ozonsim.Ozon
+	wb    *wbsim.Wildberries
+	sink  *webhooksim.Sink
 
 	siteSecret, sinkSecret stdwebhook.Secret
 	kaspiToken, ozonKey    string
@@ -47,7 +51,7 @@ type simulators struct {
 }
 
 // The demo's stock: what 1C holds in WH1, published to the three marketplaces.
-var wh1Stock = []sim.StockItem{
+var wh1Stock = []onecsim.StockItem{
 	{SKU: "SKU-KETTLE", Quantity: decimal.RequireFromString("12"), Price: decimal.RequireFromString("15990")},
 	{SKU: "SKU-IRON", Quantity: decimal.RequireFromString("0"), Price: decimal.RequireFromString("12490.50")},
 	{SKU: "SKU-COFFEE", Quantity: decimal.RequireFromString("7.5"), Price: decimal.RequireFromString("1530")},
@@ -62,7 +66,7 @@ const (
 
 func startSims() (*simulators, error) {
 	s := &simulators{
-		onec:       sim.NewOneC(sim.OneCOptions{Username: oneCUser, Password: oneCPassword}),
+		onec:       onecsim.New(onecsim.Options{Username: oneCUser, Password: oneCPassword}),
 		kaspiToken: "kaspi-demo-token",
 		ozonClient: "123456",
 		ozonKey:    "ozon-demo-api-key",
@@ -76,17 +80,17 @@ func startSims() (*simulators, error) {
 	if s.sinkSecret, err = stdwebhook.GenerateSecret(); err != nil {
 		return nil, err
 	}
-	s.kaspi = sim.NewKaspi(sim.KaspiOptions{Token: s.kaspiToken})
-	s.ozon = sim.NewOzon(sim.OzonOptions{ClientID: s.ozonClient, APIKey: s.ozonKey})
-	s.wb = sim.NewWildberries(sim.WildberriesOptions{Token: s.wbToken})
-	if s.sink, err = sim.NewWebhookSink(sim.WebhookSinkOptions{Secrets: []string{s.sinkSecret.Encode()}}); err != nil {
+	s.kaspi = kaspisim.New(kaspisim.Options{Token: s.kaspiToken})
+	s.ozon = ozonsim.New(ozonsim.Options{ClientID: s.ozonClient, APIKey: s.ozonKey})
+	s.wb = wbsim.New(wbsim.Options{Token: s.wbToken})
+	if s.sink, err = webhooksim.New(webhooksim.Options{Secrets: []string{s.sinkSecret.Encode()}}); err != nil {
 		return nil, err
 	}
 	s.onec.SetStock("WH1", wh1Stock...)
 	for i, it := range wh1Stock {
 		s.ozon.AddOffers(it.SKU)
-		s.wb.AddCard(sim.WBCard{NmID: int64(5100001 + i), VendorCode: it.SKU, Photos: i % 2,
-			Sizes: []sim.WBSize{{ChrtID: int64(7100001 + i), Skus: []string{fmt.Sprintf("460700000%04d", i)}}}})
+		s.wb.AddCard(wbsim.Card{NmID: int64(5100001 + i), VendorCode: it.SKU, Photos: i % 2,
+			Sizes: []wbsim.Size{{ChrtID: int64(7100001 + i), Skus: []string{fmt.Sprintf("460700000%04d", i)}}}})
 	}
 	s.wb.AddStockWarehouse(wbWarehouse)
 	for _, srv := range []interface{ Start(string) error }{s.onec, s.kaspi, s.ozon, s.wb, s.sink} {
@@ -193,19 +197,19 @@ func (s *simulators) serviceEnv(parent []string, dir string) []string {
 
 func (s *simulators) addKaspi(code, name, phone, sku, product string, qty int64, price string) error {
 	first, last, _ := strings.Cut(name, " ")
-	return s.kaspi.AddOrder(sim.KaspiOrder{Code: code, CreationDate: time.Now().Add(-time.Minute),
-		Customer: sim.KaspiCustomer{FirstName: first, LastName: last, CellPhone: phone},
-		Entries: []sim.KaspiEntry{{OfferCode: sku, Name: product, Quantity: decimal.NewFromInt(qty),
+	return s.kaspi.AddOrder(kaspisim.Order{Code: code, CreationDate: time.Now().Add(-time.Minute),
+		Customer: kaspisim.Customer{FirstName: first, LastName: last, CellPhone: phone},
+		Entries: []kaspisim.Entry{{OfferCode: sku, Name: product, Quantity: decimal.NewFromInt(qty),
 			BasePrice: decimal.RequireFromString(price)}}})
 }
 
 func (s *simulators) addOzon(posting, sku, product string, qty int, price string) {
-	s.ozon.AddPosting(sim.OzonPosting{PostingNumber: posting, InProcessAt: time.Now().Add(-time.Minute),
-		Products: []sim.OzonProduct{{OfferID: sku, Name: product, Quantity: qty, Price: decimal.RequireFromString(price)}}})
+	s.ozon.AddPosting(ozonsim.Posting{PostingNumber: posting, InProcessAt: time.Now().Add(-time.Minute),
+		Products: []ozonsim.Product{{OfferID: sku, Name: product, Quantity: qty, Price: decimal.RequireFromString(price)}}})
 }
 
 func (s *simulators) addWB(id int64, article string, hundredths int64) {
-	s.wb.AddOrder(sim.WBOrder{ID: id, Article: article, Price: hundredths, CurrencyCode: 643,
+	s.wb.AddOrder(wbsim.Order{ID: id, Article: article, Price: hundredths, CurrencyCode: 643,
 		ConvertedPrice: hundredths, ConvertedCurrencyCode: 643, CreatedAt: time.Now().Add(-time.Minute)})
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
 	"github.com/ordersync/ordersync/internal/testdb"
@@ -75,9 +75,9 @@ func newBenchStore(b *testing.B, backend string, concurrency int) benchStore {
 }
 
 // benchOneC is a simulated 1C with the given latencies and a client to it.
-func benchOneC(b *testing.B, latency map[string]time.Duration, concurrency int) (*sim.OneC, *httpservice.Client) {
+func benchOneC(b *testing.B, latency map[string]time.Duration, concurrency int) (*onecsim.OneC, *httpservice.Client) {
 	b.Helper()
-	s := sim.NewOneC(sim.OneCOptions{OpLatency: latency})
+	s := onecsim.New(onecsim.Options{OpLatency: latency})
 	if err := s.Start("127.0.0.1:0"); err != nil {
 		b.Fatal(err)
 	}

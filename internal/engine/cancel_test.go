@@ -13,6 +13,7 @@ import (
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 func (h *harness) registerCancel(o order.Order, reason string) string {
@@ -37,7 +38,7 @@ func (h *harness) cancelledIn1C(externalID string) (exists, cancelled bool) {
 
 func TestCancelAfterCreateCancelsTheOrderIn1C(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("X-1")
 	h.register(o)
 	routes := outbox.Routes{}
@@ -65,7 +66,7 @@ func TestCancelAfterCreateCancelsTheOrderIn1C(t *testing.T) {
 
 func TestCancelBeforeCreateMeansNothingIsEverCreated(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("X-2")
 	h.register(o)
 	key := h.registerCancel(o, "")
@@ -88,7 +89,7 @@ func TestCancelBeforeCreateMeansNothingIsEverCreated(t *testing.T) {
 
 func TestCancelWhileTheCreateIsInFlightEndsWithTheOrderCancelled(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{OpLatency: map[string]time.Duration{"create": 300 * time.Millisecond}})
+	h := newHarness(t, onecsim.Options{OpLatency: map[string]time.Duration{"create": 300 * time.Millisecond}})
 	o := testOrder("X-3")
 	h.register(o)
 	e := h.engine(nil, engine.Config{Workers: 2})
@@ -112,7 +113,7 @@ func TestCancelWhileTheCreateIsInFlightEndsWithTheOrderCancelled(t *testing.T) {
 
 func TestCancelOfAnOrderNeverCreatedEndsDoneWithANote(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("X-4")
 	key := h.registerCancel(o, "")
 	h.drain(h.engine(nil, engine.Config{}))
@@ -125,10 +126,10 @@ func TestCancelOfAnOrderNeverCreatedEndsDoneWithANote(t *testing.T) {
 
 func TestCancelFindsAnOrderWhoseCreateReplyWasLost(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("X-5")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.DropAfterCreate})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.DropAfterCreate})
 	// A settle time that a busy machine does not use up before the cancel runs.
 	e := h.engine(nil, engine.Config{BackoffMin: time.Hour, BackoffMax: time.Hour, SettleTime: 2 * time.Second})
 	if ran, _ := e.RunDue(context.Background()); !ran { // created in 1C, reply lost: pending

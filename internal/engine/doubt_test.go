@@ -23,6 +23,7 @@ import (
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 )
 
@@ -89,16 +90,16 @@ func TestCreateSlowerThanTheTimeoutIsCreatedOnce(t *testing.T) {
 		name  string
 		fault sim.Fault
 	}{
-		{"client timeout", sim.Fault{Op: "create", Kind: sim.SlowCreate, Delay: slowCreate}},
-		{"proxy 504", sim.Fault{Op: "create", Kind: sim.Gateway504After, Delay: scaledTimeout / 2, Hold: slowCreate}},
+		{"client timeout", sim.Fault{Op: "create", Kind: onecsim.SlowCreate, Delay: slowCreate}},
+		{"proxy 504", sim.Fault{Op: "create", Kind: onecsim.Gateway504After, Delay: scaledTimeout / 2, Hold: slowCreate}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t, sim.OneCOptions{})
+			h := newHarness(t, onecsim.Options{})
 			h.client = h.scaledClient(scaledTimeout)
 			o := testOrder("SLOW-1")
 			h.register(o)
-			h.onec.Inject(tc.fault)
+			h.onec.Faults.Add(1, tc.fault)
 			e := running(t, h.engine(nil, engine.Config{Workers: 2, OneCTimeout: scaledTimeout, SettleTime: scaledSettle,
 				BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}))
 
@@ -134,7 +135,7 @@ func TestCreateSlowerThanTheTimeoutIsCreatedOnce(t *testing.T) {
 // before the call budget plus the settle time has passed since it started.
 func TestClaimSessionKilledMidPostCreatesOneOrder(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	const timeout, create, settle = 2 * time.Second, 700 * time.Millisecond, 500 * time.Millisecond
 	takeover := engine.TakeoverAfter(timeout, settle)
 	name := "claim-" + randomHex(t)
@@ -143,7 +144,7 @@ func TestClaimSessionKilledMidPostCreatesOneOrder(t *testing.T) {
 
 	o := testOrder("KILL-1")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.SlowCreate, Delay: create})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.SlowCreate, Delay: create})
 	h.client = h.scaledClient(timeout)
 	cfg := engine.Config{Workers: 2, OneCTimeout: timeout, SettleTime: settle, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}
 	cfg.WorkerID = "process-a"
@@ -207,11 +208,11 @@ func randomHex(t *testing.T) string {
 // "never created" while 1C is still writing the order.
 func TestCancelRightAfterAnUnknownOutcomeCancelsTheOrderIn1C(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	h.client = h.scaledClient(scaledTimeout)
 	o := testOrder("CANCEL-1")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.SlowCreate, Delay: slowCreate})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.SlowCreate, Delay: slowCreate})
 	running(t, h.engine(nil, engine.Config{Workers: 2, OneCTimeout: scaledTimeout, SettleTime: scaledSettle,
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}))
 	eventually.True(t, "the create's unknown outcome", func() bool {
@@ -242,7 +243,7 @@ func TestCancelRightAfterAnUnknownOutcomeCancelsTheOrderIn1C(t *testing.T) {
 // operation fails, and when 1C is back every one is done within moments.
 func TestOutageLongerThanMaxAttemptsFailsNothing(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	const n = 12
 	var keys []string
 	for i := range n {
@@ -289,7 +290,7 @@ func TestOutageLongerThanMaxAttemptsFailsNothing(t *testing.T) {
 // the page comes back.
 func TestMissingPublicationWaitsAndResumes(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	h.onec.SetMissing() // every path
 	const n = 6
 	var keys []string
@@ -332,7 +333,7 @@ func TestMissingPublicationWaitsAndResumes(t *testing.T) {
 // and the order is cancelled in 1C once the page is back.
 func TestCancelAgainstA404PageIsNotDone(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("NOPUB-CANCEL")
 	h.register(o)
 	e := h.engine(nil, engine.Config{BackoffMax: 20 * time.Millisecond})
@@ -366,10 +367,10 @@ func TestCancelAgainstA404PageIsNotDone(t *testing.T) {
 // announced to the outbox.
 func TestDuplicateAfterAnUnknownOutcomeIsReported(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("DUP-1")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.DropAfterCreate}) // created, reply lost
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.DropAfterCreate}) // created, reply lost
 	routes := outbox.Routes{}
 	routes.Add("crm", "", outbox.OrderCreated, outbox.OrderDuplicateIn1C)
 	e := h.engine(nil, engine.Config{Routes: routes, SettleTime: 200 * time.Millisecond})

@@ -24,6 +24,7 @@ import (
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // A create whose unknown outcomes reach worker.max_attempts fails, but its newest
@@ -37,15 +38,15 @@ func TestDoubtThatReachesMaxAttemptsKeepsItsSettleTime(t *testing.T) {
 		for _, path := range []string{"cancel", "resync", "wake"} {
 			t.Run(fmt.Sprintf("max_attempts=%d/%s", maxAttempts, path), func(t *testing.T) {
 				t.Parallel()
-				h := newHarness(t, sim.OneCOptions{})
+				h := newHarness(t, onecsim.Options{})
 				h.client = h.scaledClient(scaledTimeout)
 				o := testOrder(fmt.Sprintf("MAX%d-%s", maxAttempts, path))
 				ext := o.OneCExternalID()
 				h.register(o)
 				if maxAttempts == 2 {
-					h.onec.Inject(sim.Fault{Op: "create", Kind: sim.DropBeforeCreate})
+					h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.DropBeforeCreate})
 				}
-				h.onec.Inject(sim.Fault{Op: "create", Kind: sim.SlowCreate, Delay: slowCreate})
+				h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.SlowCreate, Delay: slowCreate})
 				e := running(t, h.engine(nil, engine.Config{Workers: 2, MaxAttempts: maxAttempts,
 					OneCTimeout: scaledTimeout, SettleTime: scaledSettle,
 					BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond}))
@@ -111,7 +112,7 @@ func TestDoubtThatReachesMaxAttemptsKeepsItsSettleTime(t *testing.T) {
 // named the order) carries the order that was fetched and created, not the stub.
 func TestOrderCreatedOfAFetchPayloadCarriesTheFetchedOrder(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("ignored")
 	f := &stubFetcher{orders: map[string]order.Order{"91": o}}
 	key := h.registerFetch("bitrix24", "91")
@@ -147,13 +148,13 @@ func TestOrderCreatedOfAFetchPayloadCarriesTheFetchedOrder(t *testing.T) {
 func TestSettleTimeCountsFromThePostNotFromTheSlotWait(t *testing.T) {
 	t.Parallel()
 	const hold = 800 * time.Millisecond
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	h.client = h.newClient("ordersync", testPassword, 1) // one slot
 	o := testOrder("SLOT-1")
 	h.register(o)
 	// The create's POST is answered 504 by a proxy: unknown.
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Gateway504After, Delay: 10 * time.Millisecond, Hold: 10 * time.Millisecond})
-	h.onec.Inject(sim.Fault{Op: "find", Kind: sim.SlowCreate, Delay: hold, ExternalID: "site:OTHER"})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.Gateway504After, Delay: 10 * time.Millisecond, Hold: 10 * time.Millisecond})
+	h.onec.Faults.Add(1, sim.Fault{Op: "find", Kind: onecsim.SlowCreate, Delay: hold, ExternalID: "site:OTHER"})
 	const settle = 300 * time.Millisecond
 	slotTaker := &slotTakingClient{Client: h.client, t: t, sim: h.onec, freed: make(chan time.Time, 1)}
 	e := engine.New(h.store, slotTaker, engine.Config{Workers: 1, SettleTime: settle, OneCTimeout: 5 * time.Second,
@@ -180,7 +181,7 @@ func TestSettleTimeCountsFromThePostNotFromTheSlotWait(t *testing.T) {
 type slotTakingClient struct {
 	*httpservice.Client
 	t     *testing.T // CreateOrder runs in the test's goroutine (RunDue)
-	sim   *sim.OneC
+	sim   *onecsim.OneC
 	freed chan time.Time
 }
 
@@ -201,7 +202,7 @@ func (c *slotTakingClient) CreateOrder(ctx context.Context, req onec.CreateOrder
 // nothing is created for it.
 func TestAFoundOrderOfAnotherExternalIDIsNotTakenForThisOne(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	e := h.engine(nil, engine.Config{})
 	upper, lower := testOrder("AB12"), testOrder("ab12")
 	h.register(upper)
@@ -275,7 +276,7 @@ func (s *outageStore) ClaimVerification(ctx context.Context, lease time.Duration
 // than at the end of a backoff that grew during the outage.
 func TestADatabaseOutageLogsOnceAndTheLoopsResumeWhenItReturns(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	store := &outageStore{Store: h.store}
 	store.down.Store(true)
 	running(t, h.engine(store, engine.Config{Workers: 2, PollInterval: 20 * time.Millisecond}))
@@ -310,7 +311,7 @@ func TestADatabaseOutageLogsOnceAndTheLoopsResumeWhenItReturns(t *testing.T) {
 func TestOneMissingEndpointHoldsBackOnlyWhatNeedsIt(t *testing.T) {
 	t.Parallel()
 	const backoffMin, backoffMax = 20 * time.Millisecond, 2 * time.Second
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	e := running(t, h.engine(nil, engine.Config{Workers: 2, BackoffMin: backoffMin, BackoffMax: backoffMax,
 		PingInterval: 30 * time.Millisecond}))
 	o := testOrder("EP-1")

@@ -22,6 +22,7 @@ import (
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 )
 
@@ -33,14 +34,14 @@ type harness struct {
 	url    string
 	db     *postgres.DB
 	store  journal.Store
-	onec   *sim.OneC
+	onec   *onecsim.OneC
 	client *httpservice.Client
 	logs   *enginetest.SyncBuffer
 }
 
 const testPassword = enginetest.Password
 
-func newHarness(t *testing.T, opts sim.OneCOptions) *harness {
+func newHarness(t *testing.T, opts onecsim.Options) *harness {
 	t.Helper()
 	w := enginetest.New(t, opts)
 	return &harness{t: t, w: w, url: w.URL, db: w.DB, store: w.DB.Journal(), onec: w.OneC, client: w.Client, logs: w.Logs}
@@ -134,7 +135,7 @@ func (h *harness) wantOneCOrders(externalID string, want int) {
 
 func TestNewOrderCreatesExactlyOneOrderIn1C(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1001")
 	if reg := h.register(o); reg.Outcome != journal.Registered {
 		t.Fatalf("outcome %s, want registered", reg.Outcome)
@@ -177,7 +178,7 @@ func TestNewOrderCreatesExactlyOneOrderIn1C(t *testing.T) {
 
 func TestExactRepeatReturnsSavedResultAndChangesNoCount(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1002")
 	h.register(o)
 	e := h.engine(nil, engine.Config{})
@@ -202,7 +203,7 @@ func TestExactRepeatReturnsSavedResultAndChangesNoCount(t *testing.T) {
 
 func TestSameKeyOtherPayloadRecordsConflictAndChangesNothing(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1003")
 	h.register(o)
 	changed := o
@@ -262,7 +263,7 @@ func (c lostCommit) Finish(ctx context.Context, _ journal.Finish) error {
 
 func TestFailureAfter1CAnsweredBeforeCommitLeadsToNoSecondOrder(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1004")
 	h.register(o)
 	broken := &failFinish{Store: h.store}
@@ -289,10 +290,10 @@ func TestFailureAfter1CAnsweredBeforeCommitLeadsToNoSecondOrder(t *testing.T) {
 
 func TestConnectionDroppedAfterCreateEndsWithExactlyOneOrder(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1005")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.DropAfterCreate})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.DropAfterCreate})
 	h.drain(h.engine(nil, engine.Config{}))
 
 	h.wantOneCOrders("site:A-1005", 1)
@@ -310,13 +311,13 @@ func TestConnectionDroppedAfterCreateEndsWithExactlyOneOrder(t *testing.T) {
 
 func TestTransientFailuresAreRetriedUntilDone(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1006")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status406})
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status406})
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.LockConflict500})
-	h.onec.Inject(sim.Fault{Op: "find", Kind: sim.Status503, Times: 2}) // retried inside the find
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Status: 406})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Status: 406})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.LockConflict500})
+	h.onec.Faults.Add(2, sim.Fault{Op: "find", Status: 503}) // retried inside the find
 	h.drain(h.engine(nil, engine.Config{}))
 
 	h.wantOneCOrders("site:A-1006", 1)
@@ -331,7 +332,7 @@ func TestTransientFailuresAreRetriedUntilDone(t *testing.T) {
 
 func TestPermanentErrorFailsWith1CMessageAndResyncAfterFixEndsDone(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{KnownSKUs: []string{"SKU-1"}})
+	h := newHarness(t, onecsim.Options{KnownSKUs: []string{"SKU-1"}})
 	o := testOrder("A-1007", "SKU-1", "SKU-NEW")
 	h.register(o)
 	e := h.engine(nil, engine.Config{})
@@ -364,10 +365,10 @@ func TestPermanentErrorFailsWith1CMessageAndResyncAfterFixEndsDone(t *testing.T)
 
 func TestBusinessException500FailsAfterFindProvesNothingWasCreated(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1008")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.BusinessError500})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.BusinessError500})
 	h.drain(h.engine(nil, engine.Config{}))
 	h.wantOneCOrders("site:A-1008", 0)
 	d := h.show(o.CreateKey())
@@ -383,10 +384,10 @@ func TestBusinessException500FailsAfterFindProvesNothingWasCreated(t *testing.T)
 // verdict back (here a proxy's 504 every time, 1C writing nothing).
 func TestUnknownOutcomesGiveUpAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1009")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status504, Times: -1})
+	h.onec.Faults.Add(sim.Forever, sim.Fault{Op: "create", Status: 504})
 	h.drain(h.engine(nil, engine.Config{MaxAttempts: 3}))
 	d := h.show(o.CreateKey())
 	if d.Status != journal.StatusFailed || d.Attempts != 3 || outcomes(d) != "retry,retry,failed" || d.UnknownAttempts != 3 {
@@ -402,13 +403,14 @@ func TestUnknownOutcomesGiveUpAfterMaxAttempts(t *testing.T) {
 // worker.max_attempts: they wait until worker.give_up_after has passed since the first.
 func TestTransientFailuresDoNotCountTowardMaxAttempts(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1016")
 	h.register(o)
 	// On a POST only a failure that proves the handler never ran is transient: no
 	// free session (406), the service's own lock_conflict error.
-	for _, k := range []sim.FaultKind{sim.Status406, sim.LockConflict500, sim.Status406, sim.LockConflict500, sim.Status406, sim.LockConflict500} {
-		h.onec.Inject(sim.Fault{Op: "create", Kind: k})
+	noSession, lockConflict := sim.Fault{Op: "create", Status: 406}, sim.Fault{Op: "create", Kind: onecsim.LockConflict500}
+	for _, f := range []sim.Fault{noSession, lockConflict, noSession, lockConflict, noSession, lockConflict} {
+		h.onec.Faults.Add(1, f)
 	}
 	h.drain(h.engine(nil, engine.Config{MaxAttempts: 2}))
 	d := h.show(o.CreateKey())
@@ -426,10 +428,10 @@ func TestTransientFailuresDoNotCountTowardMaxAttempts(t *testing.T) {
 
 func TestTransientFailuresFailOnlyAfterGiveUpAfter(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1017")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status406, Times: -1})
+	h.onec.Faults.Add(sim.Forever, sim.Fault{Op: "create", Status: 406})
 	// MaxAttempts 1: a second attempt proves transient failures are not counted. The
 	// give-up time leaves room for several even when one attempt is slow on a
 	// loaded machine (300ms did not).
@@ -444,7 +446,7 @@ func TestTransientFailuresFailOnlyAfterGiveUpAfter(t *testing.T) {
 
 func TestDuplicatesAlreadyIn1CUseTheEarliestWithAWarning(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1010")
 	req := engine.ToCreateOrder(o, time.UTC)
 	ctx := context.Background()
@@ -469,7 +471,7 @@ func TestDuplicatesAlreadyIn1CUseTheEarliestWithAWarning(t *testing.T) {
 
 func TestAuthFailureWaitsAndNamesTheConfigKeys(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{}) // 1C answers bad credentials with a 200 HTML page
+	h := newHarness(t, onecsim.Options{}) // 1C answers bad credentials with a 200 HTML page
 	h.client = h.newClient("ordersync", "wrong-"+testPassword, 4)
 	o := testOrder("A-1011")
 	h.register(o)
@@ -489,7 +491,7 @@ func TestAuthFailureWaitsAndNamesTheConfigKeys(t *testing.T) {
 
 func TestTwoEnginesRacingOverTheSameKeysCreateEachOrderOnce(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{Latency: 2 * time.Millisecond})
+	h := newHarness(t, onecsim.Options{Latency: 2 * time.Millisecond})
 	ctx := context.Background()
 	const n = 50
 	var keys []string
@@ -546,7 +548,7 @@ func TestTwoEnginesRacingOverTheSameKeysCreateEachOrderOnce(t *testing.T) {
 
 func TestStopLetsInFlightCallsFinish(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{Latency: 300 * time.Millisecond})
+	h := newHarness(t, onecsim.Options{Latency: 300 * time.Millisecond})
 	o := testOrder("A-1012")
 	h.register(o)
 	e := h.engine(nil, engine.Config{Workers: 1, ShutdownTimeout: 10 * time.Second})
@@ -565,10 +567,10 @@ func TestStopLetsInFlightCallsFinish(t *testing.T) {
 
 func TestStopCancelsCallsThatOutliveTheShutdownTimeout(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1013")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Stall}) // 1C hangs; it creates when the client gives up
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.Stall}) // 1C hangs; it creates when the client gives up
 	e := h.engine(nil, engine.Config{Workers: 1, ShutdownTimeout: 200 * time.Millisecond})
 	e.Start(context.Background())
 	eventually.True(t, "the POST in 1C", func() bool { return h.onec.Stats().Requests["create"] == 1 })
@@ -588,10 +590,10 @@ func TestStopCancelsCallsThatOutliveTheShutdownTimeout(t *testing.T) {
 
 func TestEveryLogLineAboutAnOperationCarriesKeyAndAttempt(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1014")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status503})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Status: 503})
 	h.drain(h.engine(nil, engine.Config{}))
 	n := 0
 	for _, line := range strings.Split(strings.TrimSpace(h.logs.String()), "\n") {
@@ -640,10 +642,10 @@ func TestBackoffGrowsAndStaysWithinBounds(t *testing.T) {
 
 func TestGatewayTimeoutOnCreateIsRetriedNotFailed(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("A-1015")
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.Status504})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Status: 504})
 	h.drain(h.engine(nil, engine.Config{}))
 	h.wantOneCOrders("site:A-1015", 1)
 	d := h.show(o.CreateKey())

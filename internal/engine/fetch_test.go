@@ -11,7 +11,7 @@ import (
 	"github.com/ordersync/ordersync/internal/engine"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // stubFetcher answers from a map; an order absent from it is unknown, one in
@@ -49,7 +49,7 @@ func (h *harness) registerFetch(source, id string) string {
 
 func TestAFetchPayloadIsCompletedBeforeTheCreateAndKept(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	o := testOrder("ignored")
 	f := &stubFetcher{orders: map[string]order.Order{"77": o}}
 	key := h.registerFetch("bitrix24", "77")
@@ -72,7 +72,7 @@ func TestAFetchPayloadIsCompletedBeforeTheCreateAndKept(t *testing.T) {
 
 func TestAnOrderNotReadyWaitsBeyondMaxAttemptsUntilWoken(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	f := &stubFetcher{orders: map[string]order.Order{"78": testOrder("x")}, notReady: map[string]bool{"78": true}}
 	key := h.registerFetch("bitrix24", "78")
 	e := h.engine(nil, engine.Config{MaxAttempts: 2, WaitInterval: time.Hour, Fetchers: map[string]engine.Fetcher{"bitrix24": f}})
@@ -113,7 +113,7 @@ func TestAnOrderNotReadyWaitsBeyondMaxAttemptsUntilWoken(t *testing.T) {
 
 func TestAnOrderTheSourceDoesNotKnowFails(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	key := h.registerFetch("bitrix24", "79")
 	h.drain(h.engine(nil, engine.Config{Fetchers: map[string]engine.Fetcher{"bitrix24": &stubFetcher{}}}))
 	if d := h.show(key); d.Status != journal.StatusFailed || d.Attempts != 1 {

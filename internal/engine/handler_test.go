@@ -13,7 +13,7 @@ import (
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // testKind is an operation kind of no feature: only the handlers of these tests
@@ -33,7 +33,7 @@ func (h *harness) registerKind(kind, key string) {
 // registered with it; any other fails at once, saying which kinds it knows.
 func TestAKindWithoutAHandlerFailsPermanently(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	h.registerKind(testKind, "test:1")
 	h.drain(h.engine(nil, engine.Config{}))
 	d := h.show("test:1")
@@ -50,7 +50,7 @@ func TestAKindWithoutAHandlerFailsPermanently(t *testing.T) {
 // a retry; its verdict goes through the retry policy as the engine's own.
 func TestARegisteredHandlerCarriesOutItsKind(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	var calls atomic.Int64
 	echo := engine.HandlerFunc(func(ctx context.Context, c engine.Call) engine.Verdict {
 		msgs := []outbox.Message{{Destination: "test-dest", Event: outbox.Event{Type: "test.echoed", AggregateType: "test",
@@ -86,7 +86,7 @@ func TestARegisteredHandlerCarriesOutItsKind(t *testing.T) {
 // empty kind, or one of the engine's own kinds.
 func TestHandlersThatCannotBeRegisteredKeepTheEngineFromRunning(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	h.register(testOrder("H-1"))
 	nop := engine.HandlerFunc(func(context.Context, engine.Call) engine.Verdict { return engine.Verdict{} })
 	for name, hs := range map[string]map[string]engine.Handler{

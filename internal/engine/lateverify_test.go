@@ -11,6 +11,7 @@ import (
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // A 1C slower than onec.settle_time: its first POST commits after the next attempt
@@ -23,12 +24,12 @@ func TestDuplicateThatLandsAfterTheSettleTimeIsFoundLate(t *testing.T) {
 		slower     = 2 * time.Second // 1C commits the first POST this long after it came
 		lateVerify = 4 * time.Second
 	)
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	h.client = h.scaledClient(scaledTimeout)
 	o := testOrder("LATE-1")
 	ext := o.OneCExternalID()
 	h.register(o)
-	h.onec.Inject(sim.Fault{Op: "create", Kind: sim.SlowCreate, Delay: slower})
+	h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.SlowCreate, Delay: slower})
 	routes := outbox.Routes{}
 	routes.Add("crm", "", outbox.OrderCreated, outbox.OrderDuplicateIn1C)
 	e := running(t, h.engine(nil, engine.Config{Workers: 2, OneCTimeout: scaledTimeout,

@@ -14,6 +14,7 @@ import (
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 )
 
@@ -33,7 +34,7 @@ func TestTwoReplicasOneClockAheadCreateEachOrderOnce(t *testing.T) {
 		settle  = 1500 * time.Millisecond
 		skew    = 5 * time.Minute
 	)
-	h := newHarness(t, sim.OneCOptions{OpLatency: map[string]time.Duration{"create": 20 * time.Millisecond}})
+	h := newHarness(t, onecsim.Options{OpLatency: map[string]time.Duration{"create": 20 * time.Millisecond}})
 	h.client = h.scaledClient(timeout)
 	takeover := engine.TakeoverAfter(timeout, settle)
 	honest := h.openDBWith(postgres.Config{TakeoverAfter: takeover})
@@ -49,7 +50,7 @@ func TestTwoReplicasOneClockAheadCreateEachOrderOnce(t *testing.T) {
 		o := testOrder(fmt.Sprintf("SKEW-%02d", i))
 		all = append(all, o)
 		if i%3 == 0 { // a third of the creates outlast the client
-			h.onec.Inject(sim.Fault{Op: "create", Kind: sim.SlowCreate, Delay: slow, ExternalID: o.OneCExternalID()})
+			h.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.SlowCreate, Delay: slow, ExternalID: o.OneCExternalID()})
 		}
 	}
 	cfg := engine.Config{Workers: 2, OneCTimeout: timeout, SettleTime: settle, LateVerify: 2 * settle,
@@ -87,7 +88,7 @@ func TestTwoReplicasOneClockAheadCreateEachOrderOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return pending, len(pending) == 0 && h.onec.PendingFaults() == 0
+		return pending, len(pending) == 0 && h.onec.Faults.Pending() == 0
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

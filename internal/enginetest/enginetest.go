@@ -19,7 +19,7 @@ import (
 	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 	"github.com/ordersync/ordersync/internal/testdb"
 )
@@ -32,14 +32,14 @@ type World struct {
 	t      testing.TB
 	URL    string // the schema's database URL
 	DB     *postgres.DB
-	OneC   *sim.OneC
+	OneC   *onecsim.OneC
 	Client *httpservice.Client // 4 slots, session reuse
 	Logs   *SyncBuffer         // what the client and Logger's loggers wrote
 }
 
 // New makes the world; its pools and 1C close when t ends. Options without a user
 // get ordersync and Password.
-func New(t testing.TB, opts sim.OneCOptions) *World {
+func New(t testing.TB, opts onecsim.Options) *World {
 	t.Helper()
 	w := &World{t: t, URL: testdb.URL(t), Logs: &SyncBuffer{}}
 	w.DB = w.OpenDB(postgres.Config{})
@@ -49,7 +49,7 @@ func New(t testing.TB, opts sim.OneCOptions) *World {
 	if opts.Username == "" {
 		opts.Username, opts.Password = "ordersync", Password
 	}
-	w.OneC = sim.NewOneC(opts)
+	w.OneC = onecsim.New(opts)
 	if err := w.OneC.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/server"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
 )
 
@@ -93,9 +94,9 @@ func openSQLite(t *testing.T) *sqlite.DB {
 	return db
 }
 
-func startOneC(t *testing.T) *sim.OneC {
+func startOneC(t *testing.T) *onecsim.OneC {
 	t.Helper()
-	s := sim.NewOneC(sim.OneCOptions{})
+	s := onecsim.New(onecsim.Options{})
 	if err := s.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func startOneC(t *testing.T) *sim.OneC {
 	return s
 }
 
-func newClient(t *testing.T, s *sim.OneC) onec.Client {
+func newClient(t *testing.T, s *onecsim.OneC) onec.Client {
 	t.Helper()
 	c, err := httpservice.New(httpservice.Config{BaseURL: s.URL(), Timeout: 5 * time.Second, GetRetries: -1})
 	if err != nil {
@@ -165,7 +166,7 @@ func TestClientTimesCallsAndFollows1C(t *testing.T) {
 	}
 
 	// 1C's own refusal of one request: 1C is up.
-	s.Inject(sim.Fault{Op: "find", Kind: sim.Status422})
+	s.Faults.Add(1, sim.Fault{Op: "find", Status: 422})
 	if _, err := c.FindOrders(ctx, "site:1"); err == nil {
 		t.Fatal("a 422 find succeeded")
 	}
@@ -219,7 +220,7 @@ func TestClientTimeoutIsDown(t *testing.T) {
 	s := startOneC(t)
 	m := New("test")
 	c := m.Client(newClient(t, s))
-	s.Inject(sim.Fault{Op: "ping", Kind: sim.Stall})
+	s.Faults.Add(1, sim.Fault{Op: "ping", Kind: onecsim.Stall})
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	if _, err := c.Ping(ctx); err == nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/outbox/webhook"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/webhooksim"
 	"github.com/ordersync/ordersync/internal/stdwebhook"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 )
@@ -43,7 +43,7 @@ func (w *world) fill(b *testing.B, n int, dest string) {
 // (the server's, so other work on it counts too) and the share of the outbox's
 // updates that were HOT.
 func BenchmarkRelayThroughput(b *testing.B) {
-	sink, err := sim.NewWebhookSink(sim.WebhookSinkOptions{Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}})
+	sink, err := webhooksim.New(webhooksim.Options{Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -23,7 +23,10 @@ import (
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/reconcile"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/kaspisim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
+	"github.com/ordersync/ordersync/internal/sim/ozonsim"
+	"github.com/ordersync/ordersync/internal/sim/wbsim"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
 	"github.com/ordersync/ordersync/internal/testdb"
@@ -93,7 +96,7 @@ type world struct {
 	ctx    context.Context
 	clock  *clock
 	store  journal.Store
-	onec   *sim.OneC
+	onec   *onecsim.OneC
 	client *httpservice.Client
 	source string
 	// mp is the marketplace's connector (nil for site); add puts an order into its
@@ -109,7 +112,7 @@ func newWorld(t *testing.T, open func(*testing.T, func() time.Time) journal.Stor
 	t.Helper()
 	w := &world{t: t, ctx: context.Background(), clock: &clock{t: inPeriod}, created: map[string]time.Time{}}
 	w.store = open(t, w.clock.Now)
-	w.onec = sim.NewOneC(sim.OneCOptions{Now: w.clock.Now, Location: almaty})
+	w.onec = onecsim.New(onecsim.Options{Now: w.clock.Now, Location: almaty})
 	ts := httptest.NewServer(w.onec)
 	t.Cleanup(ts.Close)
 	t.Cleanup(w.onec.Close)
@@ -122,19 +125,19 @@ func newWorld(t *testing.T, open func(*testing.T, func() time.Time) journal.Stor
 }
 
 func (w *world) kaspi() {
-	s := sim.NewKaspi(sim.KaspiOptions{Token: "tok", Location: almaty, Now: w.clock.Now})
+	s := kaspisim.New(kaspisim.Options{Token: "tok", Location: almaty, Now: w.clock.Now})
 	ts := httptest.NewServer(s)
 	w.t.Cleanup(ts.Close)
-	c, err := kaspi.New(kaspi.Config{BaseURL: ts.URL + sim.KaspiPrefix, Token: "tok", Warehouse: "WH1", RatePerSecond: -1, Location: almaty})
+	c, err := kaspi.New(kaspi.Config{BaseURL: ts.URL + kaspisim.Prefix, Token: "tok", Warehouse: "WH1", RatePerSecond: -1, Location: almaty})
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	w.mp, w.source = c, kaspi.Name
 	w.add = func(id string, created time.Time) {
 		w.created[id] = created
-		err := s.AddOrder(sim.KaspiOrder{Code: id, CreationDate: created,
-			Customer: sim.KaspiCustomer{Name: "Иван Петров", CellPhone: "7011234567"},
-			Entries:  []sim.KaspiEntry{{OfferCode: "SKU-1", Name: "Чайник", Quantity: dec("2"), BasePrice: dec("1500.50")}}})
+		err := s.AddOrder(kaspisim.Order{Code: id, CreationDate: created,
+			Customer: kaspisim.Customer{Name: "Иван Петров", CellPhone: "7011234567"},
+			Entries:  []kaspisim.Entry{{OfferCode: "SKU-1", Name: "Чайник", Quantity: dec("2"), BasePrice: dec("1500.50")}}})
 		if err != nil {
 			w.t.Fatal(err)
 		}
@@ -147,7 +150,7 @@ func (w *world) kaspi() {
 }
 
 func (w *world) ozon() {
-	s := sim.NewOzon(sim.OzonOptions{ClientID: "123", APIKey: "key", Now: w.clock.Now})
+	s := ozonsim.New(ozonsim.Options{ClientID: "123", APIKey: "key", Now: w.clock.Now})
 	ts := httptest.NewServer(s)
 	w.t.Cleanup(ts.Close)
 	c, err := ozon.New(ozon.Config{BaseURL: ts.URL, ClientID: "123", APIKey: "key", Warehouse: "WH1", RatePerSecond: -1})
@@ -157,8 +160,8 @@ func (w *world) ozon() {
 	w.mp, w.source = c, ozon.Name
 	w.add = func(id string, created time.Time) {
 		w.created[id] = created
-		s.AddPosting(sim.OzonPosting{PostingNumber: id, InProcessAt: created, StatusChangedAt: created,
-			Products: []sim.OzonProduct{{OfferID: "SKU-1", Name: "Чайник", Quantity: 2, Price: dec("1500.50")}}})
+		s.AddPosting(ozonsim.Posting{PostingNumber: id, InProcessAt: created, StatusChangedAt: created,
+			Products: []ozonsim.Product{{OfferID: "SKU-1", Name: "Чайник", Quantity: 2, Price: dec("1500.50")}}})
 	}
 	w.cancel = func(id string) {
 		if err := s.Cancel(id, "покупатель передумал", "Клиент"); err != nil {
@@ -168,7 +171,7 @@ func (w *world) ozon() {
 }
 
 func (w *world) wildberries() {
-	s := sim.NewWildberries(sim.WildberriesOptions{Token: "tok", Now: w.clock.Now})
+	s := wbsim.New(wbsim.Options{Token: "tok", Now: w.clock.Now})
 	ts := httptest.NewServer(s)
 	w.t.Cleanup(ts.Close)
 	c, err := wildberries.New(wildberries.Config{BaseURL: ts.URL, Token: "tok", Warehouse: "WH1", RatePerSecond: -1, Now: w.clock.Now})
@@ -179,7 +182,7 @@ func (w *world) wildberries() {
 	w.add = func(id string, created time.Time) {
 		w.created[id] = created
 		n, _ := strconv.ParseInt(id, 10, 64)
-		s.AddOrder(sim.WBOrder{ID: n, Article: "SKU-1", Price: 300100, ConvertedPrice: 300100,
+		s.AddOrder(wbsim.Order{ID: n, Article: "SKU-1", Price: 300100, ConvertedPrice: 300100,
 			CurrencyCode: 643, ConvertedCurrencyCode: 643, CreatedAt: created})
 	}
 	w.cancel = func(id string) {
@@ -379,7 +382,7 @@ func plantMarketplace(w *world, ids func(n int) string) map[string]reconcile.Cat
 	dupID := ext(7, reconcile.DuplicateIn1C)
 	w.add(dupID, inPeriod)
 	w.done(w.register(dupID))
-	w.onec.PlantOrder(sim.PlantedOrder{ExternalID: w.source + ":" + dupID, Total: dec("3001.00"), Currency: "KZT", Posted: true})
+	w.onec.PlantOrder(onecsim.PlantedOrder{ExternalID: w.source + ":" + dupID, Total: dec("3001.00"), Currency: "KZT", Posted: true})
 
 	// amount_mismatch: done, then its total edited in 1C.
 	amountID := ext(8, reconcile.AmountMismatch)
@@ -396,10 +399,10 @@ func plantMarketplace(w *world, ids func(n int) string) map[string]reconcile.Cat
 
 	// unknown_to_journal: made by hand in 1C, dated in the period.
 	handID := ext(10, reconcile.UnknownToJournal)
-	w.onec.PlantOrder(sim.PlantedOrder{ExternalID: w.source + ":" + handID, Total: dec("100"), Currency: "KZT", Posted: true})
+	w.onec.PlantOrder(onecsim.PlantedOrder{ExternalID: w.source + ":" + handID, Total: dec("100"), Currency: "KZT", Posted: true})
 
 	// Another source's order made by hand is not this source's business.
-	w.onec.PlantOrder(sim.PlantedOrder{ExternalID: "other:" + handID, Total: dec("100"), Posted: true})
+	w.onec.PlantOrder(onecsim.PlantedOrder{ExternalID: "other:" + handID, Total: dec("100"), Posted: true})
 	return cats
 }
 
@@ -490,7 +493,7 @@ func TestRunSite(t *testing.T) {
 
 			cats["A-5"] = reconcile.DuplicateIn1C
 			w.done(w.registerSite("A-5", inPeriod))
-			w.onec.PlantOrder(sim.PlantedOrder{ExternalID: "site:A-5", Total: dec("3001"), Posted: true})
+			w.onec.PlantOrder(onecsim.PlantedOrder{ExternalID: "site:A-5", Total: dec("3001"), Posted: true})
 
 			cats["A-6"] = reconcile.AmountMismatch
 			w.onec.SetTotal(w.done(w.registerSite("A-6", inPeriod)), dec("2999.99"))
@@ -513,7 +516,7 @@ func TestRunSite(t *testing.T) {
 			}
 
 			cats["HAND-1"] = reconcile.UnknownToJournal
-			w.onec.PlantOrder(sim.PlantedOrder{ExternalID: "site:HAND-1", Total: dec("10"), Posted: true})
+			w.onec.PlantOrder(onecsim.PlantedOrder{ExternalID: "site:HAND-1", Total: dec("10"), Posted: true})
 
 			// Outside the period on every side: not reported.
 			w.clock.Set(before)
@@ -563,20 +566,20 @@ func TestRunPrecedence(t *testing.T) {
 	cats["700000003"] = reconcile.NotDone
 	w.add("700000003", inPeriod)
 	w.fail(w.register("700000003"), "1C rejected it")
-	w.onec.PlantOrder(sim.PlantedOrder{ExternalID: "kaspi:700000003", Total: dec("3001"), Posted: true})
+	w.onec.PlantOrder(onecsim.PlantedOrder{ExternalID: "kaspi:700000003", Total: dec("3001"), Posted: true})
 
 	// A duplicate whose total also differs: duplicate_in_1c.
 	cats["700000004"] = reconcile.DuplicateIn1C
 	w.add("700000004", inPeriod)
 	ref := w.done(w.register("700000004"))
 	w.onec.SetTotal(ref, dec("1"))
-	w.onec.PlantOrder(sim.PlantedOrder{ExternalID: "kaspi:700000004", Total: dec("3001"), Posted: true})
+	w.onec.PlantOrder(onecsim.PlantedOrder{ExternalID: "kaspi:700000004", Total: dec("3001"), Posted: true})
 
 	// The marketplace has it, ordersync never saw it, and 1C holds one made by
 	// hand: missing_in_journal, the note names 1C's.
 	cats["700000005"] = reconcile.MissingInJournal
 	w.add("700000005", inPeriod)
-	hand := w.onec.PlantOrder(sim.PlantedOrder{ExternalID: "kaspi:700000005", Number: "ЗК-РУЧН", Total: dec("3001"), Posted: true})
+	hand := w.onec.PlantOrder(onecsim.PlantedOrder{ExternalID: "kaspi:700000005", Number: "ЗК-РУЧН", Total: dec("3001"), Posted: true})
 
 	rep := w.run(t)
 	want(t, rep, cats)

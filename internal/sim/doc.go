@@ -1,9 +1,14 @@
-// Package sim owns the simulators that ordersync is tested and demonstrated against:
-// an in-memory 1C:Enterprise base publishing contract v1 (deploy/1c/openapi.yaml) with
-// faults injected on demand (OneC); the Kaspi.kz, Ozon and Wildberries APIs with their
-// documented shapes, pagination, 429 and 5xx on demand, and a record of the
-// acknowledgements received (Kaspi, Ozon, Wildberries); and a webhook receiver that
-// checks Standard Webhooks signatures (WebhookSink).
+// Package sim holds what the simulators ordersync is tested and demonstrated
+// against have in common: one fault type (Fault, queued in each simulator's Faults),
+// the HTTP server their Start runs (Server), and a TCP proxy that injects network
+// faults between two real programs (TCPProxy).
+//
+// The simulators are one package each: onecsim, an in-memory 1C:Enterprise base
+// publishing contract v1 (deploy/1c/openapi.yaml); kaspisim, ozonsim and wbsim, the
+// Kaspi.kz, Ozon and Wildberries APIs with their documented shapes, pagination and
+// limits, and a record of the acknowledgements received; bitrix24sim, a Bitrix24
+// portal's REST API; webhooksim, a webhook receiver that checks Standard Webhooks
+// signatures.
 //
 // The simulators are written independently of the production clients: they declare
 // their own wire types and parse numbers exactly on their own, so a mistake on one

@@ -1,7 +1,7 @@
 package httpservice_test
 
-// Contract tests: the client against the simulated 1C base of internal/sim. They
-// assert what the base holds and received, not only what the client returns.
+// Contract tests: the client against the simulated 1C base of internal/sim/onecsim.
+// They assert what the base holds and received, not only what the client returns.
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 const (
@@ -25,17 +26,17 @@ const (
 )
 
 type fixture struct {
-	sim    *sim.OneC
+	sim    *onecsim.OneC
 	client *httpservice.Client
 	url    string
 }
 
-func setup(t *testing.T, opts sim.OneCOptions, mod ...func(*httpservice.Config)) fixture {
+func setup(t *testing.T, opts onecsim.Options, mod ...func(*httpservice.Config)) fixture {
 	t.Helper()
 	if opts.Username == "" {
 		opts.Username, opts.Password = simUser, simPassword
 	}
-	s := sim.NewOneC(opts)
+	s := onecsim.New(opts)
 	s.SetStock("WH1") // a warehouse 1C knows
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
@@ -93,7 +94,7 @@ func TestContractRoundTrip(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			f := setup(t, sim.OneCOptions{BOM: bom})
+			f := setup(t, onecsim.Options{BOM: bom})
 			ctx := context.Background()
 
 			info, err := f.client.Ping(ctx)
@@ -155,7 +156,7 @@ func TestContractRoundTrip(t *testing.T) {
 				t.Fatalf("cancel of nothing = %v, want Permanent 404", err)
 			}
 
-			f.sim.SetStock("WH1", sim.StockItem{SKU: "SKU-1", Quantity: dec("7.25"), Price: dec("12345678901234567890.123456789")})
+			f.sim.SetStock("WH1", onecsim.StockItem{SKU: "SKU-1", Quantity: dec("7.25"), Price: dec("12345678901234567890.123456789")})
 			st, err := f.client.Stock(ctx, "WH1")
 			if err != nil {
 				t.Fatal(err)
@@ -173,7 +174,7 @@ func TestContractRoundTrip(t *testing.T) {
 
 func TestContractConflictIsFound(t *testing.T) {
 	t.Parallel()
-	f := setup(t, sim.OneCOptions{Dedupe: true})
+	f := setup(t, onecsim.Options{Dedupe: true})
 	ctx := context.Background()
 	first, err := f.client.CreateOrder(ctx, order("kaspi:1"))
 	if err != nil {
@@ -193,7 +194,7 @@ func TestContractConflictIsFound(t *testing.T) {
 
 func TestContractDuplicatesAreReported(t *testing.T) {
 	t.Parallel()
-	f := setup(t, sim.OneCOptions{}) // a naive base
+	f := setup(t, onecsim.Options{}) // a naive base
 	ctx := context.Background()
 	for range 2 {
 		if _, err := f.client.CreateOrder(ctx, order("kaspi:1")); err != nil {
@@ -219,28 +220,29 @@ func TestContractFaults(t *testing.T) {
 		class     onec.Class // 0: success
 		requests  int        // what the base received for op
 		wantCount int        // orders the base holds afterwards
+		times     int        // how many requests the fault hits
 	}{
-		{"drop after create is unknown, and the order exists", sim.Fault{Op: "create", Kind: sim.DropAfterCreate}, "create", onec.Unknown, 1, 1},
-		{"drop before create is unknown, and nothing exists", sim.Fault{Op: "create", Kind: sim.DropBeforeCreate}, "create", onec.Unknown, 1, 0},
-		{"lock conflict on create is transient", sim.Fault{Op: "create", Kind: sim.LockConflict500}, "create", onec.Transient, 1, 0},
-		{"lock conflict on cancel is transient", sim.Fault{Op: "cancel", Kind: sim.LockConflict500}, "cancel", onec.Transient, 1, 0},
-		{"503 on create is unknown and sent once", sim.Fault{Op: "create", Kind: sim.Status503}, "create", onec.Unknown, 1, 0},
-		{"502 on create is unknown", sim.Fault{Op: "create", Kind: sim.Status502}, "create", onec.Unknown, 1, 0},
-		{"406 on create is transient", sim.Fault{Op: "create", Kind: sim.Status406}, "create", onec.Transient, 1, 0},
-		{"business exception on create is unknown", sim.Fault{Op: "create", Kind: sim.BusinessError500}, "create", onec.Unknown, 1, 0},
-		{"422 on create is permanent", sim.Fault{Op: "create", Kind: sim.Status422}, "create", onec.Permanent, 1, 0},
-		{"HTML login page on create is unknown", sim.Fault{Op: "create", Kind: sim.HTMLLogin200}, "create", onec.Unknown, 1, 0},
-		{"HTML login page on find is auth", sim.Fault{Op: "find", Kind: sim.HTMLLogin200}, "find", onec.Auth, 1, 0},
-		{"lock conflicts on find are retried through", sim.Fault{Op: "find", Kind: sim.LockConflict500, Times: 2}, "find", 0, 3, 0},
-		{"406 on find for ever gives up after the retries", sim.Fault{Op: "find", Kind: sim.Status406, Times: -1}, "find", onec.Transient, 3, 0},
-		{"a dropped find is retried", sim.Fault{Op: "find", Kind: sim.DropBeforeCreate}, "find", 0, 2, 0},
-		{"502 on stock is retried", sim.Fault{Op: "stock", Kind: sim.Status502}, "stock", 0, 2, 0},
+		{"drop after create is unknown, and the order exists", sim.Fault{Op: "create", Kind: onecsim.DropAfterCreate}, "create", onec.Unknown, 1, 1, 1},
+		{"drop before create is unknown, and nothing exists", sim.Fault{Op: "create", Kind: onecsim.DropBeforeCreate}, "create", onec.Unknown, 1, 0, 1},
+		{"lock conflict on create is transient", sim.Fault{Op: "create", Kind: onecsim.LockConflict500}, "create", onec.Transient, 1, 0, 1},
+		{"lock conflict on cancel is transient", sim.Fault{Op: "cancel", Kind: onecsim.LockConflict500}, "cancel", onec.Transient, 1, 0, 1},
+		{"503 on create is unknown and sent once", sim.Fault{Op: "create", Status: 503}, "create", onec.Unknown, 1, 0, 1},
+		{"502 on create is unknown", sim.Fault{Op: "create", Status: 502}, "create", onec.Unknown, 1, 0, 1},
+		{"406 on create is transient", sim.Fault{Op: "create", Status: 406}, "create", onec.Transient, 1, 0, 1},
+		{"business exception on create is unknown", sim.Fault{Op: "create", Kind: onecsim.BusinessError500}, "create", onec.Unknown, 1, 0, 1},
+		{"422 on create is permanent", sim.Fault{Op: "create", Status: 422}, "create", onec.Permanent, 1, 0, 1},
+		{"HTML login page on create is unknown", sim.Fault{Op: "create", Kind: onecsim.HTMLLogin200}, "create", onec.Unknown, 1, 0, 1},
+		{"HTML login page on find is auth", sim.Fault{Op: "find", Kind: onecsim.HTMLLogin200}, "find", onec.Auth, 1, 0, 1},
+		{"lock conflicts on find are retried through", sim.Fault{Op: "find", Kind: onecsim.LockConflict500}, "find", 0, 3, 0, 2},
+		{"406 on find for ever gives up after the retries", sim.Fault{Op: "find", Status: 406}, "find", onec.Transient, 3, 0, sim.Forever},
+		{"a dropped find is retried", sim.Fault{Op: "find", Kind: onecsim.DropBeforeCreate}, "find", 0, 2, 0, 1},
+		{"502 on stock is retried", sim.Fault{Op: "stock", Status: 502}, "stock", 0, 2, 0, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			f := setup(t, sim.OneCOptions{})
-			f.sim.Inject(tt.fault)
+			f := setup(t, onecsim.Options{})
+			f.sim.Faults.Add(tt.times, tt.fault)
 			ctx := context.Background()
 			var err error
 			switch tt.op {
@@ -279,8 +281,8 @@ func TestContractFaults(t *testing.T) {
 
 func TestContractStalledCreate(t *testing.T) {
 	t.Parallel()
-	f := setup(t, sim.OneCOptions{}, func(c *httpservice.Config) { c.Timeout = 100 * time.Millisecond })
-	f.sim.Inject(sim.Fault{Op: "create", Kind: sim.Stall})
+	f := setup(t, onecsim.Options{}, func(c *httpservice.Config) { c.Timeout = 100 * time.Millisecond })
+	f.sim.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.Stall})
 	_, err := f.client.CreateOrder(context.Background(), order("kaspi:1"))
 	if got := class(t, err); got != onec.Unknown {
 		t.Fatalf("class = %v, want Unknown (%v)", got, err)
@@ -300,7 +302,7 @@ func TestContractStalledCreate(t *testing.T) {
 
 func TestContractRejectedOrder(t *testing.T) {
 	t.Parallel()
-	f := setup(t, sim.OneCOptions{KnownSKUs: []string{"SKU-1", "SKU-2"}})
+	f := setup(t, onecsim.Options{KnownSKUs: []string{"SKU-1", "SKU-2"}})
 	_, err := f.client.CreateOrder(context.Background(), order("kaspi:1"))
 	var e *onec.Error
 	if !errors.As(err, &e) || e.Class != onec.Permanent || e.Status != 422 || e.Code != "unknown_sku" || e.Field != "lines[2].sku" || e.Message == "" {
@@ -320,10 +322,10 @@ func TestContractRejectedOrder(t *testing.T) {
 
 func TestContractAuth(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []sim.AuthFailureMode{sim.AuthHTML200, sim.AuthStatus401} {
-		t.Run(map[sim.AuthFailureMode]string{sim.AuthHTML200: "HTML 200", sim.AuthStatus401: "401"}[mode], func(t *testing.T) {
+	for _, mode := range []onecsim.AuthFailureMode{onecsim.AuthHTML200, onecsim.AuthStatus401} {
+		t.Run(map[onecsim.AuthFailureMode]string{onecsim.AuthHTML200: "HTML 200", onecsim.AuthStatus401: "401"}[mode], func(t *testing.T) {
 			t.Parallel()
-			f := setup(t, sim.OneCOptions{AuthFailure: mode}, func(c *httpservice.Config) { c.Password = "wrong password" })
+			f := setup(t, onecsim.Options{AuthFailure: mode}, func(c *httpservice.Config) { c.Password = "wrong password" })
 			for name, call := range map[string]func() error{
 				"ping":   func() error { _, err := f.client.Ping(context.Background()); return err },
 				"find":   func() error { _, err := f.client.FindOrders(context.Background(), "kaspi:1"); return err },
@@ -333,7 +335,7 @@ func TestContractAuth(t *testing.T) {
 				// A POST answered 200 with a page may have been carried out as far as
 				// the client can tell: an unknown outcome, which the next find settles.
 				want := onec.Auth
-				if name == "create" && mode == sim.AuthHTML200 {
+				if name == "create" && mode == onecsim.AuthHTML200 {
 					want = onec.Unknown
 				}
 				var e *onec.Error
@@ -360,7 +362,7 @@ func TestContractAuth(t *testing.T) {
 func TestContractSessionReuse(t *testing.T) {
 	t.Parallel()
 	const maxConc = 3
-	f := setup(t, sim.OneCOptions{Latency: 2 * time.Millisecond}, func(c *httpservice.Config) {
+	f := setup(t, onecsim.Options{Latency: 2 * time.Millisecond}, func(c *httpservice.Config) {
 		c.SessionReuse = true
 		c.MaxConcurrency = maxConc
 	})

@@ -18,7 +18,7 @@ import (
 
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // ListOrders against the simulated base: the source's orders dated in the period,
@@ -26,7 +26,7 @@ import (
 // sources and other dates left out.
 func TestContractListOrders(t *testing.T) {
 	t.Parallel()
-	f := setup(t, sim.OneCOptions{})
+	f := setup(t, onecsim.Options{})
 	ctx := context.Background()
 
 	created, err := f.client.CreateOrder(ctx, order("kaspi:1"))
@@ -39,11 +39,11 @@ func TestContractListOrders(t *testing.T) {
 	if _, err := f.client.CancelOrder(ctx, "kaspi:1", "test"); err != nil {
 		t.Fatal(err)
 	}
-	hand := f.sim.PlantOrder(sim.PlantedOrder{ExternalID: "kaspi:hand", Number: "ЗК-РУЧН", Date: "2026-09-15T23:59:59",
+	hand := f.sim.PlantOrder(onecsim.PlantedOrder{ExternalID: "kaspi:hand", Number: "ЗК-РУЧН", Date: "2026-09-15T23:59:59",
 		Total: dec("0.10"), Currency: "KZT", Posted: true, Deleted: true})
-	f.sim.PlantOrder(sim.PlantedOrder{ExternalID: "kaspi:late", Date: "2026-09-17T00:00:00", Total: dec("1")})
-	f.sim.PlantOrder(sim.PlantedOrder{ExternalID: "ozon:1", Date: "2026-09-16T00:00:00", Total: dec("1")})
-	f.sim.PlantOrder(sim.PlantedOrder{ExternalID: "kaspiX:1", Date: "2026-09-16T00:00:00", Total: dec("1")})
+	f.sim.PlantOrder(onecsim.PlantedOrder{ExternalID: "kaspi:late", Date: "2026-09-17T00:00:00", Total: dec("1")})
+	f.sim.PlantOrder(onecsim.PlantedOrder{ExternalID: "ozon:1", Date: "2026-09-16T00:00:00", Total: dec("1")})
+	f.sim.PlantOrder(onecsim.PlantedOrder{ExternalID: "kaspiX:1", Date: "2026-09-16T00:00:00", Total: dec("1")})
 
 	got, err := f.client.ListOrders(ctx, onec.ListQuery{Source: "kaspi", DateFrom: "2026-09-15T00:00:00", DateTo: "2026-09-16T23:59:59"})
 	if err != nil {
@@ -82,7 +82,7 @@ func TestContractListOrders(t *testing.T) {
 // A query 1C would refuse is refused before it is sent.
 func TestListOrdersBadQuery(t *testing.T) {
 	t.Parallel()
-	f := setup(t, sim.OneCOptions{})
+	f := setup(t, onecsim.Options{})
 	for _, q := range []onec.ListQuery{
 		{DateFrom: "2026-09-15T00:00:00", DateTo: "2026-09-16T00:00:00"},
 		{Source: "kaspi", DateFrom: "2026-09-15", DateTo: "2026-09-16T00:00:00"},
@@ -217,8 +217,8 @@ func TestOpenAPIListsOrders(t *testing.T) {
 	}
 
 	// The simulator's listing carries every property the document requires.
-	f := setup(t, sim.OneCOptions{})
-	f.sim.PlantOrder(sim.PlantedOrder{ExternalID: "kaspi:1", Date: "2026-09-15T10:00:00", Total: dec("1"), Currency: "KZT"})
+	f := setup(t, onecsim.Options{})
+	f.sim.PlantOrder(onecsim.PlantedOrder{ExternalID: "kaspi:1", Date: "2026-09-15T10:00:00", Total: dec("1"), Currency: "KZT"})
 	req, _ := http.NewRequest(http.MethodGet, f.url+"/orders?source=kaspi&date_from=2026-09-15T00:00:00&date_to=2026-09-15T23:59:59", nil)
 	req.SetBasicAuth(simUser, simPassword)
 	resp, err := http.DefaultClient.Do(req)

@@ -10,7 +10,8 @@ import (
 
 	"github.com/ordersync/ordersync/connectors/ozon"
 	"github.com/ordersync/ordersync/connectors/wildberries"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/ozonsim"
+	"github.com/ordersync/ordersync/internal/sim/wbsim"
 	"github.com/ordersync/ordersync/internal/stock"
 	"github.com/ordersync/ordersync/internal/stock/publish"
 )
@@ -101,7 +102,7 @@ func benchPublishOzon(b *testing.B, window time.Duration, withLease bool) {
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
-		m := newOzonMarket(b, sim.OzonStockLimits{Window: window, Resend: scaled(ozon.StockMinResend, window, time.Minute)},
+		m := newOzonMarket(b, ozonsim.StockLimits{Window: window, Resend: scaled(ozon.StockMinResend, window, time.Minute)},
 			scaled(benchTimeout, window, time.Minute), ozon.StockConfig{Window: window})
 		m.sim.AddOffers(offers...)
 		sh := newShelf(b)
@@ -206,10 +207,10 @@ func benchPublishWildberries(b *testing.B, scale float64, withLease bool) {
 		b.StopTimer()
 		m := newWBMarket(b, scale, timeout)
 		for c := range benchItems / sizes {
-			card := sim.WBCard{NmID: int64(c + 1), VendorCode: fmt.Sprintf("V%05d", c)}
+			card := wbsim.Card{NmID: int64(c + 1), VendorCode: fmt.Sprintf("V%05d", c)}
 			for k := range sizes {
 				i := c*sizes + k
-				card.Sizes = append(card.Sizes, sim.WBSize{ChrtID: int64(i + 1), Skus: []string{barcode(i)}})
+				card.Sizes = append(card.Sizes, wbsim.Size{ChrtID: int64(i + 1), Skus: []string{barcode(i)}})
 			}
 			m.sim.AddCard(card)
 		}
@@ -237,9 +238,9 @@ func benchPublishWildberries(b *testing.B, scale float64, withLease bool) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(written)/elapsed.Minutes()/scale, "items/min")
-	b.ReportMetric(100*float64(requests)/elapsed.Minutes()/scale/sim.WBStockPerMinute, "%limit")
+	b.ReportMetric(100*float64(requests)/elapsed.Minutes()/scale/wbsim.StockPerMinute, "%limit")
 	b.ReportMetric(float64(deliveries)/float64(b.N), "deliveries")
 	b.ReportMetric(float64(violations), "violations")
-	ideal := time.Duration(float64(requests) / (sim.WBStockPerMinute / 60.0 * scale) * float64(time.Second))
+	ideal := time.Duration(float64(requests) / (wbsim.StockPerMinute / 60.0 * scale) * float64(time.Second))
 	b.ReportMetric(float64((elapsed-ideal).Milliseconds())/float64(deliveries), "overhead-ms/delivery")
 }

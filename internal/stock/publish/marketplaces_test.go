@@ -27,7 +27,8 @@ import (
 	"github.com/ordersync/ordersync/connectors/wildberries"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/outbox"
-	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/ozonsim"
+	"github.com/ordersync/ordersync/internal/sim/wbsim"
 	"github.com/ordersync/ordersync/internal/stock"
 	"github.com/ordersync/ordersync/internal/stock/publish"
 	"github.com/ordersync/ordersync/internal/stock/scheduler"
@@ -162,7 +163,7 @@ func publishAll(tb testing.TB, p *publish.Publisher, rec outbox.Record, lease ti
 // --- Ozon ---
 
 type ozonMarket struct {
-	sim    *sim.Ozon
+	sim    *ozonsim.Ozon
 	sender *ozon.StockSender
 }
 
@@ -170,13 +171,13 @@ type ozonMarket struct {
 // with a real stock sender for WH1 → mpOzonWH. timeout is the connector's
 // per-request timeout (0: its default). The simulator keeps the time of
 // cfg.Clock, the wall clock when it is nil.
-func newOzonMarket(tb testing.TB, limits sim.OzonStockLimits, timeout time.Duration, cfg ozon.StockConfig) ozonMarket {
+func newOzonMarket(tb testing.TB, limits ozonsim.StockLimits, timeout time.Duration, cfg ozon.StockConfig) ozonMarket {
 	tb.Helper()
-	opts := sim.OzonOptions{ClientID: mpOzonClient, APIKey: mpOzonKey}
+	opts := ozonsim.Options{ClientID: mpOzonClient, APIKey: mpOzonKey}
 	if cfg.Clock != nil {
 		opts.Now = cfg.Clock.Now
 	}
-	s := sim.NewOzon(opts)
+	s := ozonsim.New(opts)
 	s.SetStockLimits(limits)
 	ts := httptest.NewServer(s)
 	tb.Cleanup(ts.Close)
@@ -198,7 +199,7 @@ func newOzonMarket(tb testing.TB, limits sim.OzonStockLimits, timeout time.Durat
 func (m ozonMarket) sentOffers(tb testing.TB, from int) [][]string {
 	tb.Helper()
 	var out [][]string
-	for _, r := range m.sim.RequestsTo(sim.OzonStocks)[from:] {
+	for _, r := range m.sim.RequestsTo(ozonsim.PathStocks)[from:] {
 		var body struct {
 			Stocks []struct {
 				OfferID     string `json:"offer_id"`
@@ -277,7 +278,7 @@ func ozonOffer(i int) string { return fmt.Sprintf("OF-%03d", i) }
 // real 30 s), no more than 80 requests a minute nor 100 items a request.
 func TestOzonPublishOutcomesWithinOzonsRules(t *testing.T) {
 	t.Parallel()
-	m := newOzonMarket(t, sim.OzonStockLimits{}, 0, ozon.StockConfig{})
+	m := newOzonMarket(t, ozonsim.StockLimits{}, 0, ozon.StockConfig{})
 	sh := newShelf(t)
 
 	const n = 250
@@ -306,16 +307,16 @@ func TestOzonPublishOutcomesWithinOzonsRules(t *testing.T) {
 		}
 	}
 	for _, i := range unknown {
-		refused[ozonOffer(i)] = sim.OzonStockOfferNotFound
+		refused[ozonOffer(i)] = ozonsim.StockOfferNotFound
 	}
 	for _, i := range append(tooBig, bigStock) {
-		refused[ozonOffer(i)] = sim.OzonStockTooBig
+		refused[ozonOffer(i)] = ozonsim.StockTooBig
 	}
 	for _, i := range tooBig {
-		m.sim.FailStockItem(ozonOffer(i), sim.OzonStockTooBig, 0)
+		m.sim.FailStockItem(ozonOffer(i), ozonsim.StockTooBig, 0)
 	}
 	for _, i := range busy {
-		m.sim.FailStockItem(ozonOffer(i), sim.OzonStockTooManyRequests, 1)
+		m.sim.FailStockItem(ozonOffer(i), ozonsim.StockTooManyRequests, 1)
 	}
 	for o := range refused {
 		delete(want, o)
@@ -398,7 +399,7 @@ func TestOzonPublishOutcomesWithinOzonsRules(t *testing.T) {
 func TestOzonSecondSnapshotSendsOnlyWhatChanged(t *testing.T) {
 	t.Parallel()
 	clk := &jumpClock{}
-	m := newOzonMarket(t, sim.OzonStockLimits{}, 0, ozon.StockConfig{Clock: clk})
+	m := newOzonMarket(t, ozonsim.StockLimits{}, 0, ozon.StockConfig{Clock: clk})
 	sh := newShelf(t)
 	const n = 150
 	values := map[string]string{}
@@ -411,13 +412,13 @@ func TestOzonSecondSnapshotSendsOnlyWhatChanged(t *testing.T) {
 			m.sim.AddOffers(o) // OF-120: offer_id_not_found
 		}
 	}
-	m.sim.FailStockItem(ozonOffer(3), sim.OzonStockTooBig, 0)
+	m.sim.FailStockItem(ozonOffer(3), ozonsim.StockTooBig, 0)
 	p := publish.New(publish.Config{Sender: m.sender, Store: sh.st, Now: clk.Now})
 	publishAll(t, p, sh.take(stock.Ozon, items), 0)
 	if pub := sh.lastPublish(stock.Ozon); pub.Published != n-2 || pub.Refused != 2 {
 		t.Fatalf("first publish %+v, want %d published and 2 refused", pub, n-2)
 	}
-	requests, updates := len(m.sim.RequestsTo(sim.OzonStocks)), len(m.sim.StockUpdates())
+	requests, updates := len(m.sim.RequestsTo(ozonsim.PathStocks)), len(m.sim.StockUpdates())
 	clk.Jump(27 * time.Second)
 
 	// OF-000 went in the first request, OF-140 and OF-149 in the last; OF-120 is
@@ -465,12 +466,12 @@ func TestOzonSecondSnapshotSendsOnlyWhatChanged(t *testing.T) {
 func TestOzonResendRuleHoldsAfterALostAnswer(t *testing.T) {
 	t.Parallel()
 	clk := &jumpClock{}
-	s := sim.NewOzon(sim.OzonOptions{ClientID: mpOzonClient, APIKey: mpOzonKey, Now: clk.Now})
+	s := ozonsim.New(ozonsim.Options{ClientID: mpOzonClient, APIKey: mpOzonKey, Now: clk.Now})
 	s.AddOffers("A", "B", "C")
 	var lose atomic.Bool
 	lose.Store(true)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == sim.OzonStocks && lose.Load() {
+		if r.URL.Path == ozonsim.PathStocks && lose.Load() {
 			s.ServeHTTP(httptest.NewRecorder(), r) // taken, the answer lost
 			<-r.Context().Done()
 			return
@@ -501,7 +502,7 @@ func TestOzonResendRuleHoldsAfterALostAnswer(t *testing.T) {
 	clk.Jump(27 * time.Second)
 	publishAll(t, p, rec, 0)
 	m.noViolations(t)
-	if n := len(m.sim.RequestsTo(sim.OzonStocks)); n != 2 {
+	if n := len(m.sim.RequestsTo(ozonsim.PathStocks)); n != 2 {
 		t.Errorf("%d requests, want the lost one and one again", n)
 	}
 	if pub := sh.lastPublish(stock.Ozon); pub.FinishedAt == nil || pub.Published != 3 {
@@ -512,7 +513,7 @@ func TestOzonResendRuleHoldsAfterALostAnswer(t *testing.T) {
 // --- Wildberries ---
 
 type wbMarket struct {
-	sim    *sim.Wildberries
+	sim    *wbsim.Wildberries
 	sender *wildberries.StockSender
 }
 
@@ -522,9 +523,9 @@ type wbMarket struct {
 // sender's default).
 func newWBMarket(tb testing.TB, scale float64, timeout time.Duration) wbMarket {
 	tb.Helper()
-	s := sim.NewWildberries(sim.WildberriesOptions{Token: mpWBToken})
-	s.SetStockLimit(sim.WBStockPerMinute*scale, sim.WBStockBurst)
-	s.SetContentLimit(sim.WBContentPerMinute*scale, sim.WBContentBurst)
+	s := wbsim.New(wbsim.Options{Token: mpWBToken})
+	s.SetStockLimit(wbsim.StockPerMinute*scale, wbsim.StockBurst)
+	s.SetContentLimit(wbsim.ContentPerMinute*scale, wbsim.ContentBurst)
 	s.AddStockWarehouse(mpWBWH)
 	ts := httptest.NewServer(s)
 	tb.Cleanup(ts.Close)
@@ -544,7 +545,7 @@ func newWBMarket(tb testing.TB, scale float64, timeout time.Duration) wbMarket {
 // on, with the status it answered.
 func (m wbMarket) putItems(tb testing.TB, from int) (puts [][]int64, statuses []int) {
 	tb.Helper()
-	for _, r := range m.sim.RequestsOf(sim.WBOpStocksUpdate)[from:] {
+	for _, r := range m.sim.RequestsOf(wbsim.OpStocksUpdate)[from:] {
 		var body struct {
 			Stocks []struct {
 				ChrtID int64 `json:"chrtId"`
@@ -595,8 +596,8 @@ func newWBScene(t *testing.T) *wbScene {
 	m := newWBMarket(t, 1, 0)
 	sc := &wbScene{m: m, sh: newShelf(t), values: map[string]string{}}
 	for i := range wbCards {
-		m.sim.AddCard(sim.WBCard{NmID: int64(500 + i), VendorCode: wbVendor(i),
-			Sizes: []sim.WBSize{{ChrtID: wbChrt(i), Skus: []string{fmt.Sprint("BC", wbChrt(i))}}}})
+		m.sim.AddCard(wbsim.Card{NmID: int64(500 + i), VendorCode: wbVendor(i),
+			Sizes: []wbsim.Size{{ChrtID: wbChrt(i), Skus: []string{fmt.Sprint("BC", wbChrt(i))}}}})
 		sc.values[wbVendor(i)] = fmt.Sprint(i + 1)
 	}
 	sc.values[wbVendor(20)] = "250000" // above Wildberries' 100000: sent as that, with a warning
@@ -705,7 +706,7 @@ func TestWildberriesSecondSnapshotSendsOnlyWhatChanged(t *testing.T) {
 	sc := newWBScene(t)
 	m, sh := sc.m, sc.sh
 	publishAll(t, sc.p, sc.snapshot(), 0)
-	from := len(m.sim.RequestsOf(sim.WBOpStocksUpdate))
+	from := len(m.sim.RequestsOf(wbsim.OpStocksUpdate))
 	written := m.sim.StockStats().Written
 
 	sc.values[wbVendor(0)] = "900"

@@ -15,6 +15,7 @@ import (
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/sim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/stock"
 	"github.com/ordersync/ordersync/internal/stock/scheduler"
 	"github.com/ordersync/ordersync/internal/stock/snapshot"
@@ -28,11 +29,11 @@ type harness struct {
 	w      *enginetest.World
 	db     *postgres.DB
 	store  journal.Store
-	onec   *sim.OneC
+	onec   *onecsim.OneC
 	client *httpservice.Client
 }
 
-func newHarness(t *testing.T, opts sim.OneCOptions) *harness {
+func newHarness(t *testing.T, opts onecsim.Options) *harness {
 	t.Helper()
 	w := enginetest.New(t, opts)
 	return &harness{t: t, w: w, db: w.DB, store: w.DB.Journal(), onec: w.OneC, client: w.Client}
@@ -82,10 +83,10 @@ func snapshotPayload(wh string, until time.Time) stock.Payload {
 // snapshot and the events commit together; Kaspi, which pulls a feed, gets none.
 func TestSnapshotIsStoredWithOnePublishEventPerPushedMarketplace(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	h.onec.SetStock("WH1",
-		sim.StockItem{SKU: "B", Quantity: decimal.RequireFromString("2.500"), Price: decimal.RequireFromString("990.5")},
-		sim.StockItem{SKU: "A", Quantity: decimal.RequireFromString("-3"), Price: decimal.RequireFromString("12345678901234567890.123456789")})
+		onecsim.StockItem{SKU: "B", Quantity: decimal.RequireFromString("2.500"), Price: decimal.RequireFromString("990.5")},
+		onecsim.StockItem{SKU: "A", Quantity: decimal.RequireFromString("-3"), Price: decimal.RequireFromString("12345678901234567890.123456789")})
 	key := h.registerSnapshot(snapshotPayload("WH1", time.Time{}))
 	e := h.engine(nil, engine.Config{})
 	h.drain(e)
@@ -125,7 +126,7 @@ func TestSnapshotIsStoredWithOnePublishEventPerPushedMarketplace(t *testing.T) {
 // is not a number, an unknown warehouse.
 func TestBadStockAnswersFailTheSnapshotAndStoreNothing(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
+	h := newHarness(t, onecsim.Options{})
 	h.onec.SetStockBody("DUP", []byte(`{"warehouse":"DUP","taken_at":"2026-09-16T10:00:00","items":[{"sku":"A","quantity":1,"price":1},{"sku":"B","quantity":1,"price":1},{"sku":"A","quantity":2,"price":1}]}`))
 	h.onec.SetStockBody("NAN", []byte(`{"warehouse":"NAN","taken_at":"2026-09-16T10:00:00","items":[{"sku":"A","quantity":1,"price":1},{"sku":"B","quantity":"n/a","price":1}]}`))
 	want := map[string]string{
@@ -156,10 +157,10 @@ func TestBadStockAnswersFailTheSnapshotAndStoreNothing(t *testing.T) {
 // within the slot's life; past it, the snapshot fails as too late.
 func TestASnapshotRetriesWhile1CIsDownAndFailsWhenItsSlotHasEnded(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, sim.OneCOptions{})
-	h.onec.SetStock("WH1", sim.StockItem{SKU: "A", Quantity: decimal.NewFromInt(1), Price: decimal.NewFromInt(1)})
+	h := newHarness(t, onecsim.Options{})
+	h.onec.SetStock("WH1", onecsim.StockItem{SKU: "A", Quantity: decimal.NewFromInt(1), Price: decimal.NewFromInt(1)})
 	// More 503s than the client's own retries of a GET: the engine retries too.
-	h.onec.Inject(sim.Fault{Op: "stock", Kind: sim.Status503, Times: 8})
+	h.onec.Faults.Add(8, sim.Fault{Op: "stock", Status: 503})
 	key := h.registerSnapshot(snapshotPayload("WH1", time.Now().Add(time.Hour)))
 	h.drain(h.engine(nil, engine.Config{}))
 	d := h.show(key)

@@ -1,4 +1,4 @@
-package sim
+package ozonsim
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 // ozonClock is a clock a test moves by hand.
@@ -36,7 +38,7 @@ func (c *ozonClock) add(d time.Duration) {
 func newOzonStockTest(t *testing.T) (*Ozon, string, *ozonClock) {
 	t.Helper()
 	clock := &ozonClock{t: ozonTestNow}
-	s, base := newOzonTest(t, OzonOptions{Now: clock.now})
+	s, base := newOzonTest(t, Options{Now: clock.now})
 	return s, base, clock
 }
 
@@ -67,7 +69,7 @@ func stocksBody(warehouse int64, stock int64, offers ...string) string {
 // by offer ("" for an update taken).
 func postStocks(t *testing.T, base, body string) map[string]string {
 	t.Helper()
-	r := ozonCall(t, base, OzonStocks, body)
+	r := ozonCall(t, base, PathStocks, body)
 	if r.status != 200 {
 		t.Fatalf("stocks: %d %s", r.status, r.body)
 	}
@@ -93,7 +95,7 @@ func postStocks(t *testing.T, base, body string) map[string]string {
 	return out
 }
 
-func violationKinds(vs []OzonStockViolation) []string {
+func violationKinds(vs []StockViolation) []string {
 	var out []string
 	for _, v := range vs {
 		out = append(out, v.Kind)
@@ -114,7 +116,7 @@ func TestOzonStocksItems(t *testing.T) {
 		{"offer_id":"OF-9","stock":1,"warehouse_id":22142605386000},
 		{"offer_id":"SKU-A","stock":0,"warehouse_id":7},
 		{"offer_id":"OF-1","stock":3,"warehouse_id":8}]}`
-	r := ozonCall(t, base, OzonStocks, body)
+	r := ozonCall(t, base, PathStocks, body)
 	if r.status != 200 {
 		t.Fatalf("stocks: %d %s", r.status, r.body)
 	}
@@ -126,10 +128,10 @@ func TestOzonStocksItems(t *testing.T) {
 		code  string
 	}{
 		{"OF-1", 22142605386000, ""},
-		{"OF-2", 22142605386000, OzonStockTooBig},
-		{"OF-9", 22142605386000, OzonStockOfferNotFound},
+		{"OF-2", 22142605386000, StockTooBig},
+		{"OF-9", 22142605386000, StockOfferNotFound},
 		{"SKU-A", 7, ""},
-		{"OF-1", 8, OzonStockWarehouseUnknown},
+		{"OF-1", 8, StockWarehouseUnknown},
 	}
 	if len(rep.Result) != len(want) {
 		t.Fatalf("%d results, want %d: %s", len(rep.Result), len(want), r.body)
@@ -164,7 +166,7 @@ func TestOzonStocksItems(t *testing.T) {
 	// A product_id alone finds the product; offer_id wins when both are given.
 	clock.add(time.Minute)
 	got := postStocks(t, base, `{"stocks":[{"product_id":100000001,"stock":4,"warehouse_id":7},{"offer_id":"OF-1","product_id":100000001,"stock":6,"warehouse_id":22142605386000},{"product_id":5,"stock":1,"warehouse_id":7}]}`)
-	if got["SKU-A"] != "" || got["OF-1"] != "" || got[""] != OzonStockProductNotFound || len(got) != 3 {
+	if got["SKU-A"] != "" || got["OF-1"] != "" || got[""] != StockProductNotFound || len(got) != 3 {
 		t.Errorf("by product id: %v", got)
 	}
 	if v, _ := s.Stock("SKU-A", 7); v != 4 {
@@ -190,14 +192,14 @@ func TestOzonStocksBadRequests(t *testing.T) {
 	}
 	s.AddOffers(offers...)
 
-	r := ozonCall(t, base, OzonStocks, stocksBody(1, 5, offers...))
+	r := ozonCall(t, base, PathStocks, stocksBody(1, 5, offers...))
 	if r.status != 400 {
 		t.Fatalf("101 items: %d %s, want 400", r.status, r.body)
 	}
 	if code, msg := ozonErrorCode(t, r); code != 3 || !strings.Contains(msg, "100") {
 		t.Errorf("101 items: code %d %q", code, msg)
 	}
-	if vs := s.StockViolations(); len(vs) != 1 || vs[0].Kind != OzonViolationBatch {
+	if vs := s.StockViolations(); len(vs) != 1 || vs[0].Kind != ViolationBatch {
 		t.Fatalf("violations after 101 items: %+v", vs)
 	}
 	if len(s.StockUpdates()) != 0 {
@@ -217,7 +219,7 @@ func TestOzonStocksBadRequests(t *testing.T) {
 		"stock as string": `{"stocks":[{"offer_id":"OF-000","stock":"1","warehouse_id":1}]}`,
 	} {
 		clock.add(time.Minute) // never the rate
-		r := ozonCall(t, base, OzonStocks, body)
+		r := ozonCall(t, base, PathStocks, body)
 		if r.status != 400 {
 			t.Errorf("%s: %d %s, want 400", name, r.status, r.body)
 			continue
@@ -237,7 +239,7 @@ func TestOzonStocksBadRequests(t *testing.T) {
 
 	// Without credentials nothing is counted.
 	before := s.StockRequests()
-	if r := ozonCall(t, base, OzonStocks, stocksBody(1, 5, "OF-000"), "Api-Key", ""); r.status != 401 {
+	if r := ozonCall(t, base, PathStocks, stocksBody(1, 5, "OF-000"), "Api-Key", ""); r.status != 401 {
 		t.Fatalf("no key: %d", r.status)
 	}
 	if s.StockRequests() != before {
@@ -256,7 +258,7 @@ func TestOzonStocksResendRule(t *testing.T) {
 	clock.add(10 * time.Second)
 	// A again within 30 s: refused and a violation; A in another warehouse and B
 	// are other pairs.
-	if got := postStocks(t, base, stocksBody(1, 6, "A", "B")); got["A"] != OzonStockTooManyRequests || got["B"] != "" {
+	if got := postStocks(t, base, stocksBody(1, 6, "A", "B")); got["A"] != StockTooManyRequests || got["B"] != "" {
 		t.Fatalf("10 s later: %v", got)
 	}
 	if got := postStocks(t, base, stocksBody(2, 6, "A")); got["A"] != "" {
@@ -266,7 +268,7 @@ func TestOzonStocksResendRule(t *testing.T) {
 		t.Fatalf("a refused update changed the stock: %d", v)
 	}
 	vs := s.StockViolations()
-	if len(vs) != 1 || vs[0].Kind != OzonViolationResend || vs[0].OfferID != "A" || vs[0].WarehouseID != 1 {
+	if len(vs) != 1 || vs[0].Kind != ViolationResend || vs[0].OfferID != "A" || vs[0].WarehouseID != 1 {
 		t.Fatalf("violations = %+v", vs)
 	}
 
@@ -285,10 +287,10 @@ func TestOzonStocksResendRule(t *testing.T) {
 
 	// The same pair twice in one request: the second is refused and a violation.
 	clock.add(time.Minute)
-	r := ozonCall(t, base, OzonStocks, stocksBody(1, 8, "A", "A"))
+	r := ozonCall(t, base, PathStocks, stocksBody(1, 8, "A", "A"))
 	var rep ozonStockReply
 	ozonDecodeReply(t, r, &rep)
-	if len(rep.Result) != 2 || !*rep.Result[0].Updated || *rep.Result[1].Updated || rep.Result[1].Errors[0].Code != OzonStockTooManyRequests {
+	if len(rep.Result) != 2 || !*rep.Result[0].Updated || *rep.Result[1].Updated || rep.Result[1].Errors[0].Code != StockTooManyRequests {
 		t.Fatalf("a pair twice in one request: %s", r.body)
 	}
 	if k := violationKinds(s.StockViolations()); len(k) != 3 {
@@ -306,7 +308,7 @@ func TestOzonStocksRate(t *testing.T) {
 	s.AddOffers("A")
 	start := clock.now()
 	for i := range 80 {
-		if r := ozonCall(t, base, OzonStocks, stocksBody(int64(i+1), 1, "A")); r.status != 200 {
+		if r := ozonCall(t, base, PathStocks, stocksBody(int64(i+1), 1, "A")); r.status != 200 {
 			t.Fatalf("request %d: %d %s", i+1, r.status, r.body)
 		}
 		clock.add(500 * time.Millisecond)
@@ -315,7 +317,7 @@ func TestOzonStocksRate(t *testing.T) {
 		t.Fatalf("80 requests: violations %+v", vs)
 	}
 	// The 81st within 60 s of the first: 429 and a violation.
-	r := ozonCall(t, base, OzonStocks, stocksBody(100, 1, "A"))
+	r := ozonCall(t, base, PathStocks, stocksBody(100, 1, "A"))
 	if r.status != 429 {
 		t.Fatalf("81st request: %d %s, want 429", r.status, r.body)
 	}
@@ -323,7 +325,7 @@ func TestOzonStocksRate(t *testing.T) {
 		t.Errorf("429 code %d, want 8", code)
 	}
 	vs := s.StockViolations()
-	if len(vs) != 1 || vs[0].Kind != OzonViolationRate {
+	if len(vs) != 1 || vs[0].Kind != ViolationRate {
 		t.Fatalf("violations = %+v", vs)
 	}
 	if _, ok := s.Stock("A", 100); ok || s.StockRateLimited() != 1 {
@@ -331,10 +333,10 @@ func TestOzonStocksRate(t *testing.T) {
 	}
 	// 60 s after the first, one request is due again (the window slid past it).
 	clock.set(start.Add(time.Minute))
-	if r := ozonCall(t, base, OzonStocks, stocksBody(101, 1, "A")); r.status != 200 {
+	if r := ozonCall(t, base, PathStocks, stocksBody(101, 1, "A")); r.status != 200 {
 		t.Fatalf("a minute after the first: %d %s", r.status, r.body)
 	}
-	if r := ozonCall(t, base, OzonStocks, stocksBody(102, 1, "A")); r.status != 429 {
+	if r := ozonCall(t, base, PathStocks, stocksBody(102, 1, "A")); r.status != 429 {
 		t.Fatalf("the next one at once: %d, want 429", r.status)
 	}
 	if s.StockRequests() != 83 || len(s.StockViolations()) != 3 {
@@ -346,13 +348,13 @@ func TestOzonStocksInjected(t *testing.T) {
 	t.Parallel()
 	s, base, clock := newOzonStockTest(t)
 	s.AddOffers("A", "B", "C")
-	s.FailStockItem("A", OzonStockTooManyRequests, 2)
-	s.FailStockItem("B", OzonStockTooBig, 0)
+	s.FailStockItem("A", StockTooManyRequests, 2)
+	s.FailStockItem("B", StockTooBig, 0)
 	s.FailStockItem("C", "PRODUCT_IS_NOT_CREATED", 1)
 	want := []map[string]string{
-		{"A": OzonStockTooManyRequests, "B": OzonStockTooBig, "C": "PRODUCT_IS_NOT_CREATED"},
-		{"A": OzonStockTooManyRequests, "B": OzonStockTooBig, "C": ""},
-		{"A": "", "B": OzonStockTooBig, "C": ""},
+		{"A": StockTooManyRequests, "B": StockTooBig, "C": "PRODUCT_IS_NOT_CREATED"},
+		{"A": StockTooManyRequests, "B": StockTooBig, "C": ""},
+		{"A": "", "B": StockTooBig, "C": ""},
 	}
 	for i, w := range want {
 		got := postStocks(t, base, stocksBody(1, int64(i), "A", "B", "C"))
@@ -372,8 +374,8 @@ func TestOzonStocksInjected(t *testing.T) {
 	}
 
 	// An injected failure of the whole request still counts towards the rate.
-	s.FailOn(OzonStocks, 1, 503, 0)
-	if r := ozonCall(t, base, OzonStocks, stocksBody(2, 1, "A")); r.status != 503 {
+	s.Faults.Add(1, sim.Fault{Op: PathStocks, Status: 503})
+	if r := ozonCall(t, base, PathStocks, stocksBody(2, 1, "A")); r.status != 503 {
 		t.Fatalf("injected 503: %d", r.status)
 	}
 	if n := s.StockRequests(); n != 5 {
@@ -385,17 +387,17 @@ func TestOzonStockLimitsScaled(t *testing.T) {
 	t.Parallel()
 	s, base, clock := newOzonStockTest(t)
 	s.AddOffers("A", "B", "C")
-	s.SetStockLimits(OzonStockLimits{Batch: 2, Requests: 2, Window: time.Second, Resend: 100 * time.Millisecond, MaxStock: 10})
+	s.SetStockLimits(StockLimits{Batch: 2, Requests: 2, Window: time.Second, Resend: 100 * time.Millisecond, MaxStock: 10})
 	if l := s.StockLimits(); l.Batch != 2 || l.Requests != 2 || l.Window != time.Second || l.Resend != 100*time.Millisecond || l.MaxStock != 10 {
 		t.Fatalf("limits = %+v", l)
 	}
-	if r := ozonCall(t, base, OzonStocks, stocksBody(1, 1, "A", "B", "C")); r.status != 400 {
+	if r := ozonCall(t, base, PathStocks, stocksBody(1, 1, "A", "B", "C")); r.status != 400 {
 		t.Fatalf("3 items with a batch of 2: %d", r.status)
 	}
-	if got := postStocks(t, base, stocksBody(1, 11, "A", "B")); got["A"] != OzonStockTooBig || got["B"] != OzonStockTooBig {
+	if got := postStocks(t, base, stocksBody(1, 11, "A", "B")); got["A"] != StockTooBig || got["B"] != StockTooBig {
 		t.Fatalf("above MaxStock: %v", got)
 	}
-	if r := ozonCall(t, base, OzonStocks, stocksBody(1, 1, "C")); r.status != 429 {
+	if r := ozonCall(t, base, PathStocks, stocksBody(1, 1, "C")); r.status != 429 {
 		t.Fatalf("third request within the window: %d", r.status)
 	}
 	clock.add(time.Second)

@@ -1,4 +1,4 @@
-package sim
+package wbsim
 
 import (
 	"bytes"
@@ -12,47 +12,47 @@ import (
 	"time"
 )
 
-// The stock and content operations the simulator serves, as WBRequest.Op and
-// WBFault.Op name them.
+// The stock and content operations the simulator serves, as Request.Op and
+// sim.Fault.Op name them.
 const (
-	WBOpStocksUpdate = "stocks_update" // PUT /api/v3/stocks/{warehouseId}
-	WBOpStocksGet    = "stocks_get"    // POST /api/v3/stocks/{warehouseId}
-	WBOpCardsList    = "cards_list"    // POST /content/v2/get/cards/list
+	OpStocksUpdate = "stocks_update" // PUT /api/v3/stocks/{warehouseId}
+	OpStocksGet    = "stocks_get"    // POST /api/v3/stocks/{warehouseId}
+	OpCardsList    = "cards_list"    // POST /content/v2/get/cards/list
 )
 
 // Documented rules of the stock methods.
 const (
-	// WBStockMaxItems is the most items one PUT carries (and, here, one read asks for).
-	WBStockMaxItems = 1000
-	// WBStockMaxAmount is the largest amount a PUT takes: above it, 409 UploadDataLimit.
-	WBStockMaxAmount = 100000
-	// WBStockPerMinute and WBStockBurst are the limit of the stock methods per
+	// StockMaxItems is the most items one PUT carries (and, here, one read asks for).
+	StockMaxItems = 1000
+	// StockMaxAmount is the largest amount a PUT takes: above it, 409 UploadDataLimit.
+	StockMaxAmount = 100000
+	// StockPerMinute and StockBurst are the limit of the stock methods per
 	// seller account: 300 requests a minute (one per 200 ms), bursts of 20.
-	WBStockPerMinute = 300
-	WBStockBurst     = 20
-	// WBConflictCost is how many requests an answer 409 counts as against the limit.
-	WBConflictCost = 10
+	StockPerMinute = 300
+	StockBurst     = 20
+	// ConflictCost is how many requests an answer 409 counts as against the limit.
+	ConflictCost = 10
 )
 
-// Rules a WBViolation names.
+// Rules a Violation names.
 const (
-	WBRuleRate  = "rate_limit" // a request beyond the limit (answered 429)
-	WBRuleBatch = "batch_size" // more than WBStockMaxItems items in one request
+	RuleRate  = "rate_limit" // a request beyond the limit (answered 429)
+	RuleBatch = "batch_size" // more than StockMaxItems items in one request
 )
 
-// WBViolation is a request that broke a documented rule of the stock or content
+// Violation is a request that broke a documented rule of the stock or content
 // methods: a well-behaved client has none.
-type WBViolation struct {
+type Violation struct {
 	At     time.Time // the simulator's clock
 	Op     string
-	Rule   string // WBRuleRate, WBRuleBatch
+	Rule   string // RuleRate, RuleBatch
 	Detail string
 }
 
-// WBStockStats counts the stock requests that reached the API (past the token and
+// StockStats counts the stock requests that reached the API (past the token and
 // the injected faults; Limited counts those the rate limit stopped) and what became
 // of them.
-type WBStockStats struct {
+type StockStats struct {
 	Updates int // PUT requests
 	Reads   int // POST requests
 	// Written is how many items PUTs wrote; Dropped how many a DropStockWrites
@@ -74,16 +74,16 @@ type wbRefusal struct{ code, message string }
 // the zero value is ready once stockLocked has run.
 type wbStock struct {
 	ready      bool
-	cards      map[int64]*WBCard // by nmID
-	chrt       map[int64]int64   // chrtID → nmID
+	cards      map[int64]*Card // by nmID
+	chrt       map[int64]int64 // chrtID → nmID
 	warehouses map[int64]bool
 	amounts    map[wbStockKey]int64
 	refusals   map[wbStockKey]wbRefusal
 	drops      map[int64]bool
 	limit      wbBucket // the stock methods
 	content    wbBucket // the content methods
-	stats      WBStockStats
-	violations []WBViolation
+	stats      StockStats
+	violations []Violation
 }
 
 // stockLocked returns the stock state, made ready; s.mu is held.
@@ -91,14 +91,14 @@ func (s *Wildberries) stockLocked() *wbStock {
 	st := &s.stock
 	if !st.ready {
 		st.ready = true
-		st.cards = map[int64]*WBCard{}
+		st.cards = map[int64]*Card{}
 		st.chrt = map[int64]int64{}
 		st.warehouses = map[int64]bool{}
 		st.amounts = map[wbStockKey]int64{}
 		st.refusals = map[wbStockKey]wbRefusal{}
 		st.drops = map[int64]bool{}
-		st.limit.configure(WBStockPerMinute, WBStockBurst)
-		st.content.configure(WBContentPerMinute, WBContentBurst)
+		st.limit.configure(StockPerMinute, StockBurst)
+		st.content.configure(ContentPerMinute, ContentBurst)
 	}
 	return st
 }
@@ -237,7 +237,7 @@ func (s *Wildberries) ClearStockDrops() {
 
 // SetStockLimit sets the stock methods' rate: perMinute requests a minute with
 // bursts of burst; perMinute 0 or less sets no limit. The default is the documented
-// WBStockPerMinute and WBStockBurst. The bucket starts full.
+// StockPerMinute and StockBurst. The bucket starts full.
 func (s *Wildberries) SetStockLimit(perMinute float64, burst int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -245,7 +245,7 @@ func (s *Wildberries) SetStockLimit(perMinute float64, burst int) {
 }
 
 // StockStats returns the stock requests' counts so far.
-func (s *Wildberries) StockStats() WBStockStats {
+func (s *Wildberries) StockStats() StockStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stockLocked().stats
@@ -253,7 +253,7 @@ func (s *Wildberries) StockStats() WBStockStats {
 
 // Violations returns the requests that broke a documented rule of the stock or
 // content methods, in arrival order.
-func (s *Wildberries) Violations() []WBViolation {
+func (s *Wildberries) Violations() []Violation {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.stockLocked().violations)
@@ -265,12 +265,12 @@ func wbStockRoute(method string, parts []string) (string, []string, bool) {
 	case len(parts) == 4 && parts[0] == "api" && parts[1] == "v3" && parts[2] == "stocks":
 		switch method {
 		case http.MethodPut:
-			return WBOpStocksUpdate, []string{parts[3]}, true
+			return OpStocksUpdate, []string{parts[3]}, true
 		case http.MethodPost:
-			return WBOpStocksGet, []string{parts[3]}, true
+			return OpStocksGet, []string{parts[3]}, true
 		}
 	case method == http.MethodPost && slices.Equal(parts, []string{"content", "v2", "get", "cards", "list"}):
-		return WBOpCardsList, nil, true
+		return OpCardsList, nil, true
 	}
 	return "", nil, false
 }
@@ -282,15 +282,15 @@ func (s *Wildberries) serveStockOp(w http.ResponseWriter, op string, vars []stri
 	s.mu.Lock()
 	st := s.stockLocked()
 	bucket := &st.limit
-	if op == WBOpCardsList {
+	if op == OpCardsList {
 		bucket = &st.content
 	}
 	ok, wait := bucket.take(now)
 	if !ok {
-		if op != WBOpCardsList {
+		if op != OpCardsList {
 			st.stats.Limited++
 		}
-		st.violations = append(st.violations, WBViolation{At: now, Op: op, Rule: WBRuleRate,
+		st.violations = append(st.violations, Violation{At: now, Op: op, Rule: RuleRate,
 			Detail: fmt.Sprintf("a request %s before the limit allowed one", wait.Round(time.Millisecond))})
 		limit := int(bucket.burst)
 		s.mu.Unlock()
@@ -299,11 +299,11 @@ func (s *Wildberries) serveStockOp(w http.ResponseWriter, op string, vars []stri
 	}
 	s.mu.Unlock()
 	switch op {
-	case WBOpCardsList:
+	case OpCardsList:
 		s.serveCardsList(w, body)
-	case WBOpStocksUpdate:
+	case OpStocksUpdate:
 		s.serveStocksUpdate(w, vars[0], body)
-	case WBOpStocksGet:
+	case OpStocksGet:
 		s.serveStocksGet(w, vars[0], body)
 	}
 }
@@ -314,7 +314,7 @@ func (s *Wildberries) serveStockOp(w http.ResponseWriter, op string, vars []stri
 // X-Ratelimit-Remaining 0.
 func (s *Wildberries) writeRateLimited(w http.ResponseWriter, op string, wait time.Duration, limit int) {
 	methods := "stock"
-	if op == WBOpCardsList {
+	if op == OpCardsList {
 		methods = "content"
 	}
 	secs := int64(math.Ceil(wait.Seconds()))
@@ -355,7 +355,7 @@ type wbStockConflicts struct {
 func (s *Wildberries) stockWarehouse(w http.ResponseWriter, v string) (int64, bool) {
 	id, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || id <= 0 {
-		s.countStock(func(st *WBStockStats) { st.Invalid++ })
+		s.countStock(func(st *StockStats) { st.Invalid++ })
 		s.writeError(w, http.StatusBadRequest, "IncorrectParameter", "IncorrectParameter: warehouseId")
 		return 0, false
 	}
@@ -369,7 +369,7 @@ func (s *Wildberries) stockWarehouse(w http.ResponseWriter, v string) (int64, bo
 	return id, true
 }
 
-func (s *Wildberries) countStock(f func(*WBStockStats)) {
+func (s *Wildberries) countStock(f func(*StockStats)) {
 	s.mu.Lock()
 	f(&s.stockLocked().stats)
 	s.mu.Unlock()
@@ -384,13 +384,13 @@ func (s *Wildberries) countStock(f func(*WBStockStats)) {
 // changes nothing; else every item is written (but those DropStockWrites loses)
 // and the answer is 204.
 func (s *Wildberries) serveStocksUpdate(w http.ResponseWriter, wh string, body []byte) {
-	s.countStock(func(st *WBStockStats) { st.Updates++ })
+	s.countStock(func(st *StockStats) { st.Updates++ })
 	warehouse, ok := s.stockWarehouse(w, wh)
 	if !ok {
 		return
 	}
 	invalid := func(code, message string) {
-		s.countStock(func(st *WBStockStats) { st.Invalid++ })
+		s.countStock(func(st *StockStats) { st.Invalid++ })
 		s.writeError(w, http.StatusBadRequest, code, message)
 	}
 	var top map[string]json.RawMessage
@@ -415,19 +415,19 @@ func (s *Wildberries) serveStocksUpdate(w http.ResponseWriter, wh string, body [
 		}
 	}
 	if unknown {
-		s.countStock(func(st *WBStockStats) { st.Ignored++ })
+		s.countStock(func(st *StockStats) { st.Ignored++ })
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	if len(raws) > WBStockMaxItems {
+	if len(raws) > StockMaxItems {
 		s.mu.Lock()
 		st := s.stockLocked()
-		st.violations = append(st.violations, WBViolation{At: s.now(), Op: WBOpStocksUpdate, Rule: WBRuleBatch,
-			Detail: fmt.Sprintf("%d items, at most %d", len(raws), WBStockMaxItems)})
+		st.violations = append(st.violations, Violation{At: s.now(), Op: OpStocksUpdate, Rule: RuleBatch,
+			Detail: fmt.Sprintf("%d items, at most %d", len(raws), StockMaxItems)})
 		s.mu.Unlock()
 	}
-	if len(raws) < 1 || len(raws) > WBStockMaxItems {
-		invalid("IncorrectRequestBody", fmt.Sprintf("Incorrect required body: stocks — from 1 to %d items", WBStockMaxItems))
+	if len(raws) < 1 || len(raws) > StockMaxItems {
+		invalid("IncorrectRequestBody", fmt.Sprintf("Incorrect required body: stocks — from 1 to %d items", StockMaxItems))
 		return
 	}
 	type item struct{ chrtID, amount int64 }
@@ -456,7 +456,7 @@ func (s *Wildberries) serveStocksUpdate(w http.ResponseWriter, wh string, body [
 	}
 	for _, it := range items {
 		switch r, refused := st.refusals[wbStockKey{warehouse, it.chrtID}]; {
-		case it.amount > WBStockMaxAmount:
+		case it.amount > StockMaxAmount:
 			add("UploadDataLimit", "Upload limit exceeded.", it)
 		case st.chrt[it.chrtID] == 0:
 			add("NotFound", "Not found", it)
@@ -466,7 +466,7 @@ func (s *Wildberries) serveStocksUpdate(w http.ResponseWriter, wh string, body [
 	}
 	if len(conflicts) > 0 {
 		st.stats.Conflicts++
-		st.limit.charge(s.now(), WBConflictCost-1)
+		st.limit.charge(s.now(), ConflictCost-1)
 		s.mu.Unlock()
 		s.writeJSON(w, http.StatusConflict, conflicts)
 		return
@@ -501,7 +501,7 @@ func (st *wbStock) barcodeLocked(chrtID int64) string {
 // amounts held at the warehouse for the chrtIds asked (at most 1000), those never
 // set left out.
 func (s *Wildberries) serveStocksGet(w http.ResponseWriter, wh string, body []byte) {
-	s.countStock(func(st *WBStockStats) { st.Reads++ })
+	s.countStock(func(st *StockStats) { st.Reads++ })
 	warehouse, ok := s.stockWarehouse(w, wh)
 	if !ok {
 		return
@@ -509,18 +509,18 @@ func (s *Wildberries) serveStocksGet(w http.ResponseWriter, wh string, body []by
 	var top map[string]json.RawMessage
 	var ids []int64
 	if err := wbStrictDecode(body, &top); err != nil || top["chrtIds"] == nil || wbStrictDecode(top["chrtIds"], &ids) != nil {
-		s.countStock(func(st *WBStockStats) { st.Invalid++ })
+		s.countStock(func(st *StockStats) { st.Invalid++ })
 		s.writeError(w, http.StatusBadRequest, "IncorrectRequestBody", "Incorrect required body: chrtIds is required")
 		return
 	}
-	if len(ids) > WBStockMaxItems {
+	if len(ids) > StockMaxItems {
 		s.mu.Lock()
 		st := s.stockLocked()
 		st.stats.Invalid++
-		st.violations = append(st.violations, WBViolation{At: s.now(), Op: WBOpStocksGet, Rule: WBRuleBatch,
-			Detail: fmt.Sprintf("%d chrtIds, at most %d", len(ids), WBStockMaxItems)})
+		st.violations = append(st.violations, Violation{At: s.now(), Op: OpStocksGet, Rule: RuleBatch,
+			Detail: fmt.Sprintf("%d chrtIds, at most %d", len(ids), StockMaxItems)})
 		s.mu.Unlock()
-		s.writeError(w, http.StatusBadRequest, "IncorrectRequestBody", fmt.Sprintf("Incorrect required body: chrtIds — at most %d", WBStockMaxItems))
+		s.writeError(w, http.StatusBadRequest, "IncorrectRequestBody", fmt.Sprintf("Incorrect required body: chrtIds — at most %d", StockMaxItems))
 		return
 	}
 	type stockWire struct {

@@ -1,7 +1,8 @@
-package sim
+package wbsim
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,30 +16,32 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
-// The Wildberries FBS operations the simulator serves, as WBRequest.Op and
-// WBFault.Op name them.
+// The Wildberries FBS operations the simulator serves, as Request.Op and
+// sim.Fault.Op name them.
 const (
-	WBOpNew          = "orders_new"     // GET /api/v3/orders/new
-	WBOpOrders       = "orders"         // GET /api/v3/orders
-	WBOpStatus       = "orders_status"  // POST /api/v3/orders/status
-	WBOpSupplyCreate = "supply_create"  // POST /api/v3/supplies
-	WBOpSupplies     = "supplies"       // GET /api/v3/supplies
-	WBOpSupply       = "supply"         // GET /api/v3/supplies/{supplyId}
-	WBOpSupplyAdd    = "supply_add"     // PATCH /api/marketplace/v3/supplies/{supplyId}/orders, or the deprecated PATCH /api/v3/supplies/{supplyId}/orders/{orderId}
-	WBOpDeliver      = "supply_deliver" // PATCH /api/v3/supplies/{supplyId}/deliver
-	WBOpOther        = "other"          // anything else: 404
+	OpNew          = "orders_new"     // GET /api/v3/orders/new
+	OpOrders       = "orders"         // GET /api/v3/orders
+	OpStatus       = "orders_status"  // POST /api/v3/orders/status
+	OpSupplyCreate = "supply_create"  // POST /api/v3/supplies
+	OpSupplies     = "supplies"       // GET /api/v3/supplies
+	OpSupply       = "supply"         // GET /api/v3/supplies/{supplyId}
+	OpSupplyAdd    = "supply_add"     // PATCH /api/marketplace/v3/supplies/{supplyId}/orders, or the deprecated PATCH /api/v3/supplies/{supplyId}/orders/{orderId}
+	OpDeliver      = "supply_deliver" // PATCH /api/v3/supplies/{supplyId}/deliver
+	OpOther        = "other"          // anything else: 404
 )
 
-// WBMaxWindow is the longest period GET /api/v3/orders accepts in one request.
-const WBMaxWindow = 30 * 24 * time.Hour
+// MaxWindow is the longest period GET /api/v3/orders accepts in one request.
+const MaxWindow = 30 * 24 * time.Hour
 
 // wbRetention is how far back GET /api/v3/orders reaches ("no more than 3 months").
 const wbRetention = 90 * 24 * time.Hour
 
-// WildberriesOptions configure a simulated Wildberries marketplace API.
-type WildberriesOptions struct {
+// Options configure a simulated Wildberries marketplace API.
+type Options struct {
 	// Token, when set, is the API token every request must carry in the
 	// Authorization header (bare, or after "Bearer "); otherwise 401.
 	Token string
@@ -48,10 +51,10 @@ type WildberriesOptions struct {
 	Logger *slog.Logger
 }
 
-// WBOrder is an FBS assembly order held by the simulator. Prices are integers in
+// Order is an FBS assembly order held by the simulator. Prices are integers in
 // hundredths of the currency, as Wildberries sends them; currency codes are ISO 4217
 // numeric codes (643 = RUB).
-type WBOrder struct {
+type Order struct {
 	ID                    int64
 	Article               string // the seller's article: the merchant SKU
 	Price                 int64  // in the currency of sale (CurrencyCode), × 100
@@ -80,8 +83,8 @@ type WBOrder struct {
 	Raw json.RawMessage
 }
 
-// WBSupply is a supply held by the simulator.
-type WBSupply struct {
+// Supply is a supply held by the simulator.
+type Supply struct {
 	ID          string
 	Name        string
 	Done        bool
@@ -92,8 +95,8 @@ type WBSupply struct {
 	Orders      []int64
 }
 
-// WBRequest is one request the simulator received.
-type WBRequest struct {
+// Request is one request the simulator received.
+type Request struct {
 	Op     string
 	Method string
 	Path   string
@@ -101,31 +104,6 @@ type WBRequest struct {
 	Body   []byte
 	Status int       // the status answered
 	At     time.Time // wall-clock arrival, whatever the simulator's clock says
-}
-
-// WBFault is queued with Inject and answers matching requests instead of the API,
-// in FIFO order.
-type WBFault struct {
-	// Op is one of the WBOp… names, or "" for any request.
-	Op string
-	// Times is how many matching requests it hits: 0 means 1, -1 forever.
-	Times int
-	// After lets this many matching requests through before the fault fires: the
-	// second page of a listing, say.
-	After int
-	// Status is answered with Wildberries' error body (429: "too many requests").
-	Status int
-	// RetryAfter, on a 429, is sent as X-Ratelimit-Retry in whole seconds (rounded
-	// up), with X-Ratelimit-Reset and X-Ratelimit-Limit, as Wildberries documents.
-	RetryAfter time.Duration
-	// Malformed answers 200 with a truncated JSON body instead (Status is ignored).
-	Malformed bool
-}
-
-type wbQueuedFault struct {
-	WBFault
-	skip int // matching requests still let through
-	left int // -1: forever
 }
 
 // Wildberries simulates the Wildberries marketplace API for FBS orders: new orders,
@@ -136,29 +114,37 @@ type wbQueuedFault struct {
 //
 // A request is handled in this order: route; token (401); an injected fault; the API.
 type Wildberries struct {
+	// Faults answer matching requests instead of the API, after the token is
+	// checked. Op is one of the Op… names, or "" for any request. Status is answered
+	// with Wildberries' error body (429: "too many requests"); RetryAfter, on a 429,
+	// is sent as X-Ratelimit-Retry in whole seconds (rounded up), with
+	// X-Ratelimit-Reset and X-Ratelimit-Limit, as Wildberries documents. Kind
+	// sim.Malformed answers 200 with a truncated JSON body instead.
+	Faults *sim.Faults
+
 	token  string
 	now    func() time.Time
 	log    *slog.Logger
-	server server
+	server sim.Server
 
 	mu        sync.Mutex
-	orders    map[int64]*WBOrder
-	supplies  []*WBSupply
+	orders    map[int64]*Order
+	supplies  []*Supply
 	supplySeq int
-	faults    []*wbQueuedFault
-	requests  []WBRequest
+	requests  []Request
 	acks      map[int64]int
 	stock     wbStock // stocks and cards: wildberries_stock.go, wildberries_content.go
 }
 
-// NewWildberries returns a simulator; it serves nothing until Start, or until it is
+// New returns a simulator; it serves nothing until Start, or until it is
 // mounted as an http.Handler.
-func NewWildberries(opts WildberriesOptions) *Wildberries {
+func New(opts Options) *Wildberries {
 	s := &Wildberries{
+		Faults: sim.NewFaults(checkFault),
 		token:  opts.Token,
 		now:    opts.Now,
 		log:    opts.Logger,
-		orders: map[int64]*WBOrder{},
+		orders: map[int64]*Order{},
 		acks:   map[int64]int{},
 	}
 	if s.now == nil {
@@ -172,23 +158,23 @@ func NewWildberries(opts WildberriesOptions) *Wildberries {
 
 // Start listens on addr (":0" picks a port) and serves in the background.
 func (s *Wildberries) Start(addr string) error {
-	return s.server.start("wildberries", addr, s, s.log)
+	return s.server.Start("wildberries", addr, s, s.log)
 }
 
 // URL is the base URL after Start (what connectors.wildberries.base_url would be),
 // "" before.
 func (s *Wildberries) URL() string {
-	return s.server.url("")
+	return s.server.URL("")
 }
 
 // Close stops the server started by Start. It is safe to call twice and before Start.
 func (s *Wildberries) Close() {
-	s.server.close()
+	s.server.Close()
 }
 
 // AddOrder adds an order, or replaces the order with the same ID. It panics on an
 // ID that is not positive (a mistake in a test).
-func (s *Wildberries) AddOrder(o WBOrder) {
+func (s *Wildberries) AddOrder(o Order) {
 	if o.ID <= 0 {
 		panic(fmt.Sprintf("sim: wildberries: order id %d must be positive", o.ID))
 	}
@@ -228,12 +214,12 @@ func (s *Wildberries) SetStatus(id int64, supplierStatus, wbStatus string) {
 }
 
 // Order returns a copy of an order.
-func (s *Wildberries) Order(id int64) (WBOrder, bool) {
+func (s *Wildberries) Order(id int64) (Order, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	o, ok := s.orders[id]
 	if !ok {
-		return WBOrder{}, false
+		return Order{}, false
 	}
 	c := *o
 	c.Skus, c.Omit, c.Raw = slices.Clone(o.Skus), slices.Clone(o.Omit), bytes.Clone(o.Raw)
@@ -260,10 +246,10 @@ func (s *Wildberries) Acknowledged() map[int64]int {
 }
 
 // Supplies returns a snapshot of every supply, in creation order.
-func (s *Wildberries) Supplies() []WBSupply {
+func (s *Wildberries) Supplies() []Supply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]WBSupply, len(s.supplies))
+	out := make([]Supply, len(s.supplies))
 	for i, sp := range s.supplies {
 		out[i] = *sp
 		out[i].Orders = slices.Clone(sp.Orders)
@@ -272,15 +258,15 @@ func (s *Wildberries) Supplies() []WBSupply {
 }
 
 // Requests returns every request received so far, in arrival order.
-func (s *Wildberries) Requests() []WBRequest {
+func (s *Wildberries) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.requests)
 }
 
 // RequestsOf returns the requests of one operation.
-func (s *Wildberries) RequestsOf(op string) []WBRequest {
-	var out []WBRequest
+func (s *Wildberries) RequestsOf(op string) []Request {
+	var out []Request
 	for _, r := range s.Requests() {
 		if r.Op == op {
 			out = append(out, r)
@@ -289,46 +275,30 @@ func (s *Wildberries) RequestsOf(op string) []WBRequest {
 	return out
 }
 
-// Inject queues a fault. It panics on an invalid one (a mistake in a test).
-func (s *Wildberries) Inject(f WBFault) {
+// checkFault refuses what a Wildberries fault cannot be.
+func checkFault(f sim.Fault) error {
 	switch f.Op {
-	case "", WBOpNew, WBOpOrders, WBOpStatus, WBOpSupplyCreate, WBOpSupplies, WBOpSupply, WBOpSupplyAdd, WBOpDeliver:
-	case WBOpStocksUpdate, WBOpStocksGet, WBOpCardsList:
+	case "", OpNew, OpOrders, OpStatus, OpSupplyCreate, OpSupplies, OpSupply, OpSupplyAdd, OpDeliver:
+	case OpStocksUpdate, OpStocksGet, OpCardsList:
 	default:
-		panic(fmt.Sprintf("sim: wildberries: fault op %q is unknown", f.Op))
+		return fmt.Errorf("sim: wildberries: fault op %q is unknown", f.Op)
 	}
-	if !f.Malformed && (f.Status < 400 || f.Status > 599) {
-		panic(fmt.Sprintf("sim: wildberries: fault status %d is not an error status", f.Status))
+	switch f.Kind {
+	case "":
+		if f.Status < 400 || f.Status > 599 {
+			return fmt.Errorf("sim: wildberries: fault status %d is not an error status", f.Status)
+		}
+	case sim.Malformed:
+		if f.Status != 0 {
+			return fmt.Errorf("sim: wildberries: a malformed answer is 200, not %d", f.Status)
+		}
+	default:
+		return fmt.Errorf("sim: wildberries: fault kind %q is unknown", f.Kind)
 	}
-	if f.Times < -1 || f.After < 0 {
-		panic(fmt.Sprintf("sim: wildberries: fault times %d, after %d: want times -1, 0 or more and after 0 or more", f.Times, f.After))
+	if f.ExternalID != "" || f.Delay != 0 || f.Hold != 0 {
+		return fmt.Errorf("sim: wildberries: a fault has no ExternalID, Delay or Hold")
 	}
-	left := f.Times
-	if left == 0 {
-		left = 1
-	}
-	s.mu.Lock()
-	s.faults = append(s.faults, &wbQueuedFault{WBFault: f, skip: f.After, left: left})
-	s.mu.Unlock()
-}
-
-// Fail answers the next n requests, whatever they are, with status (n = 0 counts as
-// 1; n = -1: every request until ClearFaults). A 429 carries retryAfter as
-// X-Ratelimit-Retry.
-func (s *Wildberries) Fail(n, status int, retryAfter time.Duration) {
-	s.Inject(WBFault{Times: n, Status: status, RetryAfter: retryAfter})
-}
-
-// MalformNext answers the next n requests of op with a truncated JSON body.
-func (s *Wildberries) MalformNext(op string, n int) {
-	s.Inject(WBFault{Op: op, Times: n, Malformed: true})
-}
-
-// ClearFaults drops every queued fault.
-func (s *Wildberries) ClearFaults() {
-	s.mu.Lock()
-	s.faults = nil
-	s.mu.Unlock()
+	return nil
 }
 
 // ServeHTTP serves the API.
@@ -339,7 +309,7 @@ func (s *Wildberries) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	op, vars := wbRoute(r.Method, r.URL.Path)
 	s.mu.Lock()
-	s.requests = append(s.requests, WBRequest{
+	s.requests = append(s.requests, Request{
 		Op: op, Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Body: body, At: time.Now(),
 	})
 	rec := &wbRecorder{ResponseWriter: w, s: s, i: len(s.requests) - 1}
@@ -351,35 +321,40 @@ func (s *Wildberries) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"token problem; token is malformed or does not match the seller", 0)
 		return
 	}
-	if op == WBOpOther {
+	if op == OpOther {
 		s.writeError(rec, http.StatusNotFound, "NotFound", "Не найдено")
 		return
 	}
-	if f := s.takeFault(op); f != nil {
-		if f.Malformed {
+	if f, ok := s.Faults.Take(func(f sim.Fault) bool { return f.Matches(op, "") }); ok {
+		switch {
+		case f.Kind == sim.Malformed:
 			rec.Header().Set("Content-Type", "application/json")
 			rec.WriteHeader(http.StatusOK)
-			io.WriteString(rec, `{"orders":[{"id":1,"article":"trunc`)
-			return
+			io.WriteString(rec, cmp.Or(f.Body, `{"orders":[{"id":1,"article":"trunc`))
+		case f.Body != "":
+			rec.Header().Set("Content-Type", "application/json")
+			rec.WriteHeader(f.Status)
+			io.WriteString(rec, f.Body)
+		default:
+			title := strings.ToLower(http.StatusText(f.Status))
+			s.writeGatewayError(rec, f.Status, title, "injected by the simulator", max(f.RetryAfter, 0))
 		}
-		title := strings.ToLower(http.StatusText(f.Status))
-		s.writeGatewayError(rec, f.Status, title, "injected by the simulator", f.RetryAfter)
 		return
 	}
 	switch op {
-	case WBOpNew:
+	case OpNew:
 		s.serveNew(rec)
-	case WBOpOrders:
+	case OpOrders:
 		s.serveOrders(rec, r.URL.Query())
-	case WBOpStatus:
+	case OpStatus:
 		s.serveStatus(rec, body)
-	case WBOpSupplyCreate:
+	case OpSupplyCreate:
 		s.serveSupplyCreate(rec, body)
-	case WBOpSupplies:
+	case OpSupplies:
 		s.serveSupplies(rec, r.URL.Query())
-	case WBOpSupply:
+	case OpSupply:
 		s.serveSupply(rec, vars[0])
-	case WBOpSupplyAdd:
+	case OpSupplyAdd:
 		if len(vars) == 2 { // the deprecated one-order method
 			id, err := strconv.ParseInt(vars[1], 10, 64)
 			if err != nil || id <= 0 {
@@ -397,9 +372,9 @@ func (s *Wildberries) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.addToSupply(rec, vars[0], req.Orders)
-	case WBOpDeliver:
+	case OpDeliver:
 		s.serveDeliver(rec, vars[0])
-	case WBOpStocksUpdate, WBOpStocksGet, WBOpCardsList:
+	case OpStocksUpdate, OpStocksGet, OpCardsList:
 		s.serveStockOp(rec, op, vars, body)
 	}
 }
@@ -420,28 +395,28 @@ func wbRoute(method, path string) (string, []string) {
 	}
 	switch {
 	case method == http.MethodGet && is("api", "v3", "orders", "new"):
-		return WBOpNew, nil
+		return OpNew, nil
 	case method == http.MethodGet && is("api", "v3", "orders"):
-		return WBOpOrders, nil
+		return OpOrders, nil
 	case method == http.MethodPost && is("api", "v3", "orders", "status"):
-		return WBOpStatus, nil
+		return OpStatus, nil
 	case method == http.MethodPost && is("api", "v3", "supplies"):
-		return WBOpSupplyCreate, nil
+		return OpSupplyCreate, nil
 	case method == http.MethodGet && is("api", "v3", "supplies"):
-		return WBOpSupplies, nil
+		return OpSupplies, nil
 	case method == http.MethodGet && is("api", "v3", "supplies", "*"):
-		return WBOpSupply, []string{parts[3]}
+		return OpSupply, []string{parts[3]}
 	case method == http.MethodPatch && is("api", "marketplace", "v3", "supplies", "*", "orders"):
-		return WBOpSupplyAdd, []string{parts[4]}
+		return OpSupplyAdd, []string{parts[4]}
 	case method == http.MethodPatch && is("api", "v3", "supplies", "*", "orders", "*"):
-		return WBOpSupplyAdd, []string{parts[3], parts[5]}
+		return OpSupplyAdd, []string{parts[3], parts[5]}
 	case method == http.MethodPatch && is("api", "v3", "supplies", "*", "deliver"):
-		return WBOpDeliver, []string{parts[3]}
+		return OpDeliver, []string{parts[3]}
 	}
 	if op, vars, ok := wbStockRoute(method, parts); ok {
 		return op, vars
 	}
-	return WBOpOther, nil
+	return OpOther, nil
 }
 
 func (s *Wildberries) authorized(r *http.Request) bool {
@@ -452,36 +427,13 @@ func (s *Wildberries) authorized(r *http.Request) bool {
 	return h == s.token || h == "Bearer "+s.token
 }
 
-func (s *Wildberries) takeFault(op string) *WBFault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, f := range s.faults {
-		if f.Op != "" && f.Op != op {
-			continue
-		}
-		if f.skip > 0 {
-			f.skip--
-			continue
-		}
-		fired := f.WBFault
-		if f.left > 0 {
-			f.left--
-			if f.left == 0 {
-				s.faults = slices.Delete(s.faults, i, i+1)
-			}
-		}
-		return &fired
-	}
-	return nil
-}
-
 // wbCancelledWB are the wbStatus values that mean the order is cancelled.
 var wbCancelledWB = map[string]bool{
 	"canceled": true, "canceled_by_client": true, "declined_by_client": true,
 	"defect": true, "canceled_by_carrier": true,
 }
 
-func wbIsCancelled(o *WBOrder) bool {
+func wbIsCancelled(o *Order) bool {
 	return o.SupplierStatus == "cancel" || o.SupplierStatus == "cancel_carrier" || wbCancelledWB[o.WBStatus]
 }
 
@@ -516,7 +468,7 @@ func (s *Wildberries) serveOrders(w http.ResponseWriter, q url.Values) {
 		return
 	}
 	now := s.now()
-	from, to := now.Add(-WBMaxWindow).Unix(), now.Unix()
+	from, to := now.Add(-MaxWindow).Unix(), now.Unix()
 	if v := q.Get("dateFrom"); v != "" {
 		if from, err = strconv.ParseInt(v, 10, 64); err != nil {
 			s.writeError(w, http.StatusBadRequest, "IncorrectParameter", "Передан некорректный параметр: dateFrom")
@@ -529,7 +481,7 @@ func (s *Wildberries) serveOrders(w http.ResponseWriter, q url.Values) {
 			return
 		}
 	}
-	if to < from || to-from > int64(WBMaxWindow/time.Second) {
+	if to < from || to-from > int64(MaxWindow/time.Second) {
 		s.writeError(w, http.StatusBadRequest, "IncorrectParameter", "Передан некорректный параметр: период — не более 30 дней")
 		return
 	}
@@ -588,7 +540,7 @@ func (s *Wildberries) serveSupplyCreate(w http.ResponseWriter, body []byte) {
 	}
 	s.mu.Lock()
 	s.supplySeq++
-	sp := &WBSupply{ID: fmt.Sprintf("WB-GI-%d", 1000000+s.supplySeq), Name: *req.Name, CreatedAt: s.now().UTC()}
+	sp := &Supply{ID: fmt.Sprintf("WB-GI-%d", 1000000+s.supplySeq), Name: *req.Name, CreatedAt: s.now().UTC()}
 	s.supplies = append(s.supplies, sp)
 	s.mu.Unlock()
 	s.writeJSON(w, http.StatusCreated, map[string]string{"id": sp.ID})
@@ -605,7 +557,7 @@ type wbSupplyWire struct {
 	DestinationOfficeID *int64     `json:"destinationOfficeId"`
 }
 
-func wbSupplyJSON(sp *WBSupply) wbSupplyWire {
+func wbSupplyJSON(sp *Supply) wbSupplyWire {
 	return wbSupplyWire{ID: sp.ID, Done: sp.Done, CreatedAt: sp.CreatedAt, ClosedAt: sp.ClosedAt, Name: sp.Name, CargoType: sp.CargoType}
 }
 
@@ -739,7 +691,7 @@ func (s *Wildberries) serveDeliver(w http.ResponseWriter, id string) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Wildberries) supplyLocked(id string) *WBSupply {
+func (s *Wildberries) supplyLocked(id string) *Supply {
 	for _, sp := range s.supplies {
 		if sp.ID == id {
 			return sp
@@ -748,12 +700,12 @@ func (s *Wildberries) supplyLocked(id string) *WBSupply {
 	return nil
 }
 
-func (s *Wildberries) sortedOrdersLocked() []*WBOrder {
-	out := make([]*WBOrder, 0, len(s.orders))
+func (s *Wildberries) sortedOrdersLocked() []*Order {
+	out := make([]*Order, 0, len(s.orders))
 	for _, o := range s.orders {
 		out = append(out, o)
 	}
-	slices.SortFunc(out, func(a, b *WBOrder) int {
+	slices.SortFunc(out, func(a, b *Order) int {
 		switch {
 		case a.ID < b.ID:
 			return -1
@@ -768,7 +720,7 @@ func (s *Wildberries) sortedOrdersLocked() []*WBOrder {
 // wbOrderJSON is an order as the listings send it: the OrderNew shape for
 // /api/v3/orders/new (with the final and sale prices and the metadata lists), the
 // Order shape for /api/v3/orders (with the supply id once attached).
-func wbOrderJSON(o *WBOrder, isNew bool) json.RawMessage {
+func wbOrderJSON(o *Order, isNew bool) json.RawMessage {
 	if o.Raw != nil {
 		return bytes.Clone(o.Raw)
 	}

@@ -1,6 +1,7 @@
-package sim
+package webhooksim
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -14,10 +15,12 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
-// WebhookSinkOptions configure a WebhookSink.
-type WebhookSinkOptions struct {
+// Options configure a Sink.
+type Options struct {
 	// Secrets are the "whsec_…" secrets a delivery may be signed with, any one
 	// matching being enough. Empty: signatures are not checked at all.
 	Secrets []string
@@ -29,8 +32,8 @@ type WebhookSinkOptions struct {
 	MaxBody int64
 }
 
-// SinkDelivery is one delivery the sink accepted.
-type SinkDelivery struct {
+// Delivery is one delivery the sink accepted.
+type Delivery struct {
 	WebhookID   string    `json:"webhook_id"` // the webhook-id header
 	EventID     string    `json:"event_id"`
 	Type        string    `json:"type"`
@@ -51,16 +54,21 @@ type sinkEnvelope struct {
 	Data        json.RawMessage `json:"data"`
 }
 
-// WebhookSink is a webhook receiver for tests and the demo: it verifies Standard
+// Sink is a webhook receiver for tests and the demo: it verifies Standard
 // Webhooks signatures on the raw body, records every delivery it accepts in arrival
 // order, and fails on demand. Any path is accepted; only POST is. It is an
 // http.Handler and safe for concurrent use.
 //
 // A request is handled in this order: latency; body limit (413); signature (401,
-// counted by Rejected); Gone (410) or an injected failure (counted by Failed);
+// counted by Rejected); a fault, Gone's 410 included (counted by Failed);
 // envelope (400, counted by Rejected: invalid JSON, no event_id or sequence, or an
 // event_id other than webhook-id); then recorded and answered 204.
-type WebhookSink struct {
+type Sink struct {
+	// Faults answer signed deliveries instead of the sink: Status with a plain-text
+	// body (Body, default "injected failure") and RetryAfter as a Retry-After header
+	// in seconds. A fault has no Op: every delivery is the same request.
+	Faults *sim.Faults
+
 	keys      [][]byte
 	tolerance time.Duration
 	now       func() time.Time
@@ -68,25 +76,22 @@ type WebhookSink struct {
 
 	closed    chan struct{}
 	closeOnce sync.Once
-	server    server
+	server    sim.Server
 
 	mu          sync.Mutex
-	deliveries  []SinkDelivery
+	deliveries  []Delivery
 	seen        map[string]bool
 	rejected    int
 	failed      int
-	failLeft    int
-	failStatus  int
-	failRetry   string
-	gone        bool
 	latency     time.Duration
 	lastRejects []string
 }
 
-// NewWebhookSink returns a sink; it serves nothing until Start, or until it is
+// New returns a sink; it serves nothing until Start, or until it is
 // mounted as an http.Handler. An invalid secret is an error that does not repeat it.
-func NewWebhookSink(opts WebhookSinkOptions) (*WebhookSink, error) {
-	s := &WebhookSink{
+func New(opts Options) (*Sink, error) {
+	s := &Sink{
+		Faults:    sim.NewFaults(checkFault),
 		tolerance: opts.Tolerance,
 		now:       opts.Now,
 		maxBody:   opts.MaxBody,
@@ -125,47 +130,50 @@ func sinkKey(secret string) ([]byte, error) {
 }
 
 // Start listens on addr (":0" picks a port) and serves in the background.
-func (s *WebhookSink) Start(addr string) error {
-	return s.server.start("webhook sink", addr, s, nil)
+func (s *Sink) Start(addr string) error {
+	return s.server.Start("webhook sink", addr, s, nil)
 }
 
 // URL is where to send deliveries after Start, "" before.
-func (s *WebhookSink) URL() string {
-	return s.server.url("/webhooks")
+func (s *Sink) URL() string {
+	return s.server.URL("/webhooks")
 }
 
 // Close ends latency waits and stops the server started by Start. It is safe to
 // call twice and before Start.
-func (s *WebhookSink) Close() {
+func (s *Sink) Close() {
 	s.closeOnce.Do(func() { close(s.closed) })
-	s.server.close()
+	s.server.Close()
 }
 
-// FailNext answers the next n signed deliveries with status, and with a
-// Retry-After header when retryAfter is not empty; n = 0 cancels what is left.
-func (s *WebhookSink) FailNext(n, status int, retryAfter string) {
-	s.mu.Lock()
-	s.failLeft, s.failStatus, s.failRetry = n, status, retryAfter
-	s.mu.Unlock()
+// Gone answers every signed delivery 410 Gone from now on: the faults queued
+// before are dropped, and a fault 410 that never runs out takes their place.
+func (s *Sink) Gone() {
+	s.Faults.Clear()
+	s.Faults.Add(sim.Forever, sim.Fault{Status: http.StatusGone, Body: "endpoint gone"})
 }
 
-// Gone answers every signed delivery 410 Gone from now on.
-func (s *WebhookSink) Gone() {
-	s.mu.Lock()
-	s.gone = true
-	s.mu.Unlock()
+// checkFault refuses what a sink's fault cannot be.
+func checkFault(f sim.Fault) error {
+	switch {
+	case f.Status < 400:
+		return fmt.Errorf("sim: webhook sink: fault status %d is not an error status", f.Status)
+	case f.Op != "" || f.ExternalID != "" || f.Kind != "" || f.Delay != 0 || f.Hold != 0:
+		return fmt.Errorf("sim: webhook sink: a fault is a status (and After, RetryAfter, Body) only")
+	}
+	return nil
 }
 
 // SetLatency delays every later request by d before it is handled; a client that
 // gives up during the delay leaves nothing recorded.
-func (s *WebhookSink) SetLatency(d time.Duration) {
+func (s *Sink) SetLatency(d time.Duration) {
 	s.mu.Lock()
 	s.latency = d
 	s.mu.Unlock()
 }
 
 // Deliveries returns a copy of the accepted deliveries, in arrival order.
-func (s *WebhookSink) Deliveries() []SinkDelivery {
+func (s *Sink) Deliveries() []Delivery {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := slices.Clone(s.deliveries)
@@ -176,14 +184,14 @@ func (s *WebhookSink) Deliveries() []SinkDelivery {
 }
 
 // Count is the number of accepted deliveries, duplicates included.
-func (s *WebhookSink) Count() int {
+func (s *Sink) Count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.deliveries)
 }
 
 // Unique is the number of distinct event ids accepted.
-func (s *WebhookSink) Unique() int {
+func (s *Sink) Unique() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.seen)
@@ -191,7 +199,7 @@ func (s *WebhookSink) Unique() int {
 
 // PerAggregate returns, per aggregate id, the sequences accepted in arrival order
 // (duplicates included).
-func (s *WebhookSink) PerAggregate() map[string][]int64 {
+func (s *Sink) PerAggregate() map[string][]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := map[string][]int64{}
@@ -203,14 +211,14 @@ func (s *WebhookSink) PerAggregate() map[string][]int64 {
 
 // Rejected is the number of requests refused for their signature (401), their size
 // (413) or their envelope (400).
-func (s *WebhookSink) Rejected() int {
+func (s *Sink) Rejected() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rejected
 }
 
 // Rejections returns the reasons of the last few rejections, oldest first.
-func (s *WebhookSink) Rejections() []string {
+func (s *Sink) Rejections() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.lastRejects)
@@ -218,13 +226,13 @@ func (s *WebhookSink) Rejections() []string {
 
 // Failed is the number of signed deliveries answered with an injected failure or
 // 410 Gone.
-func (s *WebhookSink) Failed() int {
+func (s *Sink) Failed() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.failed
 }
 
-func (s *WebhookSink) reject(w http.ResponseWriter, status int, reason string) {
+func (s *Sink) reject(w http.ResponseWriter, status int, reason string) {
 	s.mu.Lock()
 	s.rejected++
 	s.lastRejects = append(s.lastRejects, reason)
@@ -235,7 +243,7 @@ func (s *WebhookSink) reject(w http.ResponseWriter, status int, reason string) {
 	http.Error(w, reason, status)
 }
 
-func (s *WebhookSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "only POST", http.StatusMethodNotAllowed)
@@ -274,25 +282,16 @@ func (s *WebhookSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	s.mu.Lock()
-	switch {
-	case s.gone:
+	if f, ok := s.Faults.Take(func(sim.Fault) bool { return true }); ok {
+		s.mu.Lock()
 		s.failed++
 		s.mu.Unlock()
-		http.Error(w, "endpoint gone", http.StatusGone)
-		return
-	case s.failLeft > 0:
-		s.failLeft--
-		s.failed++
-		status, retry := s.failStatus, s.failRetry
-		s.mu.Unlock()
-		if retry != "" {
-			w.Header().Set("Retry-After", retry)
+		if v, ok := f.RetryAfterSeconds(); ok {
+			w.Header().Set("Retry-After", v)
 		}
-		http.Error(w, "injected failure", status)
+		http.Error(w, cmp.Or(f.Body, "injected failure"), f.Status)
 		return
 	}
-	s.mu.Unlock()
 
 	var env sinkEnvelope
 	if err := json.Unmarshal(body, &env); err != nil {
@@ -313,7 +312,7 @@ func (s *WebhookSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
-	s.deliveries = append(s.deliveries, SinkDelivery{
+	s.deliveries = append(s.deliveries, Delivery{
 		WebhookID: webhookID, EventID: env.EventID, Type: env.Type, AggregateID: env.AggregateID,
 		Sequence: *env.Sequence, Body: body, ReceivedAt: s.now(),
 	})
@@ -324,7 +323,7 @@ func (s *WebhookSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // verify checks a Standard Webhooks signature on the raw body and returns why it
 // fails, or "" when it holds.
-func (s *WebhookSink) verify(h http.Header, body []byte) string {
+func (s *Sink) verify(h http.Header, body []byte) string {
 	id, ts := h.Get("webhook-id"), h.Get("webhook-timestamp")
 	sig := strings.Join(h.Values("webhook-signature"), " ")
 	if id == "" || ts == "" || sig == "" {

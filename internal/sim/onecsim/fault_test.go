@@ -1,4 +1,4 @@
-package sim
+package onecsim
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 // These tests wait for conditions and never assert durations: where an assertion
@@ -32,12 +34,12 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 // startSim starts a simulator on a port of its own, as Down and Up need.
-func startSim(t *testing.T, opts OneCOptions) *OneC {
+func startSim(t *testing.T, opts Options) *OneC {
 	t.Helper()
 	if opts.Now == nil {
 		opts.Now = func() time.Time { return testNow }
 	}
-	s := NewOneC(opts)
+	s := New(opts)
 	if err := s.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
@@ -70,8 +72,8 @@ func TestOneCStallEndsWithTheClient(t *testing.T) {
 	t.Parallel()
 	// A Stall with a delay ends when the client goes away: the order is created then,
 	// long before the delay. SlowCreate is the handler that does not notice.
-	s, base := newSim(t, OneCOptions{})
-	s.Inject(Fault{Op: "create", Kind: Stall, Delay: time.Hour})
+	s, base := newSim(t, Options{})
+	s.Faults.Add(1, sim.Fault{Op: "create", Kind: Stall, Delay: time.Hour})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if r, err := sendCtx(ctx, t, "POST", base+"/orders", orderJSON("kaspi:1")); err == nil {
@@ -85,8 +87,8 @@ func TestOneCSlowCreate(t *testing.T) {
 	t.Run("the client gives up, the order commits after the delay", func(t *testing.T) {
 		t.Parallel()
 		const delay = 2 * time.Second
-		s, base := newSim(t, OneCOptions{})
-		s.Inject(Fault{Op: "create", Kind: SlowCreate, Delay: delay})
+		s, base := newSim(t, Options{})
+		s.Faults.Add(1, sim.Fault{Op: "create", Kind: SlowCreate, Delay: delay})
 		begin := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
@@ -114,8 +116,8 @@ func TestOneCSlowCreate(t *testing.T) {
 	})
 	t.Run("a client that waits gets 201", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{})
-		s.Inject(Fault{Op: "create", Kind: SlowCreate, Delay: 50 * time.Millisecond})
+		s, base := newSim(t, Options{})
+		s.Faults.Add(1, sim.Fault{Op: "create", Kind: SlowCreate, Delay: 50 * time.Millisecond})
 		if r := mustSend(t, "POST", base+"/orders", orderJSON("kaspi:1")); r.status != 201 {
 			t.Fatalf("slow create = %d %s, want 201", r.status, r.body)
 		}
@@ -125,8 +127,8 @@ func TestOneCSlowCreate(t *testing.T) {
 	})
 	t.Run("with Dedupe a retry waits for the lock and gets 409", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{Dedupe: true})
-		s.Inject(Fault{Op: "create", Kind: SlowCreate, Delay: time.Second})
+		s, base := newSim(t, Options{Dedupe: true})
+		s.Faults.Add(1, sim.Fault{Op: "create", Kind: SlowCreate, Delay: time.Second})
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		if _, err := sendCtx(ctx, t, "POST", base+"/orders", orderJSON("kaspi:1")); err == nil {
@@ -152,8 +154,8 @@ func TestOneCSlowCreate(t *testing.T) {
 	})
 	t.Run("Close rolls back a create that has not committed", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{})
-		s.Inject(Fault{Op: "create", Kind: SlowCreate, Delay: time.Hour})
+		s, base := newSim(t, Options{})
+		s.Faults.Add(1, sim.Fault{Op: "create", Kind: SlowCreate, Delay: time.Hour})
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		if _, err := sendCtx(ctx, t, "POST", base+"/orders", orderJSON("kaspi:1")); err == nil {
@@ -172,8 +174,8 @@ func TestOneCSlowCreate(t *testing.T) {
 	})
 	t.Run("on a find it just takes its time", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{})
-		s.Inject(Fault{Op: "find", Kind: SlowCreate, Delay: 20 * time.Millisecond})
+		s, base := newSim(t, Options{})
+		s.Faults.Add(1, sim.Fault{Op: "find", Kind: SlowCreate, Delay: 20 * time.Millisecond})
 		if got := findCount(t, base, "x"); got != 0 {
 			t.Fatalf("find = %d, want 0", got)
 		}
@@ -183,16 +185,16 @@ func TestOneCSlowCreate(t *testing.T) {
 	})
 	t.Run("needs a delay", func(t *testing.T) {
 		t.Parallel()
-		var f Fault
+		var f ControlFault
 		if err := json.Unmarshal([]byte(`{"kind":"slow_create"}`), &f); err == nil {
 			t.Fatal("a slow_create without a delay was accepted")
 		}
 		defer func() {
 			if recover() == nil {
-				t.Fatal("Inject accepted a slow_create without a delay")
+				t.Fatal("Faults.Add accepted a slow_create without a delay")
 			}
 		}()
-		NewOneC(OneCOptions{}).Inject(Fault{Kind: SlowCreate})
+		New(Options{}).Faults.Add(1, sim.Fault{Kind: SlowCreate})
 	})
 }
 
@@ -201,8 +203,8 @@ func TestOneCGateway504After(t *testing.T) {
 	t.Run("504 after the delay, the order commits after the hold", func(t *testing.T) {
 		t.Parallel()
 		const hold = 2 * time.Second
-		s, base := newSim(t, OneCOptions{})
-		s.Inject(Fault{Op: "create", Kind: Gateway504After, Delay: 100 * time.Millisecond, Hold: hold})
+		s, base := newSim(t, Options{})
+		s.Faults.Add(1, sim.Fault{Op: "create", Kind: Gateway504After, Delay: 100 * time.Millisecond, Hold: hold})
 		begin := time.Now()
 		r := mustSend(t, "POST", base+"/orders", orderJSON("kaspi:1"), "IBSession", "start")
 		if r.status != 504 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") ||
@@ -235,11 +237,11 @@ func TestOneCGateway504After(t *testing.T) {
 	})
 	t.Run("hold defaults to twice the delay", func(t *testing.T) {
 		t.Parallel()
-		if got, want := (Fault{Kind: Gateway504After, Delay: 50 * time.Millisecond}).hold(), 100*time.Millisecond; got != want {
-			t.Fatalf("hold() = %s, want %s", got, want)
+		if got, want := holdOf(sim.Fault{Kind: Gateway504After, Delay: 50 * time.Millisecond}), 100*time.Millisecond; got != want {
+			t.Fatalf("holdOf = %s, want %s", got, want)
 		}
-		s, base := newSim(t, OneCOptions{})
-		s.Inject(Fault{Op: "create", Kind: Gateway504After, Delay: 50 * time.Millisecond})
+		s, base := newSim(t, Options{})
+		s.Faults.Add(1, sim.Fault{Op: "create", Kind: Gateway504After, Delay: 50 * time.Millisecond})
 		if r := mustSend(t, "POST", base+"/orders", orderJSON("kaspi:1")); r.status != 504 {
 			t.Fatalf("= %d, want 504", r.status)
 		}
@@ -247,8 +249,8 @@ func TestOneCGateway504After(t *testing.T) {
 	})
 	t.Run("with Dedupe the retry after the 504 gets 409", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{Dedupe: true})
-		s.Inject(Fault{Op: "create", Kind: Gateway504After, Delay: 20 * time.Millisecond, Hold: 500 * time.Millisecond})
+		s, base := newSim(t, Options{Dedupe: true})
+		s.Faults.Add(1, sim.Fault{Op: "create", Kind: Gateway504After, Delay: 20 * time.Millisecond, Hold: 500 * time.Millisecond})
 		if r := mustSend(t, "POST", base+"/orders", orderJSON("kaspi:1")); r.status != 504 {
 			t.Fatalf("= %d, want 504", r.status)
 		}
@@ -261,11 +263,11 @@ func TestOneCGateway504After(t *testing.T) {
 	})
 	t.Run("a cancel goes through behind the 504", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{})
+		s, base := newSim(t, Options{})
 		if r := mustSend(t, "POST", base+"/orders", orderJSON("kaspi:1")); r.status != 201 {
 			t.Fatalf("create = %d, want 201", r.status)
 		}
-		s.Inject(Fault{Op: "cancel", Kind: Gateway504After, Hold: 100 * time.Millisecond})
+		s.Faults.Add(1, sim.Fault{Op: "cancel", Kind: Gateway504After, Hold: 100 * time.Millisecond})
 		if r := mustSend(t, "POST", base+"/orders/cancel", `{"external_id":"kaspi:1","reason":"r"}`); r.status != 504 {
 			t.Fatalf("cancel = %d, want 504", r.status)
 		}
@@ -273,8 +275,8 @@ func TestOneCGateway504After(t *testing.T) {
 	})
 	t.Run("Close rolls back", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{})
-		s.Inject(Fault{Op: "create", Kind: Gateway504After, Hold: time.Hour})
+		s, base := newSim(t, Options{})
+		s.Faults.Add(1, sim.Fault{Op: "create", Kind: Gateway504After, Hold: time.Hour})
 		if r := mustSend(t, "POST", base+"/orders", orderJSON("kaspi:1")); r.status != 504 {
 			t.Fatalf("= %d, want 504", r.status)
 		}
@@ -292,7 +294,7 @@ func TestOneCGateway504After(t *testing.T) {
 
 func TestOneCMissing(t *testing.T) {
 	t.Parallel()
-	s, base := newSim(t, OneCOptions{Username: "u", Password: "p", AuthFailure: AuthStatus401})
+	s, base := newSim(t, Options{Username: "u", Password: "p", AuthFailure: AuthStatus401})
 	auth := []string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte("u:p"))}
 
 	s.SetMissing("create")
@@ -355,8 +357,8 @@ func TestOneCMissing(t *testing.T) {
 
 func TestOneCFaultHTML404(t *testing.T) {
 	t.Parallel()
-	s, base := newSim(t, OneCOptions{})
-	s.Inject(Fault{Op: "create", Kind: HTML404, Times: 2})
+	s, base := newSim(t, Options{})
+	s.Faults.Add(2, sim.Fault{Op: "create", Kind: HTML404})
 	for range 2 {
 		if r := mustSend(t, "POST", base+"/orders", orderJSON("kaspi:1")); !isHTML404(r) {
 			t.Fatalf("= %d %q, want a 404 HTML page", r.status, r.body)
@@ -375,7 +377,7 @@ func TestOneCFaultHTML404(t *testing.T) {
 
 func TestOneCDownUp(t *testing.T) {
 	t.Parallel()
-	s := startSim(t, OneCOptions{})
+	s := startSim(t, Options{})
 	base, addr := s.URL(), s.Addr()
 	if r := mustSend(t, "POST", base+"/orders", orderJSON("kaspi:1")); r.status != 201 {
 		t.Fatalf("create = %d, want 201", r.status)
@@ -479,14 +481,14 @@ func TestOneCDownUp(t *testing.T) {
 
 	t.Run("a request cut by Down still commits", func(t *testing.T) {
 		const delay = 2 * time.Second
-		s.Inject(Fault{Op: "create", Kind: SlowCreate, Delay: delay})
+		s.Faults.Add(1, sim.Fault{Op: "create", Kind: SlowCreate, Delay: delay})
 		begin := time.Now()
 		errc := make(chan error, 1)
 		go func() {
 			_, err := send(t, "POST", base+"/orders", orderJSON("kaspi:3"))
 			errc <- err
 		}()
-		eventually(t, "the slow create runs", func() bool { return s.PendingFaults() == 0 })
+		eventually(t, "the slow create runs", func() bool { return s.Faults.Pending() == 0 })
 		if err := s.Down(); err != nil {
 			t.Fatal(err)
 		}
@@ -520,10 +522,10 @@ func TestOneCDownUp(t *testing.T) {
 
 func TestOneCDownUnstarted(t *testing.T) {
 	t.Parallel()
-	if err := NewOneC(OneCOptions{}).Down(); err == nil {
+	if err := New(Options{}).Down(); err == nil {
 		t.Fatal("Down before Start succeeded")
 	}
-	s, _ := newSim(t, OneCOptions{}) // mounted as a handler
+	s, _ := newSim(t, Options{}) // mounted as a handler
 	if err := s.Up(); err == nil {
 		t.Fatal("Up on a mounted handler succeeded")
 	}
@@ -534,9 +536,9 @@ func TestOneCDownUnstarted(t *testing.T) {
 
 func TestOneCOutageControl(t *testing.T) {
 	t.Parallel()
-	s := startSim(t, OneCOptions{})
+	s := startSim(t, Options{})
 	base := s.URL()
-	remote, err := NewOneCRemote(base)
+	remote, err := NewRemote(base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -568,14 +570,14 @@ func TestOneCOutageControl(t *testing.T) {
 	}
 
 	// The new kinds travel by name, with their hold.
-	if err := remote.Inject(ctx, Fault{Op: "create", Kind: Gateway504After, Delay: 10 * time.Millisecond, Hold: 50 * time.Millisecond}); err != nil {
+	if err := remote.AddFaults(ctx, 1, sim.Fault{Op: "create", Kind: Gateway504After, Delay: 10 * time.Millisecond, Hold: 50 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	if r := mustSend(t, "POST", base+"/orders", orderJSON("kaspi:2")); r.status != 504 {
 		t.Fatalf("create = %d, want 504", r.status)
 	}
 	eventually(t, "the create commits behind the 504", func() bool { return s.CountExternal("kaspi:2") == 1 })
-	if err := remote.Inject(ctx, Fault{Kind: SlowCreate}); err == nil {
+	if err := remote.AddFaults(ctx, 1, sim.Fault{Kind: SlowCreate}); err == nil {
 		t.Fatal("a slow_create without a delay was accepted")
 	}
 
@@ -597,8 +599,8 @@ func TestOneCOutageControl(t *testing.T) {
 	if err := remote.DownFor(ctx, 0); err == nil {
 		t.Fatal("down for 0 was accepted")
 	}
-	_, mounted := newSim(t, OneCOptions{})
-	mremote, err := NewOneCRemote(mounted)
+	_, mounted := newSim(t, Options{})
+	mremote, err := NewRemote(mounted)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -612,7 +614,7 @@ func TestOneCOutageControl(t *testing.T) {
 func TestOneCNoGoroutineLeak(t *testing.T) {
 	before := runtime.NumGoroutine()
 	for range 3 {
-		s := NewOneC(OneCOptions{})
+		s := New(Options{})
 		if err := s.Start("127.0.0.1:0"); err != nil {
 			t.Fatal(err)
 		}
@@ -620,11 +622,11 @@ func TestOneCNoGoroutineLeak(t *testing.T) {
 		if r := mustSend(t, "POST", base+"/orders", orderJSON("kaspi:1")); r.status != 201 {
 			t.Fatalf("create = %d, want 201", r.status)
 		}
-		s.Inject(Fault{Op: "create", Kind: Gateway504After, Hold: time.Hour})
+		s.Faults.Add(1, sim.Fault{Op: "create", Kind: Gateway504After, Hold: time.Hour})
 		if r := mustSend(t, "POST", base+"/orders", orderJSON("kaspi:2")); r.status != 504 {
 			t.Fatalf("create = %d, want 504", r.status)
 		}
-		s.Inject(Fault{Op: "create", Kind: SlowCreate, Delay: time.Hour})
+		s.Faults.Add(1, sim.Fault{Op: "create", Kind: SlowCreate, Delay: time.Hour})
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		sendCtx(ctx, t, "POST", base+"/orders", orderJSON("kaspi:3"))
 		cancel()

@@ -1,4 +1,4 @@
-package sim
+package kaspisim
 
 import (
 	"encoding/json"
@@ -14,13 +14,15 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 const kaspiTestToken = "kaspi-test-token"
 
 var kaspiTestNow = time.Date(2026, 9, 16, 5, 0, 0, 0, time.UTC) // 10:00 in Almaty
 
-func newKaspiSim(t *testing.T, opts KaspiOptions) (*Kaspi, string) {
+func newKaspiSim(t *testing.T, opts Options) (*Kaspi, string) {
 	t.Helper()
 	if opts.Token == "" {
 		opts.Token = kaspiTestToken
@@ -28,10 +30,10 @@ func newKaspiSim(t *testing.T, opts KaspiOptions) (*Kaspi, string) {
 	if opts.Now == nil {
 		opts.Now = func() time.Time { return kaspiTestNow }
 	}
-	s := NewKaspi(opts)
+	s := New(opts)
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
-	return s, ts.URL + KaspiPrefix
+	return s, ts.URL + Prefix
 }
 
 type kaspiReply struct {
@@ -102,26 +104,26 @@ func kaspiAccept(id, code string) string {
 	return fmt.Sprintf(`{"data":{"type":"orders","id":%q,"attributes":{"code":%q,"status":"ACCEPTED_BY_MERCHANT"}}}`, id, code)
 }
 
-func mustAddKaspi(t *testing.T, s *Kaspi, o KaspiOrder) {
+func mustAddKaspi(t *testing.T, s *Kaspi, o Order) {
 	t.Helper()
 	if err := s.AddOrder(o); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func kaspiTestOrder(code string, created time.Time) KaspiOrder {
-	return KaspiOrder{
+func kaspiTestOrder(code string, created time.Time) Order {
+	return Order{
 		Code:         code,
 		CreationDate: created,
-		Customer:     KaspiCustomer{ID: "c-" + code, FirstName: "Даниела", LastName: "Муталидзе", CellPhone: "7066828008"},
-		Entries: []KaspiEntry{{OfferCode: "SKU-" + code, Name: "Линейка",
+		Customer:     Customer{ID: "c-" + code, FirstName: "Даниела", LastName: "Муталидзе", CellPhone: "7066828008"},
+		Entries: []Entry{{OfferCode: "SKU-" + code, Name: "Линейка",
 			Quantity: decimal.NewFromInt(2), BasePrice: decimal.RequireFromString("1000")}},
 	}
 }
 
 func TestKaspiListPaginates(t *testing.T) {
 	t.Parallel()
-	s, base := newKaspiSim(t, KaspiOptions{})
+	s, base := newKaspiSim(t, Options{})
 	for i := range 250 {
 		mustAddKaspi(t, s, kaspiTestOrder(fmt.Sprintf("5%08d", i), kaspiTestNow.Add(-time.Duration(i+1)*time.Minute)))
 	}
@@ -175,7 +177,7 @@ func TestKaspiListPaginates(t *testing.T) {
 
 func TestKaspiListRefusesBadQueries(t *testing.T) {
 	t.Parallel()
-	s, base := newKaspiSim(t, KaspiOptions{})
+	s, base := newKaspiSim(t, Options{})
 	mustAddKaspi(t, s, kaspiTestOrder("1", kaspiTestNow.Add(-time.Hour)))
 	ge := kaspiTestNow.Add(-20 * 24 * time.Hour).UnixMilli()
 	tests := []struct {
@@ -197,7 +199,7 @@ func TestKaspiListRefusesBadQueries(t *testing.T) {
 			q.Del("filter[orders][creationDate][$le]")
 		}, 400, "14 days"},
 		{"exactly 14 days", func(q url.Values) {
-			q.Set("filter[orders][creationDate][$ge]", strconv.FormatInt(kaspiTestNow.Add(-KaspiMaxWindow).UnixMilli(), 10))
+			q.Set("filter[orders][creationDate][$ge]", strconv.FormatInt(kaspiTestNow.Add(-MaxWindow).UnixMilli(), 10))
 		}, 200, ""},
 	}
 	for _, tt := range tests {
@@ -226,20 +228,20 @@ func TestKaspiListRefusesBadQueries(t *testing.T) {
 
 func TestKaspiListFilters(t *testing.T) {
 	t.Parallel()
-	s, base := newKaspiSim(t, KaspiOptions{})
+	s, base := newKaspiSim(t, Options{})
 	ge := kaspiTestNow.Add(-24 * time.Hour)
 	mustAddKaspi(t, s, kaspiTestOrder("at-start", ge))
 	mustAddKaspi(t, s, kaspiTestOrder("at-end", kaspiTestNow))
 	mustAddKaspi(t, s, kaspiTestOrder("before", ge.Add(-time.Millisecond)))
 	mustAddKaspi(t, s, kaspiTestOrder("after", kaspiTestNow.Add(time.Millisecond)))
 	pickup := kaspiTestOrder("pickup", kaspiTestNow.Add(-time.Hour))
-	pickup.State, pickup.Status = KaspiStatePickup, KaspiStatusAcceptedByMerchant
+	pickup.State, pickup.Status = StatePickup, StatusAcceptedByMerchant
 	mustAddKaspi(t, s, pickup)
 	gone := kaspiTestOrder("gone", kaspiTestNow.Add(-time.Hour))
-	gone.State, gone.Status, gone.CancellationReason = KaspiStateArchive, KaspiStatusCancelled, "BUYER_CANCELLATION_BY_MERCHANT"
+	gone.State, gone.Status, gone.CancellationReason = StateArchive, StatusCancelled, "BUYER_CANCELLATION_BY_MERCHANT"
 	mustAddKaspi(t, s, gone)
 	done := kaspiTestOrder("done", kaspiTestNow.Add(-time.Hour))
-	done.State, done.Status = KaspiStateArchive, KaspiStatusCompleted
+	done.State, done.Status = StateArchive, StatusCompleted
 	mustAddKaspi(t, s, done)
 
 	codes := func(q url.Values) []string {
@@ -272,10 +274,10 @@ func TestKaspiListFilters(t *testing.T) {
 
 func TestKaspiOrderShapeAndExactNumbers(t *testing.T) {
 	t.Parallel()
-	s, base := newKaspiSim(t, KaspiOptions{})
+	s, base := newKaspiSim(t, Options{})
 	o := kaspiTestOrder("700", kaspiTestNow.Add(-time.Hour))
 	o.DeliveryCost = decimal.RequireFromString("500")
-	o.Entries = []KaspiEntry{
+	o.Entries = []Entry{
 		{OfferCode: "A", Name: "Чайник", Quantity: decimal.NewFromInt(3), BasePrice: decimal.RequireFromString("1500.10")},
 		{OfferCode: "B", Name: "Пакет", Quantity: decimal.NewFromInt(1), BasePrice: decimal.RequireFromString("0.1")},
 		{OfferCode: "C", Name: "Пакет", Quantity: decimal.NewFromInt(1), BasePrice: decimal.RequireFromString("0.2")},
@@ -312,7 +314,7 @@ func TestKaspiOrderShapeAndExactNumbers(t *testing.T) {
 
 func TestKaspiEntriesOrderAndCode(t *testing.T) {
 	t.Parallel()
-	s, base := newKaspiSim(t, KaspiOptions{IgnoreInclude: true})
+	s, base := newKaspiSim(t, Options{IgnoreInclude: true})
 	mustAddKaspi(t, s, kaspiTestOrder("801", kaspiTestNow.Add(-time.Hour)))
 	o, _ := s.Order("801")
 
@@ -346,17 +348,17 @@ func TestKaspiEntriesOrderAndCode(t *testing.T) {
 	if got, want := len(r.decode(t)["data"].([]any)), 0; r.status != http.StatusOK || got != want {
 		t.Errorf("unknown code: HTTP %d, %d orders, want 200 and %d", r.status, got, want)
 	}
-	if got, want := s.Requests()[KaspiOpByCode], 2; got != want {
+	if got, want := s.Requests()[OpByCode], 2; got != want {
 		t.Errorf("Requests()[by_code] = %d, want %d", got, want)
 	}
-	if got, want := s.Requests()[KaspiOpEntries], 2; got != want {
+	if got, want := s.Requests()[OpEntries], 2; got != want {
 		t.Errorf("Requests()[entries] = %d, want %d", got, want)
 	}
 }
 
 func TestKaspiToken(t *testing.T) {
 	t.Parallel()
-	_, base := newKaspiSim(t, KaspiOptions{})
+	_, base := newKaspiSim(t, Options{})
 	u := base + "/orders?" + kaspiListQuery("NEW", 0, 10).Encode()
 	for _, token := range []string{"", "wrong"} {
 		if r := kaspiDo(t, http.MethodGet, u, token, "", ""); r.status != http.StatusUnauthorized {
@@ -370,9 +372,9 @@ func TestKaspiToken(t *testing.T) {
 
 func TestKaspiFail(t *testing.T) {
 	t.Parallel()
-	s, base := newKaspiSim(t, KaspiOptions{})
-	s.FailOp(KaspiOpEntries, 1, http.StatusBadGateway, "")
-	s.Fail(2, http.StatusTooManyRequests, "3")
+	s, base := newKaspiSim(t, Options{})
+	s.Faults.Add(1, sim.Fault{Op: OpEntries, Status: http.StatusBadGateway})
+	s.Faults.Add(2, sim.Fault{Status: http.StatusTooManyRequests, RetryAfter: 3 * time.Second})
 	q := kaspiListQuery("NEW", 0, 10)
 	for i := range 2 {
 		r := kaspiGet(t, base, "/orders", q)
@@ -395,16 +397,16 @@ func TestKaspiFail(t *testing.T) {
 			t.Errorf("request %d: logged status %d, want %d", i, log[i].Status, want)
 		}
 	}
-	if got, want := s.Requests()[KaspiOpList], 3; got != want {
+	if got, want := s.Requests()[OpList], 3; got != want {
 		t.Errorf("Requests()[list] = %d, want %d", got, want)
 	}
 }
 
 func TestKaspiAccept(t *testing.T) {
 	t.Parallel()
-	s, base := newKaspiSim(t, KaspiOptions{})
+	s, base := newKaspiSim(t, Options{})
 	o := kaspiTestOrder("901", kaspiTestNow.Add(-time.Hour))
-	o.AcceptedState = KaspiStateKaspiDelivery
+	o.AcceptedState = StateKaspiDelivery
 	mustAddKaspi(t, s, o)
 	o, _ = s.Order("901")
 	const ct = "application/vnd.api+json"
@@ -434,7 +436,7 @@ func TestKaspiAccept(t *testing.T) {
 		t.Errorf("accept answer attributes = %v", attrs)
 	}
 	got, _ := s.Order("901")
-	if got.Status != KaspiStatusAcceptedByMerchant || got.State != KaspiStateKaspiDelivery {
+	if got.Status != StatusAcceptedByMerchant || got.State != StateKaspiDelivery {
 		t.Errorf("after accept: state %s status %s, want KASPI_DELIVERY ACCEPTED_BY_MERCHANT", got.State, got.Status)
 	}
 
@@ -445,18 +447,18 @@ func TestKaspiAccept(t *testing.T) {
 	if got, want := s.Accepted()["901"], 2; got != want {
 		t.Errorf("Accepted()[901] = %d, want %d (every call that reached the order)", got, want)
 	}
-	if got, want := s.Requests()[KaspiOpStatus], 6; got != want {
+	if got, want := s.Requests()[OpStatus], 6; got != want {
 		t.Errorf("Requests()[status] = %d, want %d", got, want)
 	}
 }
 
 func TestKaspiRawAndInjected(t *testing.T) {
 	t.Parallel()
-	s, base := newKaspiSim(t, KaspiOptions{})
+	s, base := newKaspiSim(t, Options{})
 	mustAddKaspi(t, s, kaspiTestOrder("1001", kaspiTestNow.Add(-2*time.Hour)))
 	raw := `{"type":"orders","id":"raw1","attributes":{"code":"1002","state":"NEW","status":"APPROVED_BY_BANK"}}`
-	s.AddRawOrder(KaspiStateNew, kaspiTestNow.Add(-time.Hour), raw)
-	s.AddRawOrder(KaspiStatePickup, kaspiTestNow.Add(-time.Hour), `{"broken`)
+	s.AddRawOrder(StateNew, kaspiTestNow.Add(-time.Hour), raw)
+	s.AddRawOrder(StatePickup, kaspiTestNow.Add(-time.Hour), `{"broken`)
 
 	r := kaspiGet(t, base, "/orders", kaspiListQuery("NEW", 0, 10))
 	if !strings.Contains(string(r.body), raw) {
@@ -488,40 +490,40 @@ func TestKaspiRawAndInjected(t *testing.T) {
 
 func TestKaspiAddOrderChecks(t *testing.T) {
 	t.Parallel()
-	s := NewKaspi(KaspiOptions{})
-	if err := s.AddOrder(KaspiOrder{}); err == nil {
+	s := New(Options{})
+	if err := s.AddOrder(Order{}); err == nil {
 		t.Error("an order without a code was added")
 	}
-	if err := s.AddOrder(KaspiOrder{Code: "1", State: "LOST"}); err == nil {
+	if err := s.AddOrder(Order{Code: "1", State: "LOST"}); err == nil {
 		t.Error("an order in an unknown state was added")
 	}
-	if err := s.AddOrder(KaspiOrder{Code: "1"}); err != nil {
+	if err := s.AddOrder(Order{Code: "1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddOrder(KaspiOrder{Code: "1"}); err == nil {
+	if err := s.AddOrder(Order{Code: "1"}); err == nil {
 		t.Error("a second order with the same code was added")
 	}
 	if err := s.SetStatus("1", "LOST"); err == nil {
 		t.Error("an unknown status was set")
 	}
-	if err := s.SetStatus("2", KaspiStatusCancelled); err == nil {
+	if err := s.SetStatus("2", StatusCancelled); err == nil {
 		t.Error("the status of an unknown order was set")
 	}
-	if err := s.SetStatus("1", KaspiStatusCancelled); err != nil {
+	if err := s.SetStatus("1", StatusCancelled); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetState("1", KaspiStateArchive); err != nil {
+	if err := s.SetState("1", StateArchive); err != nil {
 		t.Fatal(err)
 	}
 	o, _ := s.Order("1")
-	if o.State != KaspiStateArchive || o.Status != KaspiStatusCancelled {
+	if o.State != StateArchive || o.Status != StatusCancelled {
 		t.Errorf("state %s status %s, want ARCHIVE CANCELLED", o.State, o.Status)
 	}
 }
 
 func TestKaspiStartURLClose(t *testing.T) {
 	t.Parallel()
-	s := NewKaspi(KaspiOptions{Token: kaspiTestToken})
+	s := New(Options{Token: kaspiTestToken})
 	if s.URL() != "" {
 		t.Errorf("URL before Start = %q", s.URL())
 	}
@@ -533,8 +535,8 @@ func TestKaspiStartURLClose(t *testing.T) {
 	if err := s.Start("127.0.0.1:0"); err == nil {
 		t.Error("a second Start succeeded")
 	}
-	if !strings.HasSuffix(s.URL(), KaspiPrefix) {
-		t.Errorf("URL = %q, want it to end in %s", s.URL(), KaspiPrefix)
+	if !strings.HasSuffix(s.URL(), Prefix) {
+		t.Errorf("URL = %q, want it to end in %s", s.URL(), Prefix)
 	}
 	q := url.Values{"filter[orders][code]": {"1"}}
 	if r := kaspiDo(t, http.MethodGet, s.URL()+"/orders?"+q.Encode(), kaspiTestToken, "", ""); r.status != http.StatusOK {
@@ -546,7 +548,7 @@ func TestKaspiStartURLClose(t *testing.T) {
 
 func TestKaspiConcurrent(t *testing.T) {
 	t.Parallel()
-	s, base := newKaspiSim(t, KaspiOptions{})
+	s, base := newKaspiSim(t, Options{})
 	var wg sync.WaitGroup
 	for i := range 20 {
 		wg.Go(func() {

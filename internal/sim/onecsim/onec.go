@@ -1,4 +1,4 @@
-package sim
+package onecsim
 
 import (
 	"bytes"
@@ -19,12 +19,14 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 // DefaultPrefix is where a 1C base usually publishes the ordersync HTTP service.
 const DefaultPrefix = "/trade/hs/ordersync/v1"
 
-// The operations of contract v1, as Fault.Op and the keys of OneCStats.Requests name them.
+// The operations of contract v1, as Fault.Op and the keys of Stats.Requests name them.
 const (
 	opPing   = "ping"
 	opFind   = "find"
@@ -44,8 +46,8 @@ const (
 	AuthStatus401
 )
 
-// OneCOptions configure a simulated 1C base.
-type OneCOptions struct {
+// Options configure a simulated 1C base.
+type Options struct {
 	// Prefix is the path the service is published at; default DefaultPrefix.
 	Prefix string
 	// When Username is not empty, every request must carry these Basic credentials
@@ -105,8 +107,8 @@ type OrderRequest struct {
 	Comment    string          `json:"comment"`
 }
 
-// OneCOrder is an order held by the simulated base.
-type OneCOrder struct {
+// Order is an order held by the simulated base.
+type Order struct {
 	Ref          string    `json:"ref"`
 	Number       string    `json:"number"`
 	Date         string    `json:"date"` // 1C's zone-less local time
@@ -134,8 +136,8 @@ type StockItem struct {
 	Price    decimal.Decimal `json:"price"`
 }
 
-// OneCStats counts what the simulated base received.
-type OneCStats struct {
+// Stats counts what the simulated base received.
+type Stats struct {
 	// Requests by operation: ping, find, create, cancel, stock, other.
 	Requests map[string]int `json:"requests"`
 	// SessionsStarted counts requests that carried "IBSession: start".
@@ -163,14 +165,17 @@ type session struct {
 	busy int
 }
 
-type queuedFault struct {
-	Fault
-	left int // -1: forever
-}
-
 // OneC is a simulated 1C base publishing contract v1. It is an http.Handler and
 // safe for concurrent use.
 type OneC struct {
+	// Faults fire on the matching requests, first queued first. Op is "ping",
+	// "find", "create", "cancel", "stock", or "" for any of them; ExternalID, when
+	// set, restricts a fault to finds, creates and cancels of this external id. A
+	// fault is a plain status (406, 422, 502, 503, 504) or one of the kinds above
+	// (LockConflict500, DropAfterCreate, …), Delay and Hold timing those that take
+	// time. 1C sends no Retry-After, and answers its own bodies.
+	Faults *sim.Faults
+
 	prefix   string
 	username string
 	password string
@@ -183,19 +188,18 @@ type OneC struct {
 
 	closed    chan struct{}
 	closeOnce sync.Once
-	server    server
+	server    sim.Server
 
 	mu        sync.Mutex
 	latency   time.Duration
 	opLatency map[string]time.Duration
 	knownSKUs map[string]bool // nil: every SKU is known
-	orders    []*OneCOrder
+	orders    []*Order
 	seq       int
 	sessions  map[string]*session
-	faults    []*queuedFault
 	stock     map[string][]StockItem
 	stockRaw  map[string][]byte
-	stats     OneCStats
+	stats     Stats
 	inFlight  int
 	// locks are the managed locks on external ids that Dedupe creates hold until
 	// they commit or roll back; a channel is closed when its lock is released.
@@ -209,9 +213,9 @@ type OneC struct {
 	bg      sync.WaitGroup // handlers running on in the background (Gateway504After)
 }
 
-// NewOneC returns a simulated base; it serves nothing until Start, or until it is
+// New returns a simulated base; it serves nothing until Start, or until it is
 // mounted as an http.Handler.
-func NewOneC(opts OneCOptions) *OneC {
+func New(opts Options) *OneC {
 	loc := opts.Location
 	if loc == nil {
 		var err error
@@ -220,6 +224,7 @@ func NewOneC(opts OneCOptions) *OneC {
 		}
 	}
 	s := &OneC{
+		Faults:    sim.NewFaults(checkFault),
 		prefix:    "/" + strings.Trim(opts.Prefix, "/"),
 		username:  opts.Username,
 		password:  opts.Password,
@@ -235,7 +240,7 @@ func NewOneC(opts OneCOptions) *OneC {
 		sessions:  map[string]*session{},
 		stock:     map[string][]StockItem{},
 		stockRaw:  map[string][]byte{},
-		stats:     OneCStats{Requests: map[string]int{}},
+		stats:     Stats{Requests: map[string]int{}},
 		locks:     map[string]chan struct{}{},
 	}
 	if opts.Prefix == "" {
@@ -256,17 +261,17 @@ func (s *OneC) Prefix() string { return s.prefix }
 
 // Start listens on addr (":0" picks a port) and serves in the background.
 func (s *OneC) Start(addr string) error {
-	return s.server.start("1c", addr, s, s.log)
+	return s.server.Start("1c", addr, s, s.log)
 }
 
 // Addr is the listening address after Start, "" before.
 func (s *OneC) Addr() string {
-	return s.server.addr()
+	return s.server.Addr()
 }
 
 // URL is the service's base URL after Start (what onec.base_url would be), "" before.
 func (s *OneC) URL() string {
-	return s.server.url(s.prefix)
+	return s.server.URL(s.prefix)
 }
 
 // Close ends stalls, rolls back creates that have not committed (SlowCreate,
@@ -278,15 +283,15 @@ func (s *OneC) Close() {
 	s.mu.Lock()
 	s.closing = true // no background handler starts from now: see gateway504After
 	s.mu.Unlock()
-	s.server.close()
+	s.server.Close()
 	s.bg.Wait()
 }
 
 // Orders returns a snapshot of every order, in creation order.
-func (s *OneC) Orders() []OneCOrder {
+func (s *OneC) Orders() []Order {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]OneCOrder, len(s.orders))
+	out := make([]Order, len(s.orders))
 	for i, o := range s.orders {
 		out[i] = *o
 		out[i].Request.Lines = slices.Clone(o.Request.Lines)
@@ -330,12 +335,12 @@ type PlantedOrder struct {
 }
 
 // PlantOrder puts p into the base and returns it as held (its Ref is new).
-func (s *OneC) PlantOrder(p PlantedOrder) OneCOrder {
+func (s *OneC) PlantOrder(p PlantedOrder) Order {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seq++
 	now := s.now()
-	o := &OneCOrder{
+	o := &Order{
 		Ref:        uuid.NewString(),
 		Number:     p.Number,
 		Date:       p.Date,
@@ -360,18 +365,18 @@ func (s *OneC) PlantOrder(p PlantedOrder) OneCOrder {
 // SetTotal changes the total of the order ref, as an operator editing the document
 // in 1C does; false when the base holds no such order.
 func (s *OneC) SetTotal(ref string, total decimal.Decimal) bool {
-	return s.edit(ref, func(o *OneCOrder) { o.Total = total })
+	return s.edit(ref, func(o *Order) { o.Total = total })
 }
 
 // SetDate changes the document date of the order ref; false when there is none.
 func (s *OneC) SetDate(ref, date string) bool {
-	return s.edit(ref, func(o *OneCOrder) { o.Date = date })
+	return s.edit(ref, func(o *Order) { o.Date = date })
 }
 
 // MarkDeleted sets the order's deletion mark (ПометкаУдаления); false when the base
 // holds no such order. A marked order is still found and listed, with deleted true.
 func (s *OneC) MarkDeleted(ref string, deleted bool) bool {
-	return s.edit(ref, func(o *OneCOrder) { o.Deleted = deleted })
+	return s.edit(ref, func(o *Order) { o.Deleted = deleted })
 }
 
 // DeleteOrder removes the order ref from the base altogether, as deleting marked
@@ -388,7 +393,7 @@ func (s *OneC) DeleteOrder(ref string) bool {
 	return false
 }
 
-func (s *OneC) edit(ref string, fn func(*OneCOrder)) bool {
+func (s *OneC) edit(ref string, fn func(*Order)) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, o := range s.orders {
@@ -398,34 +403,6 @@ func (s *OneC) edit(ref string, fn func(*OneCOrder)) bool {
 		}
 	}
 	return false
-}
-
-// Inject queues a fault. It panics on an invalid fault (a mistake in a test).
-func (s *OneC) Inject(f Fault) {
-	if err := f.validate(); err != nil {
-		panic(err)
-	}
-	left := f.Times
-	if left == 0 {
-		left = 1
-	}
-	s.mu.Lock()
-	s.faults = append(s.faults, &queuedFault{Fault: f, left: left})
-	s.mu.Unlock()
-}
-
-// ClearFaults drops every queued fault.
-func (s *OneC) ClearFaults() {
-	s.mu.Lock()
-	s.faults = nil
-	s.mu.Unlock()
-}
-
-// PendingFaults is the number of queued faults that have not fired out.
-func (s *OneC) PendingFaults() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.faults)
 }
 
 // SetLatency changes the latency added to every request.
@@ -483,7 +460,7 @@ func (s *OneC) Sessions() int {
 }
 
 // Stats returns a snapshot of the counters.
-func (s *OneC) Stats() OneCStats {
+func (s *OneC) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stats
@@ -571,7 +548,7 @@ func (s *OneC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	f := s.takeFault(op, externalIDOf(op, r, body))
 	if f != nil {
-		s.log.InfoContext(r.Context(), "1c sim: fault fired", "op", op, "kind", f.Kind.String())
+		s.log.InfoContext(r.Context(), "1c sim: fault fired", "op", op, "kind", FaultName(*f))
 		if s.gatewayFault(w, r, f) {
 			return
 		}
@@ -597,7 +574,7 @@ func (s *OneC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// The module answers an exception of its own as the contract's error.
 			s.writeError(w, http.StatusInternalServerError, apiError{Code: "exception", Message: businessErrorText}, nil)
 			return
-		case Status422:
+		case "": // a plain status the gateway did not answer: 422
 			s.writeError(w, http.StatusUnprocessableEntity, apiError{Code: "rejected", Message: "Заказ отклонён обработчиком (внедрённая ошибка симулятора)"}, nil)
 			return
 		case Stall:
@@ -628,16 +605,23 @@ func (s *OneC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // gatewayFault answers the faults that happen before 1C runs the handler and
 // reports whether the request is finished.
-func (s *OneC) gatewayFault(w http.ResponseWriter, r *http.Request, f *Fault) bool {
+func (s *OneC) gatewayFault(w http.ResponseWriter, r *http.Request, f *sim.Fault) bool {
+	if f.Kind == "" {
+		switch f.Status {
+		case http.StatusServiceUnavailable:
+			s.writeText(w, http.StatusServiceUnavailable, "Сервис временно недоступен: сервер 1С:Предприятия не отвечает")
+		case http.StatusBadGateway:
+			s.writeText(w, http.StatusBadGateway, "Bad Gateway: ошибка при обращении к серверу 1С:Предприятия")
+		case http.StatusGatewayTimeout:
+			s.writeText(w, http.StatusGatewayTimeout, "Gateway Timeout: сервер 1С:Предприятия не ответил вовремя")
+		case http.StatusNotAcceptable:
+			s.writeText(w, http.StatusNotAcceptable, "Не удалось начать сеанс: нет свободной лицензии на сервере 1С:Предприятия или превышено число сеансов")
+		default:
+			return false
+		}
+		return true
+	}
 	switch f.Kind {
-	case Status503:
-		s.writeText(w, http.StatusServiceUnavailable, "Сервис временно недоступен: сервер 1С:Предприятия не отвечает")
-	case Status502:
-		s.writeText(w, http.StatusBadGateway, "Bad Gateway: ошибка при обращении к серверу 1С:Предприятия")
-	case Status504:
-		s.writeText(w, http.StatusGatewayTimeout, "Gateway Timeout: сервер 1С:Предприятия не ответил вовремя")
-	case Status406:
-		s.writeText(w, http.StatusNotAcceptable, "Не удалось начать сеанс: нет свободной лицензии на сервере 1С:Предприятия или превышено число сеансов")
 	case HTMLLogin200:
 		s.writeHTML(w, http.StatusOK, loginPage)
 	case HTML404:
@@ -717,24 +701,15 @@ func externalIDOf(op string, r *http.Request, body []byte) string {
 	return ""
 }
 
-func (s *OneC) takeFault(op, externalID string) *Fault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, q := range s.faults {
-		if !q.matches(op, externalID) {
-			continue
-		}
-		if q.left > 0 {
-			q.left--
-			if q.left == 0 {
-				s.faults = slices.Delete(s.faults, i, i+1)
-			}
-		}
-		s.stats.FaultsFired++
-		f := q.Fault
-		return &f
+func (s *OneC) takeFault(op, externalID string) *sim.Fault {
+	f, ok := s.Faults.Take(func(f sim.Fault) bool { return f.Matches(op, externalID) })
+	if !ok {
+		return nil
 	}
-	return nil
+	s.mu.Lock()
+	s.stats.FaultsFired++
+	s.mu.Unlock()
+	return &f
 }
 
 // wait sleeps d, or until the client gives up when d is 0 and untilGiveUp is set.
@@ -857,8 +832,8 @@ func (s *OneC) drop(w http.ResponseWriter) {
 // findLocked is 1C's search by the external-ID attribute: like a query of a real
 // base (and the reference module's lock key), it does not tell letter case apart,
 // so site:AB12 finds site:ab12's order too.
-func (s *OneC) findLocked(externalID string) []*OneCOrder {
-	var out []*OneCOrder
+func (s *OneC) findLocked(externalID string) []*Order {
+	var out []*Order
 	for _, o := range s.orders {
 		if strings.EqualFold(o.ExternalID, externalID) {
 			out = append(out, o)
@@ -908,14 +883,14 @@ func (s *OneC) serveList(w http.ResponseWriter, q url.Values) {
 	}
 	prefix := strings.ToLower(source + ":")
 	s.mu.Lock()
-	var found []*OneCOrder
+	var found []*Order
 	for _, o := range s.orders {
 		// 1C compares strings case-insensitively.
 		if strings.HasPrefix(strings.ToLower(o.ExternalID), prefix) && o.Date >= from && o.Date <= to {
 			found = append(found, o)
 		}
 	}
-	slices.SortStableFunc(found, func(a, b *OneCOrder) int {
+	slices.SortStableFunc(found, func(a, b *Order) int {
 		return cmp.Or(strings.Compare(a.Date, b.Date), strings.Compare(a.Number, b.Number))
 	})
 	list := make([]order1C, 0, len(found))
@@ -937,7 +912,7 @@ const lockTimeout = 20 * time.Second
 // text (a 1C exception) with status, or an {"error"} with status and the existing
 // order of a 409.
 type createResult struct {
-	order    *OneCOrder
+	order    *Order
 	status   int
 	text     string
 	problem  *apiError
@@ -1006,7 +981,7 @@ func (s *OneC) create(body []byte, hold time.Duration) createResult {
 	}
 	s.seq++
 	now := s.now()
-	o := &OneCOrder{
+	o := &Order{
 		Ref:        uuid.NewString(),
 		Number:     fmt.Sprintf("ЗК-%06d", s.seq),
 		Date:       now.In(s.loc).Format(dateLayout),
@@ -1133,7 +1108,7 @@ type order1C struct {
 	Cancelled  bool   `json:"cancelled"`
 }
 
-func toOrder1C(o *OneCOrder) order1C {
+func toOrder1C(o *Order) order1C {
 	return order1C{Ref: o.Ref, Number: o.Number, Date: o.Date, ExternalID: o.ExternalID, Posted: o.Posted, Deleted: o.Deleted,
 		Total: exact(o.Total), Currency: o.Currency, Cancelled: o.Cancelled}
 }

@@ -1,4 +1,4 @@
-package sim
+package wbsim
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 // wbClock is a clock the test moves by hand.
@@ -32,7 +34,7 @@ func (c *wbClock) Advance(d time.Duration) {
 func newWBStock(t *testing.T) (*Wildberries, string, *wbClock) {
 	t.Helper()
 	clk := &wbClock{t: wbNow}
-	s := NewWildberries(WildberriesOptions{Token: wbToken, Now: clk.Now})
+	s := New(Options{Token: wbToken, Now: clk.Now})
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	s.AddStockWarehouse(7001)
@@ -97,11 +99,11 @@ func TestWBCardsPagingListsEveryCardOnce(t *testing.T) {
 	for i := range 23 {
 		nm := int64(100 + i)
 		photos := i % 3 // a third without photos
-		s.AddCard(WBCard{
+		s.AddCard(Card{
 			NmID: nm, VendorCode: fmt.Sprintf("V-%d", nm), Photos: photos,
 			// several cards share an updatedAt: the cursor is (updatedAt, nmID)
 			UpdatedAt: wbNow.Add(-time.Duration(i/4) * time.Hour).Add(123456 * time.Nanosecond),
-			Sizes:     []WBSize{{ChrtID: nm * 10, Skus: []string{fmt.Sprint(nm * 1000)}}},
+			Sizes:     []Size{{ChrtID: nm * 10, Skus: []string{fmt.Sprint(nm * 1000)}}},
 		})
 		all = append(all, nm)
 		if photos > 0 {
@@ -157,7 +159,7 @@ func TestWBCardsListRejectsBadCursor(t *testing.T) {
 func TestWBCardsListRateLimit(t *testing.T) {
 	_, base, clk := newWBStock(t)
 	body := `{"settings":{"filter":{"withPhoto":-1},"cursor":{"limit":10}}}`
-	for i := range WBContentBurst {
+	for i := range ContentBurst {
 		if r := wbDo(t, http.MethodPost, base+"/content/v2/get/cards/list", body); r.status != http.StatusOK {
 			t.Fatalf("request %d within the burst: %d", i+1, r.status)
 		}
@@ -182,8 +184,8 @@ func stockBody(items ...[2]int64) string {
 
 func addStockCards(s *Wildberries, chrtIDs ...int64) {
 	for _, id := range chrtIDs {
-		s.AddCard(WBCard{NmID: id + 1_000_000, VendorCode: fmt.Sprintf("V%d", id),
-			Sizes: []WBSize{{ChrtID: id, Skus: []string{fmt.Sprintf("BC%d", id)}}}})
+		s.AddCard(Card{NmID: id + 1_000_000, VendorCode: fmt.Sprintf("V%d", id),
+			Sizes: []Size{{ChrtID: id, Skus: []string{fmt.Sprintf("BC%d", id)}}}})
 	}
 }
 
@@ -250,7 +252,7 @@ func TestWBStocksValidation(t *testing.T) {
 	s.SetStockLimit(0, 0)
 	addStockCards(s, 11, 12)
 	url := base + "/api/v3/stocks/7001"
-	many := make([][2]int64, WBStockMaxItems+1)
+	many := make([][2]int64, StockMaxItems+1)
 	for i := range many {
 		many[i] = [2]int64{11, 1}
 	}
@@ -272,10 +274,10 @@ func TestWBStocksValidation(t *testing.T) {
 		t.Error("a refused request wrote")
 	}
 	v := s.Violations()
-	if len(v) != 1 || v[0].Rule != WBRuleBatch || v[0].Op != WBOpStocksUpdate {
+	if len(v) != 1 || v[0].Rule != RuleBatch || v[0].Op != OpStocksUpdate {
 		t.Errorf("violations: %+v, want the 1001-item request", v)
 	}
-	if r := wbDo(t, http.MethodPut, url, stockBody(many[:WBStockMaxItems]...)); r.status != http.StatusNoContent {
+	if r := wbDo(t, http.MethodPut, url, stockBody(many[:StockMaxItems]...)); r.status != http.StatusNoContent {
 		t.Errorf("1000 items: %d", r.status)
 	}
 }
@@ -337,7 +339,7 @@ func TestWBStocksRateLimit(t *testing.T) {
 	s, base, clk := newWBStock(t)
 	addStockCards(s, 11)
 	url := base + "/api/v3/stocks/7001"
-	for i := range WBStockBurst {
+	for i := range StockBurst {
 		if r := wbDo(t, http.MethodPut, url, stockBody([2]int64{11, int64(i)})); r.status != http.StatusNoContent {
 			t.Fatalf("request %d of the burst: %d", i+1, r.status)
 		}
@@ -349,7 +351,7 @@ func TestWBStocksRateLimit(t *testing.T) {
 	if r.header.Get("X-Ratelimit-Retry") != "1" || r.header.Get("X-Ratelimit-Limit") != "20" || r.header.Get("X-Ratelimit-Remaining") != "0" {
 		t.Errorf("429 headers: %v", r.header)
 	}
-	if a, _ := s.StockAmount(7001, 11); a != WBStockBurst-1 {
+	if a, _ := s.StockAmount(7001, 11); a != StockBurst-1 {
 		t.Errorf("a 429 wrote: %d", a)
 	}
 	// One every 200 ms is the rate.
@@ -364,7 +366,7 @@ func TestWBStocksRateLimit(t *testing.T) {
 		t.Fatalf("100 ms after the last: %d, want 429", r.status)
 	}
 	st, v := s.StockStats(), s.Violations()
-	if st.Limited != 2 || len(v) != 2 || v[0].Rule != WBRuleRate || v[1].Op != WBOpStocksGet {
+	if st.Limited != 2 || len(v) != 2 || v[0].Rule != RuleRate || v[1].Op != OpStocksGet {
 		t.Errorf("stats %+v, violations %+v", st, v)
 	}
 	s.SetStockLimit(0, 0)
@@ -400,14 +402,14 @@ func TestWBStocksDroppedWrite(t *testing.T) {
 func TestWBStocksFaultsAndAuth(t *testing.T) {
 	s, base, _ := newWBStock(t)
 	url := base + "/api/v3/stocks/7001"
-	s.Inject(WBFault{Op: WBOpStocksUpdate, Status: http.StatusInternalServerError})
+	s.Faults.Add(1, sim.Fault{Op: OpStocksUpdate, Status: http.StatusInternalServerError})
 	if r := wbDo(t, http.MethodPut, url, stockBody([2]int64{11, 5})); r.status != http.StatusInternalServerError {
 		t.Errorf("injected: %d", r.status)
 	}
 	if r := wbDo(t, http.MethodPut, url, stockBody([2]int64{11, 5}), "wrong"); r.status != http.StatusUnauthorized {
 		t.Errorf("wrong token: %d", r.status)
 	}
-	if n := len(s.RequestsOf(WBOpStocksUpdate)); n != 2 {
+	if n := len(s.RequestsOf(OpStocksUpdate)); n != 2 {
 		t.Errorf("%d requests recorded", n)
 	}
 }

@@ -1,4 +1,4 @@
-package sim
+package wbsim
 
 import (
 	"encoding/json"
@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 var wbNow = time.Date(2026, 9, 16, 7, 0, 0, 0, time.UTC)
@@ -19,7 +21,7 @@ const wbToken = "wb-test-token"
 
 func newWB(t *testing.T) (*Wildberries, string) {
 	t.Helper()
-	s := NewWildberries(WildberriesOptions{Token: wbToken, Now: func() time.Time { return wbNow }})
+	s := New(Options{Token: wbToken, Now: func() time.Time { return wbNow }})
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	return s, ts.URL
@@ -88,7 +90,7 @@ func wbOrdersURL(base string, limit int, next int64, from, to time.Time) string 
 
 func wbAddOrders(s *Wildberries, n int, first int64, created time.Time) {
 	for i := range n {
-		s.AddOrder(WBOrder{
+		s.AddOrder(Order{
 			ID: first + int64(i), Article: fmt.Sprintf("ART-%d", i), Price: 100000 + int64(i), ConvertedPrice: 153099,
 			CurrencyCode: 643, ConvertedCurrencyCode: 643, CreatedAt: created.Add(time.Duration(i) * time.Minute),
 		})
@@ -133,9 +135,9 @@ func TestWildberriesOrdersPagination(t *testing.T) {
 func TestWildberriesOrdersPeriod(t *testing.T) {
 	t.Parallel()
 	s, base := newWB(t)
-	s.AddOrder(WBOrder{ID: 1, Article: "A", CreatedAt: wbNow.Add(-40 * 24 * time.Hour)})
-	s.AddOrder(WBOrder{ID: 2, Article: "B", CreatedAt: wbNow.Add(-10 * 24 * time.Hour)})
-	s.AddOrder(WBOrder{ID: 3, Article: "C", CreatedAt: wbNow.Add(-100 * 24 * time.Hour)}) // beyond 3 months
+	s.AddOrder(Order{ID: 1, Article: "A", CreatedAt: wbNow.Add(-40 * 24 * time.Hour)})
+	s.AddOrder(Order{ID: 2, Article: "B", CreatedAt: wbNow.Add(-10 * 24 * time.Hour)})
+	s.AddOrder(Order{ID: 3, Article: "C", CreatedAt: wbNow.Add(-100 * 24 * time.Hour)}) // beyond 3 months
 
 	idsOf := func(r wbReply) []int64 {
 		t.Helper()
@@ -168,11 +170,11 @@ func TestWildberriesOrdersPeriod(t *testing.T) {
 		t.Fatalf("ids older than 3 months = %v, want none", got)
 	}
 	// Exactly 30 days is allowed; one second more is not.
-	if r := wbDo(t, "GET", wbOrdersURL(base, 10, 0, wbNow.Add(-WBMaxWindow), wbNow), ""); r.status != 200 {
+	if r := wbDo(t, "GET", wbOrdersURL(base, 10, 0, wbNow.Add(-MaxWindow), wbNow), ""); r.status != 200 {
 		t.Fatalf("30-day period: status %d, want 200", r.status)
 	}
 	for name, u := range map[string]string{
-		"31 days":       wbOrdersURL(base, 10, 0, wbNow.Add(-WBMaxWindow-time.Second), wbNow),
+		"31 days":       wbOrdersURL(base, 10, 0, wbNow.Add(-MaxWindow-time.Second), wbNow),
 		"reversed":      wbOrdersURL(base, 10, 0, wbNow, wbNow.Add(-time.Hour)),
 		"no limit":      base + "/api/v3/orders?next=0",
 		"limit 1001":    base + "/api/v3/orders?limit=1001&next=0",
@@ -192,10 +194,10 @@ func TestWildberriesNewOrdersAndShapes(t *testing.T) {
 	t.Parallel()
 	s, base := newWB(t)
 	created := wbNow.Add(-time.Hour)
-	s.AddOrder(WBOrder{ID: 10, Article: "A", Price: 1014, ConvertedPrice: 28322, CurrencyCode: 933, ConvertedCurrencyCode: 643, CreatedAt: created, Comment: "в плёнку"})
-	s.AddOrder(WBOrder{ID: 11, Article: "B", CreatedAt: created, SupplierStatus: "confirm"})
-	s.AddOrder(WBOrder{ID: 12, Article: "C", CreatedAt: created, WBStatus: "declined_by_client"})
-	s.AddOrder(WBOrder{ID: 13, Article: "D", CreatedAt: created, Omit: []string{"article", "convertedPrice"}})
+	s.AddOrder(Order{ID: 10, Article: "A", Price: 1014, ConvertedPrice: 28322, CurrencyCode: 933, ConvertedCurrencyCode: 643, CreatedAt: created, Comment: "в плёнку"})
+	s.AddOrder(Order{ID: 11, Article: "B", CreatedAt: created, SupplierStatus: "confirm"})
+	s.AddOrder(Order{ID: 12, Article: "C", CreatedAt: created, WBStatus: "declined_by_client"})
+	s.AddOrder(Order{ID: 13, Article: "D", CreatedAt: created, Omit: []string{"article", "convertedPrice"}})
 
 	var p wbPage
 	wbDecode(t, wbDo(t, "GET", base+"/api/v3/orders/new", "").body, &p)
@@ -232,7 +234,7 @@ func TestWildberriesNewOrdersAndShapes(t *testing.T) {
 	}
 
 	// A malformed order is served verbatim.
-	s.AddOrder(WBOrder{ID: 14, Raw: json.RawMessage(`{"id":"fourteen","article":"E"}`)})
+	s.AddOrder(Order{ID: 14, Raw: json.RawMessage(`{"id":"fourteen","article":"E"}`)})
 	r := wbDo(t, "GET", base+"/api/v3/orders/new", "")
 	if !strings.Contains(string(r.body), `{"id":"fourteen","article":"E"}`) {
 		t.Fatalf("raw order not served verbatim: %s", r.body)
@@ -262,7 +264,7 @@ func TestWildberriesToken(t *testing.T) {
 	if got, want := len(reqs), 5; got != want {
 		t.Fatalf("%d requests recorded, want %d", got, want)
 	}
-	if reqs[0].Status != 401 || reqs[4].Status != 200 || reqs[0].Op != WBOpNew {
+	if reqs[0].Status != 401 || reqs[4].Status != 200 || reqs[0].Op != OpNew {
 		t.Fatalf("recorded %+v / %+v", reqs[0], reqs[4])
 	}
 }
@@ -271,7 +273,7 @@ func TestWildberriesFaults(t *testing.T) {
 	t.Parallel()
 	s, base := newWB(t)
 
-	s.Fail(1, http.StatusTooManyRequests, 1500*time.Millisecond)
+	s.Faults.Add(1, sim.Fault{Status: http.StatusTooManyRequests, RetryAfter: 1500 * time.Millisecond})
 	r := wbDo(t, "GET", base+"/api/v3/orders/new", "")
 	if r.status != 429 {
 		t.Fatalf("status %d, want 429", r.status)
@@ -285,7 +287,7 @@ func TestWildberriesFaults(t *testing.T) {
 		t.Fatalf("after the fault: status %d, want 200", r.status)
 	}
 
-	s.MalformNext(WBOpOrders, 1)
+	s.Faults.Add(1, sim.Fault{Op: OpOrders, Kind: sim.Malformed})
 	if r := wbDo(t, "GET", base+"/api/v3/orders/new", ""); r.status != 200 || !json.Valid(r.body) {
 		t.Fatalf("another op was hit by the malformed fault: %d %s", r.status, r.body)
 	}
@@ -294,7 +296,7 @@ func TestWildberriesFaults(t *testing.T) {
 		t.Fatalf("malformed page: status %d body %s, want 200 with invalid JSON", r.status, r.body)
 	}
 
-	s.Inject(WBFault{Op: WBOpStatus, After: 2, Status: http.StatusBadGateway})
+	s.Faults.Add(1, sim.Fault{Op: OpStatus, After: 2, Status: http.StatusBadGateway})
 	var got []int
 	for range 4 {
 		got = append(got, wbDo(t, "POST", base+"/api/v3/orders/status", `{"orders":[1]}`).status)
@@ -303,15 +305,15 @@ func TestWildberriesFaults(t *testing.T) {
 		t.Fatalf("statuses with After 2 = %v, want %v", got, want)
 	}
 
-	s.Fail(-1, http.StatusServiceUnavailable, 0)
+	s.Faults.Add(sim.Forever, sim.Fault{Status: http.StatusServiceUnavailable})
 	for range 3 {
 		if r := wbDo(t, "POST", base+"/api/v3/orders/status", `{"orders":[1]}`); r.status != 503 {
 			t.Fatalf("status %d, want 503 until cleared", r.status)
 		}
 	}
-	s.ClearFaults()
+	s.Faults.Clear()
 	if r := wbDo(t, "POST", base+"/api/v3/orders/status", `{"orders":[1]}`); r.status != 200 {
-		t.Fatalf("after ClearFaults: status %d, want 200", r.status)
+		t.Fatalf("after Faults.Clear: status %d, want 200", r.status)
 	}
 }
 
@@ -350,8 +352,8 @@ func TestWildberriesSupplies(t *testing.T) {
 	t.Parallel()
 	s, base := newWB(t)
 	wbAddOrders(s, 3, 1, wbNow)
-	s.AddOrder(WBOrder{ID: 4, Article: "KGT", CreatedAt: wbNow, CargoType: 3})
-	s.AddOrder(WBOrder{ID: 5, Article: "X", CreatedAt: wbNow, WBStatus: "canceled"})
+	s.AddOrder(Order{ID: 4, Article: "KGT", CreatedAt: wbNow, CargoType: 3})
+	s.AddOrder(Order{ID: 5, Article: "X", CreatedAt: wbNow, WBStatus: "canceled"})
 
 	create := func(name string) string {
 		t.Helper()
@@ -468,7 +470,7 @@ func TestWildberriesSupplies(t *testing.T) {
 
 func TestWildberriesStart(t *testing.T) {
 	t.Parallel()
-	s := NewWildberries(WildberriesOptions{})
+	s := New(Options{})
 	if s.URL() != "" {
 		t.Fatalf("URL before Start = %q", s.URL())
 	}

@@ -1,4 +1,4 @@
-package sim
+package kaspisim
 
 import (
 	"cmp"
@@ -19,24 +19,24 @@ import (
 	"github.com/shopspring/decimal"
 )
 
-// KaspiFeedNamespace is the namespace of Kaspi's price list (kaspi_catalog).
-const KaspiFeedNamespace = "kaspiShopping"
+// FeedNamespace is the namespace of Kaspi's price list (kaspi_catalog).
+const FeedNamespace = "kaspiShopping"
 
-// KaspiFeedMaxBytes is the largest price list a KaspiFeedPuller reads by default.
-const KaspiFeedMaxBytes = 256 << 20
+// FeedMaxBytes is the largest price list a FeedPuller reads by default.
+const FeedMaxBytes = 256 << 20
 
-// KaspiFeedOptions configure a KaspiFeedPuller.
-type KaspiFeedOptions struct {
+// FeedOptions configure a FeedPuller.
+type FeedOptions struct {
 	// Client makes the requests (default: one with a 60-second timeout). Go's
 	// transport asks for gzip and unpacks it unless the client disables it.
 	Client *http.Client
-	// MaxBytes bounds the body read (default KaspiFeedMaxBytes).
+	// MaxBytes bounds the body read (default FeedMaxBytes).
 	MaxBytes int64
 	// Now is the clock of PulledAt (default time.Now).
 	Now func() time.Time
 }
 
-// KaspiFeedPuller is Kaspi pulling a seller's price list from the URL set in the
+// FeedPuller is Kaspi pulling a seller's price list from the URL set in the
 // merchant cabinet: each Pull is a GET carrying If-None-Match and If-Modified-Since
 // from the last 200, as a puller that saves bandwidth does; a 200 is read whole and
 // checked by Kaspi's rules (root kaspi_catalog in the kaspiShopping namespace,
@@ -45,24 +45,24 @@ type KaspiFeedOptions struct {
 // stockCount, and a price in whole tenge above zero). A price list that breaks one
 // is refused like Kaspi refuses it: the catalog last read stays, and so do the
 // validators, so the next pull fetches the list again.
-type KaspiFeedPuller struct {
+type FeedPuller struct {
 	url  string
-	opts KaspiFeedOptions
+	opts FeedOptions
 
 	mu           sync.Mutex
 	etag         string
 	lastModified string
-	catalog      *KaspiCatalog
-	stats        KaspiFeedStats
+	catalog      *Catalog
+	stats        FeedStats
 }
 
-// KaspiCatalog is a price list as the puller last read it.
-type KaspiCatalog struct {
+// Catalog is a price list as the puller last read it.
+type Catalog struct {
 	Date       string // the date attribute as written
 	Company    string
 	MerchantID string
 	// Offers by SKU; SKUs in the file's order.
-	Offers map[string]KaspiFeedOffer
+	Offers map[string]FeedOffer
 	SKUs   []string
 	// ETag and LastModified are the 200's validators.
 	ETag         string
@@ -71,27 +71,27 @@ type KaspiCatalog struct {
 	PulledAt     time.Time
 }
 
-// KaspiFeedOffer is one offer of a price list.
-type KaspiFeedOffer struct {
+// FeedOffer is one offer of a price list.
+type FeedOffer struct {
 	SKU   string
 	Model string
 	Brand string
 	Price decimal.Decimal // whole tenge
 	// Stores by storeId; StoreIDs in the file's order.
-	Stores   map[string]KaspiFeedAvailability
+	Stores   map[string]FeedAvailability
 	StoreIDs []string
 }
 
-// KaspiFeedAvailability is one pickup point of an offer.
-type KaspiFeedAvailability struct {
+// FeedAvailability is one pickup point of an offer.
+type FeedAvailability struct {
 	Available bool
 	// StockCount is the stockCount attribute; HasCount is false when it is absent.
 	StockCount int64
 	HasCount   bool
 }
 
-// KaspiFeedPull is what one Pull saw.
-type KaspiFeedPull struct {
+// FeedPull is what one Pull saw.
+type FeedPull struct {
 	Status int // the HTTP status
 	// Changed: a 200 whose catalog was read (a 304 or a failure leaves it as it was).
 	Changed bool
@@ -101,8 +101,8 @@ type KaspiFeedPull struct {
 	Retry   string // a failure's Retry-After, if any
 }
 
-// KaspiFeedStats counts pulls.
-type KaspiFeedStats struct {
+// FeedStats counts pulls.
+type FeedStats struct {
 	Pulls       int // every Pull
 	OK          int // 200s read and accepted
 	NotModified int // 304s
@@ -111,22 +111,22 @@ type KaspiFeedStats struct {
 	LastStatus  int // the last answer's status, 0 after a transport error
 }
 
-// NewKaspiFeedPuller returns a puller of the price list at url.
-func NewKaspiFeedPuller(url string, opts KaspiFeedOptions) *KaspiFeedPuller {
+// NewFeedPuller returns a puller of the price list at url.
+func NewFeedPuller(url string, opts FeedOptions) *FeedPuller {
 	if opts.Client == nil {
 		opts.Client = &http.Client{Timeout: 60 * time.Second}
 	}
-	opts.MaxBytes = cmp.Or(opts.MaxBytes, KaspiFeedMaxBytes)
+	opts.MaxBytes = cmp.Or(opts.MaxBytes, FeedMaxBytes)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &KaspiFeedPuller{url: url, opts: opts}
+	return &FeedPuller{url: url, opts: opts}
 }
 
 // Pull fetches the price list once. The error says why a pull brought nothing new
 // other than a 304: a transport error, a status other than 200 and 304, or a price
 // list Kaspi would refuse.
-func (p *KaspiFeedPuller) Pull(ctx context.Context) (KaspiFeedPull, error) {
+func (p *FeedPuller) Pull(ctx context.Context) (FeedPull, error) {
 	p.mu.Lock()
 	p.stats.Pulls++
 	etag, lastModified := p.etag, p.lastModified
@@ -138,7 +138,7 @@ func (p *KaspiFeedPuller) Pull(ctx context.Context) (KaspiFeedPull, error) {
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
 	if err != nil {
-		return p.failed(KaspiFeedPull{Offers: held}, fmt.Errorf("kaspi feed pull: %w", err))
+		return p.failed(FeedPull{Offers: held}, fmt.Errorf("kaspi feed pull: %w", err))
 	}
 	req.Header.Set("User-Agent", "ordersync-sim-kaspi-feed-puller")
 	if etag != "" {
@@ -149,10 +149,10 @@ func (p *KaspiFeedPuller) Pull(ctx context.Context) (KaspiFeedPull, error) {
 	}
 	resp, err := p.opts.Client.Do(req)
 	if err != nil {
-		return p.failed(KaspiFeedPull{Offers: held}, fmt.Errorf("kaspi feed pull: %w", err))
+		return p.failed(FeedPull{Offers: held}, fmt.Errorf("kaspi feed pull: %w", err))
 	}
 	defer resp.Body.Close()
-	res := KaspiFeedPull{Status: resp.StatusCode, Offers: held, Gzip: resp.Uncompressed}
+	res := FeedPull{Status: resp.StatusCode, Offers: held, Gzip: resp.Uncompressed}
 
 	switch resp.StatusCode {
 	case http.StatusNotModified:
@@ -174,7 +174,7 @@ func (p *KaspiFeedPuller) Pull(ctx context.Context) (KaspiFeedPull, error) {
 	}
 
 	body := &countingReader{r: io.LimitReader(resp.Body, p.opts.MaxBytes+1)}
-	var cat *KaspiCatalog
+	var cat *Catalog
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/xml" && mt != "text/xml" {
 		err = fmt.Errorf("Content-Type %q is not XML", resp.Header.Get("Content-Type"))
 	} else {
@@ -204,7 +204,7 @@ func (p *KaspiFeedPuller) Pull(ctx context.Context) (KaspiFeedPull, error) {
 	return res, nil
 }
 
-func (p *KaspiFeedPuller) failed(res KaspiFeedPull, err error) (KaspiFeedPull, error) {
+func (p *FeedPuller) failed(res FeedPull, err error) (FeedPull, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stats.Failed++
@@ -213,11 +213,11 @@ func (p *KaspiFeedPuller) failed(res KaspiFeedPull, err error) (KaspiFeedPull, e
 }
 
 // Catalog returns the price list last read, false before the first.
-func (p *KaspiFeedPuller) Catalog() (KaspiCatalog, bool) {
+func (p *FeedPuller) Catalog() (Catalog, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.catalog == nil {
-		return KaspiCatalog{}, false
+		return Catalog{}, false
 	}
 	c := *p.catalog
 	c.Offers = maps.Clone(c.Offers)
@@ -225,18 +225,18 @@ func (p *KaspiFeedPuller) Catalog() (KaspiCatalog, bool) {
 }
 
 // Offer returns one offer of the price list last read.
-func (p *KaspiFeedPuller) Offer(sku string) (KaspiFeedOffer, bool) {
+func (p *FeedPuller) Offer(sku string) (FeedOffer, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.catalog == nil {
-		return KaspiFeedOffer{}, false
+		return FeedOffer{}, false
 	}
 	o, ok := p.catalog.Offers[sku]
 	return o, ok
 }
 
 // Stats returns the pull counters.
-func (p *KaspiFeedPuller) Stats() KaspiFeedStats {
+func (p *FeedPuller) Stats() FeedStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.stats
@@ -244,7 +244,7 @@ func (p *KaspiFeedPuller) Stats() KaspiFeedStats {
 
 // Forget drops the validators, so the next pull fetches the list whole (Kaspi
 // does not promise to send them).
-func (p *KaspiFeedPuller) Forget() {
+func (p *FeedPuller) Forget() {
 	p.mu.Lock()
 	p.etag, p.lastModified = "", ""
 	p.mu.Unlock()
@@ -282,9 +282,9 @@ var (
 )
 
 // parseKaspiCatalog reads a price list, offer by offer, and checks Kaspi's rules.
-func parseKaspiCatalog(r io.Reader) (*KaspiCatalog, error) {
+func parseKaspiCatalog(r io.Reader) (*Catalog, error) {
 	d := xml.NewDecoder(r)
-	cat := &KaspiCatalog{Offers: map[string]KaspiFeedOffer{}}
+	cat := &Catalog{Offers: map[string]FeedOffer{}}
 	depth := 0
 	var inOffers, sawRoot, sawOffers, sawCompany, sawMerchant bool
 	for {
@@ -300,8 +300,8 @@ func parseKaspiCatalog(r io.Reader) (*KaspiCatalog, error) {
 			depth++
 			switch {
 			case depth == 1:
-				if t.Name.Space != KaspiFeedNamespace || t.Name.Local != "kaspi_catalog" {
-					return nil, fmt.Errorf("the root is {%s}%s, want {%s}kaspi_catalog", t.Name.Space, t.Name.Local, KaspiFeedNamespace)
+				if t.Name.Space != FeedNamespace || t.Name.Local != "kaspi_catalog" {
+					return nil, fmt.Errorf("the root is {%s}%s, want {%s}kaspi_catalog", t.Name.Space, t.Name.Local, FeedNamespace)
 				}
 				sawRoot = true
 				for _, a := range t.Attr {
@@ -312,8 +312,8 @@ func parseKaspiCatalog(r io.Reader) (*KaspiCatalog, error) {
 				if strings.TrimSpace(cat.Date) == "" {
 					return nil, errors.New("kaspi_catalog has no date")
 				}
-			case depth == 2 && t.Name.Space != KaspiFeedNamespace:
-				return nil, fmt.Errorf("element {%s}%s is not in the %s namespace", t.Name.Space, t.Name.Local, KaspiFeedNamespace)
+			case depth == 2 && t.Name.Space != FeedNamespace:
+				return nil, fmt.Errorf("element {%s}%s is not in the %s namespace", t.Name.Space, t.Name.Local, FeedNamespace)
 			case depth == 2 && (t.Name.Local == "company" || t.Name.Local == "merchantid"):
 				var s string
 				if err := d.DecodeElement(&s, &t); err != nil {
@@ -333,7 +333,7 @@ func parseKaspiCatalog(r io.Reader) (*KaspiCatalog, error) {
 					return nil, errors.New("two offers elements")
 				}
 				inOffers, sawOffers = true, true
-			case depth == 3 && inOffers && t.Name.Space == KaspiFeedNamespace && t.Name.Local == "offer":
+			case depth == 3 && inOffers && t.Name.Space == FeedNamespace && t.Name.Local == "offer":
 				var ox kaspiFeedOfferXML
 				if err := d.DecodeElement(&ox, &t); err != nil {
 					return nil, fmt.Errorf("offer %d: %w", len(cat.SKUs)+1, err)
@@ -376,11 +376,11 @@ func parseKaspiCatalog(r io.Reader) (*KaspiCatalog, error) {
 	return cat, nil
 }
 
-func (ox kaspiFeedOfferXML) offer() (KaspiFeedOffer, error) {
+func (ox kaspiFeedOfferXML) offer() (FeedOffer, error) {
 	if ox.SKU == nil || strings.TrimSpace(*ox.SKU) == "" {
-		return KaspiFeedOffer{}, errors.New("no sku")
+		return FeedOffer{}, errors.New("no sku")
 	}
-	o := KaspiFeedOffer{SKU: *ox.SKU, Brand: ox.Brand, Stores: map[string]KaspiFeedAvailability{}}
+	o := FeedOffer{SKU: *ox.SKU, Brand: ox.Brand, Stores: map[string]FeedAvailability{}}
 	at := func(format string, a ...any) error {
 		return fmt.Errorf("sku %q: "+format, append([]any{o.SKU}, a...)...)
 	}
@@ -408,7 +408,7 @@ func (ox kaspiFeedOfferXML) offer() (KaspiFeedOffer, error) {
 		if _, dup := o.Stores[id]; dup {
 			return o, at("store %s appears twice", id)
 		}
-		var av KaspiFeedAvailability
+		var av FeedAvailability
 		switch {
 		case a.Available == nil:
 			return o, at("store %s: no available attribute", id)

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// upRetryFor is how long up keeps trying to bind the address again, and
+// upRetryFor is how long Up keeps trying to bind the address again, and
 // upRetryEvery how often: the port of a just-closed listener may still be held for
 // a moment (a listener not yet closed by a racing down, another process).
 const (
@@ -18,10 +18,10 @@ const (
 	upRetryEvery = 10 * time.Millisecond
 )
 
-// server is the HTTP server a simulator's Start runs: started once, its address
+// Server is the HTTP server a simulator's Start runs: started once, its address
 // readable while it runs, taken down and brought up again on the same address any
 // number of times, closed any number of times. The zero value is ready.
-type server struct {
+type Server struct {
 	// op serialises down and up, so that two of them never race for the port.
 	op sync.Mutex
 
@@ -33,15 +33,15 @@ type server struct {
 	srv     *http.Server // nil while down
 	started bool
 	closed  bool
-	done    chan struct{} // closed by close, once started
+	done    chan struct{} // closed by Close, once started
 	downGen int           // counts downs, so a timed up knows whether its down still holds
 	wg      sync.WaitGroup
 }
 
-// start listens on addr and serves h in the background. name begins its errors
+// Start listens on addr and serves h in the background. name begins its errors
 // ("sim: name: …"); log, when not nil, is told of a serve error other than the
-// server being closed. A second start is an error, even after close.
-func (s *server) start(name, addr string, h http.Handler, log *slog.Logger) error {
+// server being closed. A second Start is an error, even after Close.
+func (s *Server) Start(name, addr string, h http.Handler, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("sim: %s: listen %s: %w", name, addr, err)
@@ -61,7 +61,7 @@ func (s *server) start(name, addr string, h http.Handler, log *slog.Logger) erro
 }
 
 // serveLocked serves on ln in the background; s.mu is held.
-func (s *server) serveLocked(ln net.Listener) {
+func (s *Server) serveLocked(ln net.Listener) {
 	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
 	s.srv = srv
 	name, log := s.name, s.log
@@ -72,27 +72,27 @@ func (s *server) serveLocked(ln net.Listener) {
 	})
 }
 
-// addr is the listening address after start (also while down or after close), ""
+// Addr is the listening address after Start (also while down or after Close), ""
 // before.
-func (s *server) addr() string {
+func (s *Server) Addr() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.address
 }
 
-// url is "http://", the listening address and suffix after start, "" before.
-func (s *server) url(suffix string) string {
-	a := s.addr()
+// URL is "http://", the listening address and suffix after Start, "" before.
+func (s *Server) URL(suffix string) string {
+	a := s.Addr()
 	if a == "" {
 		return ""
 	}
 	return "http://" + a + suffix
 }
 
-// down stops listening and closes every connection, idle or not, so that new
+// Down stops listening and closes every connection, idle or not, so that new
 // connections are refused and requests in flight are cut; their handlers run on.
 // It reports whether the server was up.
-func (s *server) down() (bool, error) {
+func (s *Server) Down() (bool, error) {
 	s.op.Lock()
 	defer s.op.Unlock()
 	s.mu.Lock()
@@ -111,9 +111,9 @@ func (s *server) down() (bool, error) {
 	return true, nil
 }
 
-// up listens again on the address of start and serves, retrying the bind for a
+// Up listens again on the address of Start and serves, retrying the bind for a
 // while. It is a no-op when the server is up.
-func (s *server) up() error {
+func (s *Server) Up() error {
 	s.op.Lock()
 	defer s.op.Unlock()
 	s.mu.Lock()
@@ -152,11 +152,11 @@ func (s *server) up() error {
 	return nil
 }
 
-// downFor takes the server down and brings it up again after d, unless it is
+// DownFor takes the server down and brings it up again after d, unless it is
 // brought up and down again meanwhile, or closed. It reports whether the server was
 // up.
-func (s *server) downFor(d time.Duration) (bool, error) {
-	wasUp, err := s.down()
+func (s *Server) DownFor(d time.Duration) (bool, error) {
+	wasUp, err := s.Down()
 	if err != nil {
 		return false, err
 	}
@@ -178,14 +178,14 @@ func (s *server) downFor(d time.Duration) (bool, error) {
 		if !current {
 			return
 		}
-		if err := s.up(); err != nil && log != nil {
+		if err := s.Up(); err != nil && log != nil {
 			log.Error(name+" sim: come back up", "err", err)
 		}
 	})
 	return wasUp, nil
 }
 
-func (s *server) usableLocked() error {
+func (s *Server) usableLocked() error {
 	switch {
 	case !s.started:
 		return fmt.Errorf("sim: not started")
@@ -195,10 +195,10 @@ func (s *server) usableLocked() error {
 	return nil
 }
 
-// close stops the server started by start and waits for its own goroutines (not
-// for handlers). It is safe to call twice and while down; before start it does
+// Close stops the server started by Start and waits for its own goroutines (not
+// for handlers). It is safe to call twice and while down; before Start it does
 // nothing.
-func (s *server) close() {
+func (s *Server) Close() {
 	s.mu.Lock()
 	if !s.started {
 		s.mu.Unlock()

@@ -1,10 +1,11 @@
-package sim
+package webhooksim
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/outbox/webhook"
+	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/stdwebhook"
 )
 
@@ -24,7 +26,7 @@ const (
 	sinkSecret2 = "whsec_bmV3LXNlY3JldC1mb3Itb3JkZXJzeW5jLXRlc3RzISE="
 )
 
-func newSink(t *testing.T, opts WebhookSinkOptions) (*WebhookSink, string) {
+func newSink(t *testing.T, opts Options) (*Sink, string) {
 	t.Helper()
 	if opts.Secrets == nil {
 		opts.Secrets = []string{sinkSecret}
@@ -32,9 +34,9 @@ func newSink(t *testing.T, opts WebhookSinkOptions) (*WebhookSink, string) {
 	if opts.Now == nil {
 		opts.Now = func() time.Time { return testNow }
 	}
-	s, err := NewWebhookSink(opts)
+	s, err := New(opts)
 	if err != nil {
-		t.Fatalf("NewWebhookSink: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
@@ -49,6 +51,46 @@ func envelope(eventID, aggregate string, seq int64) string {
 
 // deliver POSTs body signed with secret (whsec_ text) at ts, as event id; extra
 // headers (name, value pairs) replace the signed ones.
+var testNow = time.Date(2026, 9, 16, 5, 0, 0, 0, time.UTC)
+
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// send makes one request on a fresh connection; headers come as name, value pairs.
+func send(t *testing.T, method, url, body string, headers ...string) (reply, error) {
+	t.Helper()
+	return sendCtx(context.Background(), t, method, url, body, headers...)
+}
+
+func sendCtx(ctx context.Context, t *testing.T, method, url, body string, headers ...string) (reply, error) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		t.Fatalf("new request: %v", err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Add(headers[i], headers[i+1])
+	}
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return reply{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return reply{}, err
+	}
+	return reply{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
 func deliver(t *testing.T, url, secret, id string, ts time.Time, body string, extra ...string) reply {
 	t.Helper()
 	rep, err := tryDeliver(t, url, secret, id, ts, body, extra...)
@@ -74,7 +116,7 @@ func tryDeliver(t *testing.T, url, secret, id string, ts time.Time, body string,
 
 func TestWebhookSinkVerifiesTestVector(t *testing.T) {
 	t.Parallel()
-	s, err := NewWebhookSink(WebhookSinkOptions{Secrets: []string{sinkSecret},
+	s, err := New(Options{Secrets: []string{sinkSecret},
 		Now: func() time.Time { return time.Unix(1614265330, 0) }})
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +135,7 @@ func TestWebhookSinkVerifiesTestVector(t *testing.T) {
 
 func TestWebhookSinkRecords(t *testing.T) {
 	t.Parallel()
-	s, url := newSink(t, WebhookSinkOptions{})
+	s, url := newSink(t, Options{})
 	sends := []struct {
 		id, agg string
 		seq     int64
@@ -161,7 +203,7 @@ func TestWebhookSinkRejects(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s, url := newSink(t, WebhookSinkOptions{MaxBody: 1024})
+			s, url := newSink(t, Options{MaxBody: 1024})
 			rep := deliver(t, url, tc.secret, tc.id, tc.ts, tc.body, tc.extra...)
 			if rep.status != tc.status {
 				t.Errorf("status %d, want %d (%s)", rep.status, tc.status, rep.body)
@@ -172,7 +214,7 @@ func TestWebhookSinkRejects(t *testing.T) {
 		})
 	}
 	// No signature headers at all.
-	s, url := newSink(t, WebhookSinkOptions{})
+	s, url := newSink(t, Options{})
 	if rep, err := send(t, http.MethodPost, url, envelope("e1", "a", 1)); err != nil || rep.status != 401 {
 		t.Errorf("unsigned: %v %v", rep.status, err)
 	}
@@ -186,7 +228,7 @@ func TestWebhookSinkRejects(t *testing.T) {
 
 func TestWebhookSinkRotatedSecrets(t *testing.T) {
 	t.Parallel()
-	s, url := newSink(t, WebhookSinkOptions{Secrets: []string{sinkSecret2, sinkSecret}})
+	s, url := newSink(t, Options{Secrets: []string{sinkSecret2, sinkSecret}})
 	for i, sec := range []string{sinkSecret, sinkSecret2} {
 		id := "e" + strconv.Itoa(i)
 		if rep := deliver(t, url, sec, id, testNow, envelope(id, "a", int64(i))); rep.status != 204 {
@@ -196,7 +238,7 @@ func TestWebhookSinkRotatedSecrets(t *testing.T) {
 	if s.Count() != 2 {
 		t.Errorf("count %d, want 2", s.Count())
 	}
-	if _, err := NewWebhookSink(WebhookSinkOptions{Secrets: []string{"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}); err == nil ||
+	if _, err := New(Options{Secrets: []string{"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}); err == nil ||
 		strings.Contains(err.Error(), "MfKQ") {
 		t.Errorf("secret without prefix: err = %v", err)
 	}
@@ -204,8 +246,8 @@ func TestWebhookSinkRotatedSecrets(t *testing.T) {
 
 func TestWebhookSinkFaults(t *testing.T) {
 	t.Parallel()
-	s, url := newSink(t, WebhookSinkOptions{})
-	s.FailNext(2, http.StatusServiceUnavailable, "7")
+	s, url := newSink(t, Options{})
+	s.Faults.Add(2, sim.Fault{Status: http.StatusServiceUnavailable, RetryAfter: 7 * time.Second})
 	var statuses []int
 	for i := range 3 {
 		id := "e" + strconv.Itoa(i)
@@ -219,7 +261,7 @@ func TestWebhookSinkFaults(t *testing.T) {
 		t.Errorf("statuses %v, want 503 503 204", statuses)
 	}
 	// A bad signature neither uses up an injected failure nor counts as one.
-	s.FailNext(1, http.StatusTooManyRequests, "")
+	s.Faults.Add(1, sim.Fault{Status: http.StatusTooManyRequests})
 	deliver(t, url, sinkSecret2, "x", testNow, envelope("x", "a", 9))
 	if rep := deliver(t, url, sinkSecret, "e9", testNow, envelope("e9", "a", 9)); rep.status != 429 || rep.header.Get("Retry-After") != "" {
 		t.Errorf("status %d Retry-After %q, want 429 without", rep.status, rep.header.Get("Retry-After"))
@@ -237,7 +279,7 @@ func TestWebhookSinkFaults(t *testing.T) {
 
 func TestWebhookSinkLatency(t *testing.T) {
 	t.Parallel()
-	s, url := newSink(t, WebhookSinkOptions{})
+	s, url := newSink(t, Options{})
 	s.SetLatency(time.Hour)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -263,7 +305,7 @@ func TestWebhookSinkLatency(t *testing.T) {
 
 func TestWebhookSinkStartConcurrent(t *testing.T) {
 	t.Parallel()
-	s, err := NewWebhookSink(WebhookSinkOptions{Secrets: []string{sinkSecret}})
+	s, err := New(Options{Secrets: []string{sinkSecret}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +349,7 @@ func TestWebhookSinkStartConcurrent(t *testing.T) {
 // signature and on what failures mean.
 func TestWebhookSinkWithPublisher(t *testing.T) {
 	t.Parallel()
-	s, url := newSink(t, WebhookSinkOptions{Secrets: []string{sinkSecret2}})
+	s, url := newSink(t, Options{Secrets: []string{sinkSecret2}})
 	p, err := webhook.New(webhook.Config{
 		Name: "crm", URL: url, Now: func() time.Time { return testNow },
 		Secrets: []stdwebhook.Secret{stdwebhook.MustParseSecret(sinkSecret2), stdwebhook.MustParseSecret(sinkSecret)},
@@ -321,10 +363,10 @@ func TestWebhookSinkWithPublisher(t *testing.T) {
 	if err := p.Publish(ctx, rec); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
-	s.FailNext(1, http.StatusTooManyRequests, "12")
+	s.Faults.Add(1, sim.Fault{Status: http.StatusTooManyRequests, RetryAfter: 12 * time.Second})
 	var de *outbox.DeliveryError
 	if err := p.Publish(ctx, rec); !errors.As(err, &de) || de.RetryAfter != 12*time.Second {
-		t.Errorf("after FailNext 429: err = %v, want RetryAfter 12s", err)
+		t.Errorf("after a 429 fault: err = %v, want RetryAfter 12s", err)
 	}
 	s.Gone()
 	if err := p.Publish(ctx, rec); !errors.As(err, &de) || !de.Disable {

@@ -1,4 +1,4 @@
-package sim
+package onecsim
 
 import (
 	"bytes"
@@ -11,14 +11,16 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 // controlPrefix is where the control endpoints live, outside the publication and
 // without authentication, latency or faults:
 //
-//	GET    /_sim/orders           every order, in creation order (OneCOrder JSON)
-//	GET    /_sim/stats            OneCStats
-//	POST   /_sim/faults           queue a Fault: {"op","kind":"drop_after_create","times","delay":"2s","hold":"4s","external_id"}
+//	GET    /_sim/orders           every order, in creation order (Order JSON)
+//	GET    /_sim/stats            Stats
+//	POST   /_sim/faults           queue a fault (ControlFault): {"op","kind":"drop_after_create","times","delay":"2s","hold":"4s","external_id"}
 //	DELETE /_sim/faults           drop every queued fault
 //	POST   /_sim/latency          {"latency":"200ms"}
 //	POST   /_sim/known_skus       {"known_skus":["SKU-1",…]}; null accepts every SKU
@@ -44,15 +46,15 @@ func (s *OneC) serveControl(w http.ResponseWriter, r *http.Request) {
 	case "GET stats":
 		s.writeControl(w, http.StatusOK, s.Stats())
 	case "POST faults":
-		var f Fault
+		var f ControlFault
 		if err := json.Unmarshal(body, &f); err != nil {
 			bad(err)
 			return
 		}
-		s.Inject(f)
+		s.Faults.Add(f.count(), f.Fault)
 		s.writeControl(w, http.StatusOK, f)
 	case "DELETE faults":
-		s.ClearFaults()
+		s.Faults.Clear()
 		s.writeControl(w, http.StatusOK, map[string]bool{"ok": true})
 	case "POST latency":
 		var v struct {
@@ -179,26 +181,26 @@ func (s *OneC) writeControl(w http.ResponseWriter, status int, v any) {
 	w.Write(b)
 }
 
-// OneCRemote drives a simulated 1C base running in another process through its
+// Remote drives a simulated 1C base running in another process through its
 // control endpoints.
-type OneCRemote struct {
+type Remote struct {
 	root string
 	hc   *http.Client
 }
 
-// NewOneCRemote returns a remote for the simulator serving at serverURL; only the
+// NewRemote returns a remote for the simulator serving at serverURL; only the
 // scheme and host are used, so the service's base URL works too.
-func NewOneCRemote(serverURL string) (*OneCRemote, error) {
+func NewRemote(serverURL string) (*Remote, error) {
 	u, err := url.Parse(serverURL)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("sim: 1c remote: %q is not an http URL", serverURL)
 	}
-	return &OneCRemote{root: u.Scheme + "://" + u.Host, hc: &http.Client{Timeout: 30 * time.Second}}, nil
+	return &Remote{root: u.Scheme + "://" + u.Host, hc: &http.Client{Timeout: 30 * time.Second}}, nil
 }
 
 // Orders returns every order the simulator holds, Request parsed from Body.
-func (c *OneCRemote) Orders(ctx context.Context) ([]OneCOrder, error) {
-	var out []OneCOrder
+func (c *Remote) Orders(ctx context.Context) ([]Order, error) {
+	var out []Order
 	if err := c.do(ctx, http.MethodGet, "orders", nil, &out); err != nil {
 		return nil, err
 	}
@@ -211,7 +213,7 @@ func (c *OneCRemote) Orders(ctx context.Context) ([]OneCOrder, error) {
 }
 
 // CountExternal is the number of orders holding externalID.
-func (c *OneCRemote) CountExternal(ctx context.Context, externalID string) (int, error) {
+func (c *Remote) CountExternal(ctx context.Context, externalID string) (int, error) {
 	orders, err := c.Orders(ctx)
 	if err != nil {
 		return 0, err
@@ -226,34 +228,38 @@ func (c *OneCRemote) CountExternal(ctx context.Context, externalID string) (int,
 }
 
 // Stats returns the simulator's counters.
-func (c *OneCRemote) Stats(ctx context.Context) (OneCStats, error) {
-	var st OneCStats
+func (c *Remote) Stats(ctx context.Context) (Stats, error) {
+	var st Stats
 	err := c.do(ctx, http.MethodGet, "stats", nil, &st)
 	return st, err
 }
 
-// Inject queues a fault.
-func (c *OneCRemote) Inject(ctx context.Context, f Fault) error {
-	return c.do(ctx, http.MethodPost, "faults", f, nil)
+// AddFaults queues f for the next n requests it matches (sim.Forever: every one),
+// as OneC.Faults.Add does; n = 0 queues nothing.
+func (c *Remote) AddFaults(ctx context.Context, n int, f sim.Fault) error {
+	if n == 0 {
+		return nil
+	}
+	return c.do(ctx, http.MethodPost, "faults", ControlFault{Fault: f, Times: n}, nil)
 }
 
 // ClearFaults drops every queued fault.
-func (c *OneCRemote) ClearFaults(ctx context.Context) error {
+func (c *Remote) ClearFaults(ctx context.Context) error {
 	return c.do(ctx, http.MethodDelete, "faults", nil, nil)
 }
 
 // SetLatency changes the latency added to every request.
-func (c *OneCRemote) SetLatency(ctx context.Context, d time.Duration) error {
+func (c *Remote) SetLatency(ctx context.Context, d time.Duration) error {
 	return c.do(ctx, http.MethodPost, "latency", map[string]string{"latency": d.String()}, nil)
 }
 
 // SetKnownSKUs replaces the catalogue; nil accepts every SKU.
-func (c *OneCRemote) SetKnownSKUs(ctx context.Context, skus []string) error {
+func (c *Remote) SetKnownSKUs(ctx context.Context, skus []string) error {
 	return c.do(ctx, http.MethodPost, "known_skus", map[string][]string{"known_skus": skus}, nil)
 }
 
 // SetStock sets what GET /stock answers for warehouse.
-func (c *OneCRemote) SetStock(ctx context.Context, warehouse string, items ...StockItem) error {
+func (c *Remote) SetStock(ctx context.Context, warehouse string, items ...StockItem) error {
 	wire := stockWire{Warehouse: warehouse, Items: make([]stockItemWire, len(items))}
 	for i, it := range items {
 		wire.Items[i] = stockItemWire{SKU: it.SKU, Quantity: exact(it.Quantity), Price: exact(it.Price)}
@@ -262,13 +268,13 @@ func (c *OneCRemote) SetStock(ctx context.Context, warehouse string, items ...St
 }
 
 // ExpireSessions makes the simulator forget every 1C session.
-func (c *OneCRemote) ExpireSessions(ctx context.Context) error {
+func (c *Remote) ExpireSessions(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "expire_sessions", nil, nil)
 }
 
 // SetMissing makes the simulator answer 404 with a web server's HTML page for the
 // named operations, or for every path when none is named, until ClearMissing.
-func (c *OneCRemote) SetMissing(ctx context.Context, ops ...string) error {
+func (c *Remote) SetMissing(ctx context.Context, ops ...string) error {
 	if ops == nil {
 		ops = []string{}
 	}
@@ -276,17 +282,17 @@ func (c *OneCRemote) SetMissing(ctx context.Context, ops ...string) error {
 }
 
 // ClearMissing publishes every path again.
-func (c *OneCRemote) ClearMissing(ctx context.Context) error {
+func (c *Remote) ClearMissing(ctx context.Context) error {
 	return c.do(ctx, http.MethodDelete, "missing", nil, nil)
 }
 
 // DownFor makes the simulator refuse connections for d, from just after it
 // answers; it must have been started with Start.
-func (c *OneCRemote) DownFor(ctx context.Context, d time.Duration) error {
+func (c *Remote) DownFor(ctx context.Context, d time.Duration) error {
 	return c.do(ctx, http.MethodPost, "down", map[string]string{"for": d.String()}, nil)
 }
 
-func (c *OneCRemote) do(ctx context.Context, method, endpoint string, in, out any) error {
+func (c *Remote) do(ctx context.Context, method, endpoint string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)

@@ -1,4 +1,4 @@
-package sim
+package wbsim
 
 import (
 	"cmp"
@@ -10,19 +10,19 @@ import (
 	"time"
 )
 
-// WBCardsMaxLimit is the most cards one POST /content/v2/get/cards/list returns
+// CardsMaxLimit is the most cards one POST /content/v2/get/cards/list returns
 // (settings.cursor.limit).
-const WBCardsMaxLimit = 100
+const CardsMaxLimit = 100
 
 // The documented limit of the content methods: 100 requests a minute per seller
 // account (one per 600 ms), bursts of 5.
 const (
-	WBContentPerMinute = 100
-	WBContentBurst     = 5
+	ContentPerMinute = 100
+	ContentBurst     = 5
 )
 
-// WBCard is a product card, as POST /content/v2/get/cards/list lists it.
-type WBCard struct {
+// Card is a product card, as POST /content/v2/get/cards/list lists it.
+type Card struct {
 	NmID       int64  // the WB article; positive
 	ImtID      int64  // the merged card's id; default NmID
 	VendorCode string // the seller's article
@@ -32,14 +32,14 @@ type WBCard struct {
 	// Photos is how many photos the card has: settings.filter.withPhoto 0 lists
 	// only cards with none, 1 only cards with some, -1 every card.
 	Photos int
-	Sizes  []WBSize
+	Sizes  []Size
 	// CreatedAt and UpdatedAt default to the simulator's clock when the card is added;
 	// the listing is ordered by UpdatedAt, then NmID.
 	CreatedAt, UpdatedAt time.Time
 }
 
-// WBSize is one size of a card: the chrtID stocks are set for, and its barcodes.
-type WBSize struct {
+// Size is one size of a card: the chrtID stocks are set for, and its barcodes.
+type Size struct {
 	ChrtID   int64 // positive, unique across the seller's cards
 	TechSize string
 	WBSize   string
@@ -49,7 +49,7 @@ type WBSize struct {
 // AddCard adds a card, or replaces the card with the same NmID. It panics on an
 // NmID or chrtID that is not positive, or a chrtID another card holds (a mistake
 // in a test).
-func (s *Wildberries) AddCard(c WBCard) {
+func (s *Wildberries) AddCard(c Card) {
 	if c.NmID <= 0 {
 		panic(fmt.Sprintf("sim: wildberries: card nmID %d must be positive", c.NmID))
 	}
@@ -105,7 +105,7 @@ func (s *Wildberries) RemoveCard(nmID int64) {
 
 // SetContentLimit sets the content methods' rate: perMinute requests a minute with
 // bursts of burst; perMinute 0 or less sets no limit. The default is the documented
-// WBContentPerMinute and WBContentBurst. The bucket starts full.
+// ContentPerMinute and ContentBurst. The bucket starts full.
 func (s *Wildberries) SetContentLimit(perMinute float64, burst int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -147,7 +147,7 @@ type wbCardWire struct {
 type wbSizeWire struct {
 	ChrtID   int64    `json:"chrtID"`
 	TechSize string   `json:"techSize"`
-	WBSize   string   `json:"wbSize"`
+	Size     string   `json:"wbSize"`
 	Skus     []string `json:"skus"`
 }
 
@@ -163,8 +163,8 @@ func (s *Wildberries) serveCardsList(w http.ResponseWriter, body []byte) {
 		return
 	}
 	cur := req.Settings.Cursor
-	if cur.Limit < 1 || cur.Limit > WBCardsMaxLimit {
-		s.writeContentError(w, fmt.Sprintf("settings.cursor.limit: from 1 to %d", WBCardsMaxLimit))
+	if cur.Limit < 1 || cur.Limit > CardsMaxLimit {
+		s.writeContentError(w, fmt.Sprintf("settings.cursor.limit: from 1 to %d", CardsMaxLimit))
 		return
 	}
 	var after time.Time
@@ -195,7 +195,7 @@ func (s *Wildberries) serveCardsList(w http.ResponseWriter, body []byte) {
 
 	s.mu.Lock()
 	st := s.stockLocked()
-	cards := make([]*WBCard, 0, len(st.cards))
+	cards := make([]*Card, 0, len(st.cards))
 	for _, c := range st.cards {
 		if (withPhoto == 0 && c.Photos > 0) || (withPhoto == 1 && c.Photos == 0) {
 			continue
@@ -205,18 +205,18 @@ func (s *Wildberries) serveCardsList(w http.ResponseWriter, body []byte) {
 		}
 		cards = append(cards, c)
 	}
-	order := func(a, b *WBCard) int {
+	order := func(a, b *Card) int {
 		return cmp.Or(a.UpdatedAt.Compare(b.UpdatedAt), cmp.Compare(a.NmID, b.NmID))
 	}
 	if !ascending {
-		order = func(a, b *WBCard) int {
+		order = func(a, b *Card) int {
 			return cmp.Or(b.UpdatedAt.Compare(a.UpdatedAt), cmp.Compare(b.NmID, a.NmID))
 		}
 	}
 	slices.SortFunc(cards, order)
 	out := []wbCardWire{}
 	for _, c := range cards {
-		if cur.NmID != 0 && order(c, &WBCard{UpdatedAt: after, NmID: cur.NmID}) <= 0 {
+		if cur.NmID != 0 && order(c, &Card{UpdatedAt: after, NmID: cur.NmID}) <= 0 {
 			continue // at or before the cursor
 		}
 		if len(out) == cur.Limit {
@@ -241,7 +241,7 @@ func (s *Wildberries) serveCardsList(w http.ResponseWriter, body []byte) {
 
 // wbCardMatches is settings.filter.textSearch: the vendor code, the nmID or a
 // barcode, exactly.
-func wbCardMatches(c *WBCard, q string) bool {
+func wbCardMatches(c *Card, q string) bool {
 	if c.VendorCode == q || strconv.FormatInt(c.NmID, 10) == q {
 		return true
 	}
@@ -253,7 +253,7 @@ func wbCardMatches(c *WBCard, q string) bool {
 	return false
 }
 
-func wbCardJSON(c *WBCard) wbCardWire {
+func wbCardJSON(c *Card) wbCardWire {
 	out := wbCardWire{
 		NmID: c.NmID, ImtID: c.ImtID, NmUUID: fmt.Sprintf("00000000-0000-7000-8000-%012d", c.NmID),
 		SubjectID: c.SubjectID, VendorCode: c.VendorCode, Brand: c.Brand, Title: c.Title,
@@ -271,7 +271,7 @@ func wbCardJSON(c *WBCard) wbCardWire {
 		if skus == nil {
 			skus = []string{}
 		}
-		out.Sizes = append(out.Sizes, wbSizeWire{ChrtID: sz.ChrtID, TechSize: sz.TechSize, WBSize: sz.WBSize, Skus: skus})
+		out.Sizes = append(out.Sizes, wbSizeWire{ChrtID: sz.ChrtID, TechSize: sz.TechSize, Size: sz.WBSize, Skus: skus})
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package sim
+package ozonsim
 
 import (
 	"bytes"
@@ -17,23 +17,25 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 // The Ozon Seller API paths the simulator serves.
 const (
-	OzonUnfulfilledV3 = "/v3/posting/fbs/unfulfilled/list"
-	OzonUnfulfilledV4 = "/v4/posting/fbs/unfulfilled/list"
-	OzonListV3        = "/v3/posting/fbs/list"
-	OzonListV4        = "/v4/posting/fbs/list"
-	OzonGet           = "/v3/posting/fbs/get"
-	OzonShip          = "/v4/posting/fbs/ship"
+	PathUnfulfilledV3 = "/v3/posting/fbs/unfulfilled/list"
+	PathUnfulfilledV4 = "/v4/posting/fbs/unfulfilled/list"
+	PathListV3        = "/v3/posting/fbs/list"
+	PathListV4        = "/v4/posting/fbs/list"
+	PathGet           = "/v3/posting/fbs/get"
+	PathShip          = "/v4/posting/fbs/ship"
 )
 
-// OzonMaxPeriod is the longest period a list accepts: Ozon documents one year.
-const OzonMaxPeriod = 365 * 24 * time.Hour
+// MaxPeriod is the longest period a list accepts: Ozon documents one year.
+const MaxPeriod = 365 * 24 * time.Hour
 
-// OzonOptions configure a simulated Ozon Seller API.
-type OzonOptions struct {
+// Options configure a simulated Ozon Seller API.
+type Options struct {
 	// ClientID and APIKey are the Client-Id and Api-Key every request must carry;
 	// an empty APIKey accepts any pair.
 	ClientID, APIKey string
@@ -52,8 +54,8 @@ type OzonOptions struct {
 	Logger *slog.Logger
 }
 
-// OzonProduct is one product of a posting.
-type OzonProduct struct {
+// Product is one product of a posting.
+type Product struct {
 	SKU      int64 // Ozon's SKU; AddPosting numbers products without one
 	OfferID  string
 	Name     string
@@ -62,13 +64,13 @@ type OzonProduct struct {
 	Currency string // currency_code; default RUB
 }
 
-// OzonCustomer is the buyer, when Ozon shares it (rFBS); FBS postings carry none.
-type OzonCustomer struct {
+// Customer is the buyer, when Ozon shares it (rFBS); FBS postings carry none.
+type Customer struct {
 	Name, Phone, Email string
 }
 
-// OzonPosting is one FBS posting held by the simulator.
-type OzonPosting struct {
+// Posting is one FBS posting held by the simulator.
+type Posting struct {
 	PostingNumber string
 	OrderID       int64  // default: derived from the posting number
 	OrderNumber   string // default: the posting number less its last part
@@ -79,10 +81,10 @@ type OzonPosting struct {
 	// posting whose seller still has to set it.
 	ShipmentDate time.Time
 	NoCutoff     bool
-	Customer     *OzonCustomer
+	Customer     *Customer
 	// CancelReason and CancelInitiator fill "cancellation" of a cancelled posting.
 	CancelReason, CancelInitiator string
-	Products                      []OzonProduct
+	Products                      []Product
 	// StatusChangedAt is when the status last changed (the lists'
 	// last_changed_status_date filter); AddPosting and SetStatus set it to Now
 	// when zero.
@@ -94,24 +96,17 @@ type OzonPosting struct {
 	Patch map[string]json.RawMessage
 }
 
-// OzonRequest is one request the simulator answered.
-type OzonRequest struct {
+// Request is one request the simulator answered.
+type Request struct {
 	Path   string
 	Status int
 	Body   []byte // as received
 	At     time.Time
 }
 
-type ozonFault struct {
-	path       string // "" any
-	left       int
-	status     int
-	retryAfter time.Duration
-}
-
 // Ozon is a simulated Ozon Seller API serving the FBS posting lists in v3
 // (limit/offset, prices as strings) and v4 (cursor, prices as objects),
-// /v3/posting/fbs/get, /v4/posting/fbs/ship and /v2/products/stocks (OzonStocks,
+// /v3/posting/fbs/get, /v4/posting/fbs/ship and /v2/products/stocks (PathStocks,
 // with its limits), with Ozon's headers and error body
 // {"code", "message", "details"}. Requests are decoded strictly, refusing fields a
 // version does not have, so a client mixing up v3 and v4 is caught. It records
@@ -119,39 +114,45 @@ type ozonFault struct {
 // concurrent use.
 //
 // A request is handled in this order: method (405), credentials, an injected failure
-// (Fail, FailOn), a malformed page (MalformPages, lists only), then the method.
+// (Faults), a malformed page (Faults of kind sim.Malformed, lists only), then the
+// method.
 type Ozon struct {
+	// Faults answer authorised requests instead of the API. Op is a path (PathShip,
+	// …) or "" for any. Status is answered with Ozon's error body (code 8 for 429,
+	// 13 for 5xx), RetryAfter as a Retry-After header in whole seconds. Kind
+	// sim.Malformed answers a list (PathListV3, …) 200 with half a page: After list
+	// requests are answered properly first.
+	Faults *sim.Faults
+
 	clientID, apiKey string
 	badKeyStatus     int
 	amountAsNumber   bool
 	now              func() time.Time
 	log              *slog.Logger
-	server           server
+	server           sim.Server
 
 	mu           sync.Mutex
-	postings     map[string]*OzonPosting
+	postings     map[string]*Posting
 	nextSKU      int64
-	faults       []*ozonFault
-	malformSkip  int
-	malformLeft  int
 	shipped      map[string]int
 	shipsRefused int
-	requests     []OzonRequest
+	requests     []Request
 	authFailures int
-	stocks       ozonStocks // OzonStocks (ozon_stock.go)
+	stocks       ozonStocks // PathStocks (ozon_stock.go)
 }
 
-// NewOzon returns a simulator; it serves nothing until Start, or until it is
+// New returns a simulator; it serves nothing until Start, or until it is
 // mounted as an http.Handler.
-func NewOzon(opts OzonOptions) *Ozon {
+func New(opts Options) *Ozon {
 	s := &Ozon{
+		Faults:         sim.NewFaults(checkFault),
 		clientID:       opts.ClientID,
 		apiKey:         opts.APIKey,
 		badKeyStatus:   opts.BadKeyStatus,
 		amountAsNumber: opts.AmountAsNumber,
 		now:            opts.Now,
 		log:            opts.Logger,
-		postings:       map[string]*OzonPosting{},
+		postings:       map[string]*Posting{},
 		nextSKU:        100000001,
 		shipped:        map[string]int{},
 	}
@@ -169,23 +170,23 @@ func NewOzon(opts OzonOptions) *Ozon {
 
 // Start listens on addr (":0" picks a port) and serves in the background.
 func (s *Ozon) Start(addr string) error {
-	return s.server.start("ozon", addr, s, s.log)
+	return s.server.Start("ozon", addr, s, s.log)
 }
 
 // URL is the API's base URL after Start (what connectors.ozon.base_url would be),
 // "" before.
 func (s *Ozon) URL() string {
-	return s.server.url("")
+	return s.server.URL("")
 }
 
 // Close stops the server started by Start. It is safe to call twice and before Start.
 func (s *Ozon) Close() {
-	s.server.close()
+	s.server.Close()
 }
 
-// AddPosting adds a posting, filling the defaults documented on OzonPosting. It
+// AddPosting adds a posting, filling the defaults documented on Posting. It
 // panics on a posting without a number or one already held (a mistake in a test).
-func (s *Ozon) AddPosting(p OzonPosting) {
+func (s *Ozon) AddPosting(p Posting) {
 	if p.PostingNumber == "" {
 		panic("sim: ozon: AddPosting without a posting number")
 	}
@@ -264,47 +265,17 @@ func (s *Ozon) Cancel(postingNumber, reason, initiator string) error {
 }
 
 // Posting returns a copy of a posting.
-func (s *Ozon) Posting(postingNumber string) (OzonPosting, bool) {
+func (s *Ozon) Posting(postingNumber string) (Posting, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, ok := s.postings[postingNumber]
 	if !ok {
-		return OzonPosting{}, false
+		return Posting{}, false
 	}
 	c := *p
 	c.Products = slices.Clone(p.Products)
 	c.Patch = maps.Clone(p.Patch)
 	return c, true
-}
-
-// Fail answers the next n authorised requests, to any path, with status and Ozon's
-// error body (code 8 for 429, 13 for 5xx), and a Retry-After header in whole seconds
-// when retryAfter > 0.
-func (s *Ozon) Fail(n, status int, retryAfter time.Duration) { s.FailOn("", n, status, retryAfter) }
-
-// FailOn is Fail for one path only, e.g. OzonShip.
-func (s *Ozon) FailOn(path string, n, status int, retryAfter time.Duration) {
-	if n <= 0 {
-		return
-	}
-	s.mu.Lock()
-	s.faults = append(s.faults, &ozonFault{path: path, left: n, status: status, retryAfter: retryAfter})
-	s.mu.Unlock()
-}
-
-// MalformPages answers list requests with a truncated JSON page: after skip more
-// list requests are answered properly, the n that follow get 200 and half a page.
-func (s *Ozon) MalformPages(skip, n int) {
-	s.mu.Lock()
-	s.malformSkip, s.malformLeft = max(skip, 0), max(n, 0)
-	s.mu.Unlock()
-}
-
-// ClearFaults drops injected failures and malformed pages still queued.
-func (s *Ozon) ClearFaults() {
-	s.mu.Lock()
-	s.faults, s.malformSkip, s.malformLeft = nil, 0, 0
-	s.mu.Unlock()
 }
 
 // Shipped is how many times a posting was shipped (/v4/posting/fbs/ship accepted):
@@ -337,7 +308,7 @@ func (s *Ozon) AuthFailures() int {
 }
 
 // Requests returns every request answered, in arrival order.
-func (s *Ozon) Requests() []OzonRequest {
+func (s *Ozon) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := slices.Clone(s.requests)
@@ -348,8 +319,8 @@ func (s *Ozon) Requests() []OzonRequest {
 }
 
 // RequestsTo returns the requests to one path, in arrival order.
-func (s *Ozon) RequestsTo(path string) []OzonRequest {
-	var out []OzonRequest
+func (s *Ozon) RequestsTo(path string) []Request {
+	var out []Request
 	for _, r := range s.Requests() {
 		if r.Path == path {
 			out = append(out, r)
@@ -387,7 +358,7 @@ func (s *Ozon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &ozonRecorder{ResponseWriter: w}
 	defer func() {
 		s.mu.Lock()
-		s.requests = append(s.requests, OzonRequest{Path: r.URL.Path, Status: rec.status, Body: body, At: at})
+		s.requests = append(s.requests, Request{Path: r.URL.Path, Status: rec.status, Body: body, At: at})
 		s.mu.Unlock()
 		s.log.DebugContext(r.Context(), "ozon sim: request", "path", r.URL.Path, "status", rec.status)
 	}()
@@ -404,50 +375,58 @@ func (s *Ozon) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		return
 	}
 	path := r.URL.Path
-	if path == OzonStocks {
+	if path == PathStocks {
 		s.countStockRequest()
 	}
-	if f := s.takeFault(path); f != nil {
-		if f.retryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int((f.retryAfter+time.Second-1)/time.Second)))
+	if f, ok := s.Faults.Take(func(f sim.Fault) bool { return f.Kind == "" && f.Matches(path, "") }); ok {
+		if v, ok := f.RetryAfterSeconds(); ok {
+			w.Header().Set("Retry-After", v)
+		}
+		if f.Body != "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(f.Status)
+			io.WriteString(w, f.Body)
+			return
 		}
 		code, msg := 3, "injected failure"
 		switch {
-		case f.status == http.StatusTooManyRequests:
+		case f.Status == http.StatusTooManyRequests:
 			code, msg = 8, "You have reached request rate limit per second"
-		case f.status >= 500:
+		case f.Status >= 500:
 			code, msg = 13, "Internal error"
 		}
-		ozonWriteError(w, f.status, code, msg)
+		ozonWriteError(w, f.Status, code, msg)
 		return
 	}
-	switch path {
-	case OzonUnfulfilledV3, OzonUnfulfilledV4, OzonListV3, OzonListV4:
-		if s.takeMalformed() {
+	if ozonList(path) {
+		if f, ok := s.Faults.Take(func(f sim.Fault) bool { return f.Kind == sim.Malformed && f.Matches(path, "") }); ok {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)
-			if path == OzonListV3 || path == OzonUnfulfilledV3 {
+			switch {
+			case f.Body != "":
+				io.WriteString(w, f.Body)
+			case path == PathListV3 || path == PathUnfulfilledV3:
 				io.WriteString(w, `{"result":{"postings":[{"posting_number":"`)
-			} else {
+			default:
 				io.WriteString(w, `{"postings":[{"posting_number":"`)
 			}
 			return
 		}
 	}
 	switch path {
-	case OzonUnfulfilledV3:
+	case PathUnfulfilledV3:
 		s.serveListV3(w, body, true)
-	case OzonListV3:
+	case PathListV3:
 		s.serveListV3(w, body, false)
-	case OzonUnfulfilledV4:
+	case PathUnfulfilledV4:
 		s.serveListV4(w, body, true)
-	case OzonListV4:
+	case PathListV4:
 		s.serveListV4(w, body, false)
-	case OzonGet:
+	case PathGet:
 		s.serveGet(w, body)
-	case OzonShip:
+	case PathShip:
 		s.serveShip(w, body)
-	case OzonStocks:
+	case PathStocks:
 		s.serveStocks(w, body)
 	default:
 		ozonWriteError(w, http.StatusNotFound, 5, "Not Found")
@@ -490,35 +469,34 @@ func ozonDigits(s string) bool {
 	return true
 }
 
-func (s *Ozon) takeFault(path string) *ozonFault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, f := range s.faults {
-		if f.path != "" && f.path != path {
-			continue
-		}
-		f.left--
-		if f.left <= 0 {
-			s.faults = slices.Delete(s.faults, i, i+1)
-		}
-		c := *f
-		return &c
-	}
-	return nil
-}
-
-func (s *Ozon) takeMalformed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.malformSkip > 0 {
-		s.malformSkip--
-		return false
-	}
-	if s.malformLeft > 0 {
-		s.malformLeft--
+// ozonList says whether path is one of the posting lists.
+func ozonList(path string) bool {
+	switch path {
+	case PathUnfulfilledV3, PathUnfulfilledV4, PathListV3, PathListV4:
 		return true
 	}
 	return false
+}
+
+// checkFault refuses what an Ozon fault cannot be.
+func checkFault(f sim.Fault) error {
+	switch {
+	case f.Kind == sim.Malformed:
+		if f.Op != "" && !ozonList(f.Op) {
+			return fmt.Errorf("sim: ozon: a malformed page is for a list, not %s", f.Op)
+		}
+		if f.Status != 0 || f.RetryAfter != 0 {
+			return fmt.Errorf("sim: ozon: a malformed page is answered 200, without Retry-After")
+		}
+	case f.Kind != "":
+		return fmt.Errorf("sim: ozon: fault kind %q is unknown", f.Kind)
+	case f.Status < 400:
+		return fmt.Errorf("sim: ozon: fault status %d is not an error status", f.Status)
+	}
+	if f.ExternalID != "" || f.Delay != 0 || f.Hold != 0 {
+		return fmt.Errorf("sim: ozon: a fault has no ExternalID, Delay or Hold")
+	}
+	return nil
 }
 
 // Request bodies, field for field as documented; decoding refuses anything else.
@@ -734,7 +712,7 @@ func ozonMakeQuery(unfulfilled bool, cutoffFrom, cutoffTo, delivFrom, delivTo, s
 			return ta, tb, name + ": not a date-time"
 		case tb.Before(ta):
 			return ta, tb, name + ": the period ends before it starts"
-		case tb.Sub(ta) > OzonMaxPeriod:
+		case tb.Sub(ta) > MaxPeriod:
 			return ta, tb, name + ": the period must not be longer than one year"
 		}
 		return ta, tb, ""
@@ -793,8 +771,8 @@ func ozonMakeQuery(unfulfilled bool, cutoffFrom, cutoffTo, delivFrom, delivTo, s
 
 // selectLocked returns the postings a query matches, sorted by in_process_at and
 // posting number.
-func (s *Ozon) selectLocked(q ozonQuery) []*OzonPosting {
-	var out []*OzonPosting
+func (s *Ozon) selectLocked(q ozonQuery) []*Posting {
+	var out []*Posting
 	for _, p := range s.postings {
 		switch {
 		case q.unfulfilled && p.Status == "delivered":
@@ -816,7 +794,7 @@ func (s *Ozon) selectLocked(q ozonQuery) []*OzonPosting {
 		}
 		out = append(out, p)
 	}
-	slices.SortFunc(out, func(a, b *OzonPosting) int {
+	slices.SortFunc(out, func(a, b *Posting) int {
 		c := a.InProcessAt.Compare(b.InProcessAt)
 		if c == 0 {
 			c = strings.Compare(a.PostingNumber, b.PostingNumber)
@@ -852,7 +830,7 @@ func ozonDecodeCursor(s string) (ozonCursor, error) {
 }
 
 // ozonAfter reports whether p sorts after the cursor's posting.
-func ozonAfter(p *OzonPosting, c ozonCursor, desc bool) bool {
+func ozonAfter(p *Posting, c ozonCursor, desc bool) bool {
 	at := p.InProcessAt.UnixNano()
 	cmp := 0
 	switch {
@@ -955,7 +933,7 @@ func (s *Ozon) serveShip(w http.ResponseWriter, body []byte) {
 
 // postingJSON is a posting as the API serves it: prices as strings ("1530.0000")
 // with a currency_code in v3 and get, as {"amount", "currency"} objects in v4.
-func (s *Ozon) postingJSON(p *OzonPosting, v4 bool) json.RawMessage {
+func (s *Ozon) postingJSON(p *Posting, v4 bool) json.RawMessage {
 	products := make([]map[string]any, len(p.Products))
 	for i, pr := range p.Products {
 		m := map[string]any{

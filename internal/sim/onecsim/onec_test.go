@@ -1,4 +1,4 @@
-package sim
+package onecsim
 
 import (
 	"bytes"
@@ -16,18 +16,20 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 var testNow = time.Date(2026, 9, 16, 5, 0, 0, 0, time.UTC) // 10:00 in Almaty
 
 // newSim serves a simulator on an httptest server and returns it with the
 // service's base URL.
-func newSim(t *testing.T, opts OneCOptions) (*OneC, string) {
+func newSim(t *testing.T, opts Options) (*OneC, string) {
 	t.Helper()
 	if opts.Now == nil {
 		opts.Now = func() time.Time { return testNow }
 	}
-	s := NewOneC(opts)
+	s := New(opts)
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	t.Cleanup(s.Close) // runs first: ends stalls so ts.Close does not wait on them
@@ -107,7 +109,7 @@ type errorBody struct {
 
 func TestOneCContract(t *testing.T) {
 	t.Parallel()
-	s, base := newSim(t, OneCOptions{})
+	s, base := newSim(t, Options{})
 
 	r := mustSend(t, "GET", base+"/ping", "")
 	if got, want := r.status, 200; got != want {
@@ -252,7 +254,7 @@ func TestOneCCreateValidation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s, base := newSim(t, OneCOptions{})
+			s, base := newSim(t, Options{})
 			r := mustSend(t, "POST", base+"/orders", tt.body)
 			if got, want := r.status, tt.status; got != want {
 				t.Fatalf("status = %d, want %d: %s", got, want, r.body)
@@ -283,7 +285,7 @@ func TestOneCCreateValidation(t *testing.T) {
 
 func TestOneCKnownSKUs(t *testing.T) {
 	t.Parallel()
-	s, base := newSim(t, OneCOptions{KnownSKUs: []string{"A"}})
+	s, base := newSim(t, Options{KnownSKUs: []string{"A"}})
 	body := `{"external_id":"x:1","lines":[{"sku":"A","quantity":1,"price":1,"amount":1},{"sku":"B","quantity":1,"price":1,"amount":1}],"total":2}`
 	r := mustSend(t, "POST", base+"/orders", body)
 	var e errorBody
@@ -307,28 +309,30 @@ func TestOneCKnownSKUs(t *testing.T) {
 func TestOneCFaults(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		kind      FaultKind
+		fault     sim.Fault
 		status    int    // 0: the connection is dropped
 		text      string // in the answer
 		wantCount int    // orders after the faulty create
 	}{
-		{Status503, 503, "", 0},
-		{Status502, 502, "", 0},
-		{Status504, 504, "", 0},
-		{Status406, 406, "лицензи", 0},
-		{LockConflict500, 500, `{"error":{"code":"lock_conflict","message":"{ОбщийМодуль.ordersync.Модуль(118)}: Ошибка при вызове метода контекста (Записать)`, 0},
-		{BusinessError500, 500, `"code":"exception"`, 0},
-		{Status422, 422, `"error"`, 0},
-		{HTMLLogin200, 200, "<html", 0},
-		{HTML404, 404, "<html>", 0},
-		{DropBeforeCreate, 0, "", 0},
-		{DropAfterCreate, 0, "", 1},
+		{sim.Fault{Status: 503}, 503, "", 0},
+		{sim.Fault{Status: 502}, 502, "", 0},
+		{sim.Fault{Status: 504}, 504, "", 0},
+		{sim.Fault{Status: 406}, 406, "лицензи", 0},
+		{sim.Fault{Kind: LockConflict500}, 500, `{"error":{"code":"lock_conflict","message":"{ОбщийМодуль.ordersync.Модуль(118)}: Ошибка при вызове метода контекста (Записать)`, 0},
+		{sim.Fault{Kind: BusinessError500}, 500, `"code":"exception"`, 0},
+		{sim.Fault{Status: 422}, 422, `"error"`, 0},
+		{sim.Fault{Kind: HTMLLogin200}, 200, "<html", 0},
+		{sim.Fault{Kind: HTML404}, 404, "<html>", 0},
+		{sim.Fault{Kind: DropBeforeCreate}, 0, "", 0},
+		{sim.Fault{Kind: DropAfterCreate}, 0, "", 1},
 	}
 	for _, tt := range tests {
-		t.Run(tt.kind.String(), func(t *testing.T) {
+		t.Run(FaultName(tt.fault), func(t *testing.T) {
 			t.Parallel()
-			s, base := newSim(t, OneCOptions{})
-			s.Inject(Fault{Op: "create", Kind: tt.kind})
+			s, base := newSim(t, Options{})
+			f := tt.fault
+			f.Op = "create"
+			s.Faults.Add(1, f)
 			r, err := send(t, "POST", base+"/orders", orderJSON("kaspi:1"))
 			if tt.status == 0 {
 				if err == nil {
@@ -369,8 +373,8 @@ func TestOneCFaultStall(t *testing.T) {
 	t.Parallel()
 	t.Run("until the client gives up, then the order is created", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{})
-		s.Inject(Fault{Op: "create", Kind: Stall})
+		s, base := newSim(t, Options{})
+		s.Faults.Add(1, sim.Fault{Op: "create", Kind: Stall})
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
 		if r, err := sendCtx(ctx, t, "POST", base+"/orders", orderJSON("kaspi:1")); err == nil {
@@ -387,8 +391,8 @@ func TestOneCFaultStall(t *testing.T) {
 	})
 	t.Run("with a delay, answers normally", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{})
-		s.Inject(Fault{Op: "find", Kind: Stall, Delay: 20 * time.Millisecond})
+		s, base := newSim(t, Options{})
+		s.Faults.Add(1, sim.Fault{Op: "find", Kind: Stall, Delay: 20 * time.Millisecond})
 		if r := mustSend(t, "GET", base+"/orders?external_id=a", ""); r.status != 200 {
 			t.Fatalf("stalled find = %d, want 200", r.status)
 		}
@@ -400,10 +404,10 @@ func TestOneCFaultStall(t *testing.T) {
 
 func TestOneCFaultMatching(t *testing.T) {
 	t.Parallel()
-	s, base := newSim(t, OneCOptions{})
-	s.Inject(Fault{Op: "create", Kind: Status503, ExternalID: "kaspi:2"})
-	s.Inject(Fault{Kind: Status502, Times: 2})
-	s.Inject(Fault{Op: "stock", Kind: Status406, Times: -1})
+	s, base := newSim(t, Options{})
+	s.Faults.Add(1, sim.Fault{Op: "create", Status: 503, ExternalID: "kaspi:2"})
+	s.Faults.Add(2, sim.Fault{Status: 502})
+	s.Faults.Add(sim.Forever, sim.Fault{Op: "stock", Status: 406})
 	s.SetStock("WH1")
 
 	status := func(method, path, body string) int {
@@ -428,13 +432,13 @@ func TestOneCFaultMatching(t *testing.T) {
 			t.Fatalf("stock under a forever fault = %d, want %d", got, want)
 		}
 	}
-	if got, want := s.PendingFaults(), 1; got != want {
+	if got, want := s.Faults.Pending(), 1; got != want {
 		t.Fatalf("PendingFaults = %d, want %d", got, want)
 	}
 	if got, want := s.Stats().FaultsFired, 6; got != want {
 		t.Fatalf("FaultsFired = %d, want %d", got, want)
 	}
-	s.ClearFaults()
+	s.Faults.Clear()
 	if got, want := status("GET", "/stock?warehouse=WH1", ""), 200; got != want {
 		t.Fatalf("stock after ClearFaults = %d, want %d", got, want)
 	}
@@ -467,7 +471,7 @@ func TestOneCDuplicates(t *testing.T) {
 
 	t.Run("a naive base creates every copy", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{})
+		s, base := newSim(t, Options{})
 		for _, r := range createConcurrently(t, base) {
 			if r.status != 201 {
 				t.Fatalf("status = %d, want 201", r.status)
@@ -484,7 +488,7 @@ func TestOneCDuplicates(t *testing.T) {
 	})
 	t.Run("the reference module creates one and answers 409 with it", func(t *testing.T) {
 		t.Parallel()
-		s, base := newSim(t, OneCOptions{Dedupe: true})
+		s, base := newSim(t, Options{Dedupe: true})
 		var created, conflicts int
 		var refs []string
 		for _, r := range createConcurrently(t, base) {
@@ -522,7 +526,7 @@ func TestOneCDuplicates(t *testing.T) {
 
 func TestOneCSessions(t *testing.T) {
 	t.Parallel()
-	s, base := newSim(t, OneCOptions{})
+	s, base := newSim(t, Options{})
 	r := mustSend(t, "GET", base+"/ping", "", "IBSession", "start")
 	var cookie *http.Cookie
 	for _, c := range (&http.Response{Header: r.header}).Cookies() {
@@ -543,7 +547,7 @@ func TestOneCSessions(t *testing.T) {
 		t.Fatalf("unknown session = %d %s, want 400 «Сеанс отсутствует или удален»", r.status, r.body)
 	}
 	// ExpireSessions as a fault: this very request is refused, and the session is gone.
-	s.Inject(Fault{Op: "find", Kind: ExpireSessions})
+	s.Faults.Add(1, sim.Fault{Op: "find", Kind: ExpireSessions})
 	r = mustSend(t, "GET", base+"/orders?external_id=a", "", "Cookie", "ibsession="+cookie.Value)
 	if r.status != 400 {
 		t.Fatalf("after ExpireSessions = %d, want 400", r.status)
@@ -589,7 +593,7 @@ func TestOneCAuth(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s, base := newSim(t, OneCOptions{Username: user, Password: pass, AuthFailure: tt.mode})
+			s, base := newSim(t, Options{Username: user, Password: pass, AuthFailure: tt.mode})
 			var hdr []string
 			if tt.auth != "" {
 				hdr = []string{"Authorization", tt.auth}
@@ -617,7 +621,7 @@ func TestOneCAuth(t *testing.T) {
 
 func TestOneCBOM(t *testing.T) {
 	t.Parallel()
-	_, base := newSim(t, OneCOptions{BOM: true})
+	_, base := newSim(t, Options{BOM: true})
 	for _, tt := range []struct{ method, path, body string }{
 		{"GET", "/ping", ""},
 		{"POST", "/orders", orderJSON("kaspi:1")},
@@ -636,7 +640,7 @@ func TestOneCBOM(t *testing.T) {
 
 func TestOneCLatency(t *testing.T) {
 	t.Parallel()
-	s, base := newSim(t, OneCOptions{})
+	s, base := newSim(t, Options{})
 	s.SetLatency(time.Hour) // ends when the client gives up
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
@@ -651,7 +655,7 @@ func TestOneCLatency(t *testing.T) {
 
 func TestOneCOpLatencyAppliesToItsOperationOnly(t *testing.T) {
 	t.Parallel()
-	_, base := newSim(t, OneCOptions{OpLatency: map[string]time.Duration{"create": time.Hour}})
+	_, base := newSim(t, Options{OpLatency: map[string]time.Duration{"create": time.Hour}})
 	if r := mustSend(t, "GET", base+"/orders?external_id=kaspi:1", ""); r.status != 200 {
 		t.Fatalf("find = %d, want 200 at once", r.status)
 	}
@@ -664,15 +668,15 @@ func TestOneCOpLatencyAppliesToItsOperationOnly(t *testing.T) {
 
 func TestOneCControl(t *testing.T) {
 	t.Parallel()
-	s, base := newSim(t, OneCOptions{Username: "u", Password: "p", AuthFailure: AuthStatus401})
+	s, base := newSim(t, Options{Username: "u", Password: "p", AuthFailure: AuthStatus401})
 	auth := []string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte("u:p"))}
-	remote, err := NewOneCRemote(base) // the base URL works: only the host is used
+	remote, err := NewRemote(base) // the base URL works: only the host is used
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 
-	if err := remote.Inject(ctx, Fault{Op: "create", Kind: DropAfterCreate}); err != nil {
+	if err := remote.AddFaults(ctx, 1, sim.Fault{Op: "create", Kind: DropAfterCreate}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := send(t, "POST", base+"/orders", orderJSON("kaspi:1"), auth...); err == nil {
@@ -730,15 +734,15 @@ func TestOneCControl(t *testing.T) {
 
 	// Raw control requests: kinds by name, errors for nonsense.
 	r = mustSend(t, "POST", strings.TrimSuffix(base, s.Prefix())+"/_sim/faults", `{"op":"ping","kind":"status_503","times":2}`)
-	if r.status != 200 || s.PendingFaults() != 1 {
-		t.Fatalf("POST /_sim/faults = %d %s, pending %d", r.status, r.body, s.PendingFaults())
+	if r.status != 200 || s.Faults.Pending() != 1 {
+		t.Fatalf("POST /_sim/faults = %d %s, pending %d", r.status, r.body, s.Faults.Pending())
 	}
 	r = mustSend(t, "POST", strings.TrimSuffix(base, s.Prefix())+"/_sim/faults", `{"kind":"meteor_strike"}`)
 	if r.status != 400 {
 		t.Fatalf("unknown kind = %d, want 400", r.status)
 	}
-	if err := remote.ClearFaults(ctx); err != nil || s.PendingFaults() != 0 {
-		t.Fatalf("ClearFaults: %v, pending %d", err, s.PendingFaults())
+	if err := remote.ClearFaults(ctx); err != nil || s.Faults.Pending() != 0 {
+		t.Fatalf("ClearFaults: %v, pending %d", err, s.Faults.Pending())
 	}
 	if err := remote.ExpireSessions(ctx); err != nil {
 		t.Fatal(err)
@@ -751,13 +755,18 @@ func TestOneCControl(t *testing.T) {
 
 func TestFaultJSON(t *testing.T) {
 	t.Parallel()
-	for _, k := range FaultKinds() {
-		f := Fault{Op: "create", Kind: k, Times: -1, Delay: 1500 * time.Millisecond, Hold: 3 * time.Second, ExternalID: "kaspi:1"}
+	for _, name := range FaultNames() {
+		k, err := ParseFault(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.Op, k.Delay, k.Hold, k.ExternalID = "create", 1500*time.Millisecond, 3*time.Second, "kaspi:1"
+		f := ControlFault{Fault: k, Times: -1}
 		b, err := json.Marshal(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var back Fault
+		var back ControlFault
 		if err := json.Unmarshal(b, &back); err != nil {
 			t.Fatalf("%s: %v", b, err)
 		}
@@ -765,26 +774,26 @@ func TestFaultJSON(t *testing.T) {
 			t.Fatalf("round trip of %s = %+v, want %+v", b, back, f)
 		}
 	}
-	var f Fault
+	var f ControlFault
 	if err := json.Unmarshal([]byte(`{"op":"delete","kind":"stall"}`), &f); err == nil {
 		t.Fatal("an unknown op was accepted")
 	}
 	if err := json.Unmarshal([]byte(`{"kind":"gateway_504_after","hold":"-1s"}`), &f); err == nil {
 		t.Fatal("a negative hold was accepted")
 	}
-	if err := json.Unmarshal([]byte(`{"kind":"gateway_504_after","delay":"1s","hold":"3s"}`), &f); err != nil || f.Kind != Gateway504After || f.Hold != 3*time.Second {
+	if err := json.Unmarshal([]byte(`{"kind":"gateway_504_after","delay":"1s","hold":"3s"}`), &f); err != nil || f.Fault.Kind != Gateway504After || f.Fault.Hold != 3*time.Second {
 		t.Fatalf("gateway_504_after = %+v, %v", f, err)
 	}
 }
 
 func TestOneCStartClose(t *testing.T) {
 	t.Parallel()
-	s := NewOneC(OneCOptions{Prefix: "/base/hs/ordersync/v1/"})
+	s := New(Options{Prefix: "/base/hs/ordersync/v1/"})
 	if s.URL() != "" {
 		t.Fatalf("URL before Start = %q, want empty", s.URL())
 	}
 	s.Close() // before Start: harmless
-	s = NewOneC(OneCOptions{Prefix: "/base/hs/ordersync/v1/"})
+	s = New(Options{Prefix: "/base/hs/ordersync/v1/"})
 	if err := s.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package sim
+package ozonsim
 
 import (
 	"fmt"
@@ -7,33 +7,33 @@ import (
 	"time"
 )
 
-// OzonStocks is the Ozon Seller API method that sets the stock of products in
+// PathStocks is the Ozon Seller API method that sets the stock of products in
 // warehouses.
-const OzonStocks = "/v2/products/stocks"
+const PathStocks = "/v2/products/stocks"
 
-// Item error codes of OzonStocks, as Ozon documents them.
+// Item error codes of PathStocks, as Ozon documents them.
 const (
-	OzonStockTooManyRequests  = "TOO_MANY_REQUESTS"   // the pair was updated less than 30 s ago
-	OzonStockOfferNotFound    = "offer_id_not_found"  // no product with that offer_id
-	OzonStockProductNotFound  = "NOT_FOUND_ERROR"     // no product with that product_id
-	OzonStockTooBig           = "STOCK_TOO_BIG"       // a stock of a million or more
-	OzonStockWarehouseUnknown = "WAREHOUSE_NOT_FOUND" // not one of the seller's warehouses
+	StockTooManyRequests  = "TOO_MANY_REQUESTS"   // the pair was updated less than 30 s ago
+	StockOfferNotFound    = "offer_id_not_found"  // no product with that offer_id
+	StockProductNotFound  = "NOT_FOUND_ERROR"     // no product with that product_id
+	StockTooBig           = "STOCK_TOO_BIG"       // a stock of a million or more
+	StockWarehouseUnknown = "WAREHOUSE_NOT_FOUND" // not one of the seller's warehouses
 )
 
-// Kinds of OzonStockViolation.
+// Kinds of StockViolation.
 const (
-	// OzonViolationBatch: a request carried more items than a request may.
-	OzonViolationBatch = "batch_size"
-	// OzonViolationRate: more requests than allowed within one window.
-	OzonViolationRate = "rate"
-	// OzonViolationResend: a product and warehouse sent again sooner than the
+	// ViolationBatch: a request carried more items than a request may.
+	ViolationBatch = "batch_size"
+	// ViolationRate: more requests than allowed within one window.
+	ViolationRate = "rate"
+	// ViolationResend: a product and warehouse sent again sooner than the
 	// resend interval, whatever the simulator answered either time.
-	OzonViolationResend = "resend"
+	ViolationResend = "resend"
 )
 
-// OzonStockLimits are the rules of OzonStocks. Zero fields take Ozon's documented
+// StockLimits are the rules of PathStocks. Zero fields take Ozon's documented
 // values; a benchmark shortens them to run at a scaled rate.
-type OzonStockLimits struct {
+type StockLimits struct {
 	Batch    int           // items per request; default 100
 	Requests int           // requests per Window; default 80
 	Window   time.Duration // default 1 minute
@@ -41,7 +41,7 @@ type OzonStockLimits struct {
 	MaxStock int64         // the largest stock taken; default 999999 (less than a million)
 }
 
-func (l OzonStockLimits) withDefaults() OzonStockLimits {
+func (l StockLimits) withDefaults() StockLimits {
 	if l.Batch <= 0 {
 		l.Batch = 100
 	}
@@ -60,8 +60,8 @@ func (l OzonStockLimits) withDefaults() OzonStockLimits {
 	return l
 }
 
-// OzonStockUpdate is one stock the simulator took.
-type OzonStockUpdate struct {
+// StockUpdate is one stock the simulator took.
+type StockUpdate struct {
 	OfferID     string
 	ProductID   int64
 	WarehouseID int64
@@ -69,11 +69,11 @@ type OzonStockUpdate struct {
 	At          time.Time
 }
 
-// OzonStockViolation is a rule of OzonStocks that a client broke. The simulator
+// StockViolation is a rule of PathStocks that a client broke. The simulator
 // answers as Ozon would (400, 429, an item error) and records the breach, so a test
 // can assert that a client never commits one.
-type OzonStockViolation struct {
-	Kind string // OzonViolationBatch, OzonViolationRate, OzonViolationResend
+type StockViolation struct {
+	Kind string // ViolationBatch, ViolationRate, ViolationResend
 	At   time.Time
 	// OfferID and WarehouseID name the pair of a resend.
 	OfferID     string
@@ -91,28 +91,28 @@ type ozonStockFault struct {
 	left int // < 0: until cleared
 }
 
-// ozonStocks is the state of OzonStocks, guarded by Ozon.mu. The zero value is
+// ozonStocks is the state of PathStocks, guarded by Ozon.mu. The zero value is
 // ready.
 type ozonStocks struct {
-	limits      OzonStockLimits
+	limits      StockLimits
 	limitsSet   bool
 	offers      map[string]int64 // offer_id → product_id, added by AddOffers
 	warehouses  map[int64]bool   // nil: every warehouse id is the seller's
 	held        map[ozonStockKey]int64
 	lastUpdate  map[ozonStockKey]time.Time
 	lastSent    map[ozonStockKey]time.Time
-	updates     []OzonStockUpdate
+	updates     []StockUpdate
 	counted     []time.Time // every request within the last window
 	admitted    []time.Time // requests not answered 429, within the last window
 	requests    int
 	rateLimited int
-	violations  []OzonStockViolation
+	violations  []StockViolation
 	faults      map[string]*ozonStockFault
 }
 
 func (st *ozonStocks) init() {
 	if !st.limitsSet {
-		st.limits, st.limitsSet = OzonStockLimits{}.withDefaults(), true
+		st.limits, st.limitsSet = StockLimits{}.withDefaults(), true
 	}
 	if st.held == nil {
 		st.held = map[ozonStockKey]int64{}
@@ -123,23 +123,23 @@ func (st *ozonStocks) init() {
 	}
 }
 
-// SetStockLimits replaces the rules of OzonStocks; zero fields take Ozon's.
-func (s *Ozon) SetStockLimits(l OzonStockLimits) {
+// SetStockLimits replaces the rules of PathStocks; zero fields take Ozon's.
+func (s *Ozon) SetStockLimits(l StockLimits) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stocks.init()
 	s.stocks.limits = l.withDefaults()
 }
 
-// StockLimits returns the rules OzonStocks applies.
-func (s *Ozon) StockLimits() OzonStockLimits {
+// StockLimits returns the rules PathStocks applies.
+func (s *Ozon) StockLimits() StockLimits {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stocks.init()
 	return s.stocks.limits
 }
 
-// AddOffers makes products with these offer_ids exist for OzonStocks, each with a
+// AddOffers makes products with these offer_ids exist for PathStocks, each with a
 // product_id of its own. The offers of the postings' products exist too, with their
 // SKU as product_id; any other offer_id is answered offer_id_not_found.
 func (s *Ozon) AddOffers(offerIDs ...string) {
@@ -166,7 +166,7 @@ func (s *Ozon) SetWarehouses(ids ...int64) {
 	}
 }
 
-// FailStockItem answers the next times sends of offerID to OzonStocks with the item
+// FailStockItem answers the next times sends of offerID to PathStocks with the item
 // error code (TOO_MANY_REQUESTS, STOCK_TOO_BIG, …) inside a 200; times <= 0: every
 // send until ClearStockFaults. The stock held is left as it was.
 func (s *Ozon) FailStockItem(offerID, code string, times int) {
@@ -197,36 +197,36 @@ func (s *Ozon) Stock(offerID string, warehouseID int64) (int64, bool) {
 }
 
 // StockUpdates returns every stock taken, in the order taken.
-func (s *Ozon) StockUpdates() []OzonStockUpdate {
+func (s *Ozon) StockUpdates() []StockUpdate {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.stocks.updates)
 }
 
-// StockRequests counts the requests to OzonStocks that passed the credentials,
+// StockRequests counts the requests to PathStocks that passed the credentials,
 // whatever they were answered (an injected failure, 429 and 400 included). Their
-// bodies and statuses are in RequestsTo(OzonStocks).
+// bodies and statuses are in RequestsTo(PathStocks).
 func (s *Ozon) StockRequests() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stocks.requests
 }
 
-// StockRateLimited counts the requests to OzonStocks answered 429 for the rate.
+// StockRateLimited counts the requests to PathStocks answered 429 for the rate.
 func (s *Ozon) StockRateLimited() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stocks.rateLimited
 }
 
-// StockViolations returns the rules of OzonStocks clients broke, in order.
-func (s *Ozon) StockViolations() []OzonStockViolation {
+// StockViolations returns the rules of PathStocks clients broke, in order.
+func (s *Ozon) StockViolations() []StockViolation {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.stocks.violations)
 }
 
-// countStockRequest records a request to OzonStocks that passed the credentials,
+// countStockRequest records a request to PathStocks that passed the credentials,
 // before any injected failure is answered: the rate is the client's, whatever the
 // answer. More requests within one window than allowed is a violation.
 func (s *Ozon) countStockRequest() {
@@ -238,7 +238,7 @@ func (s *Ozon) countStockRequest() {
 	st.requests++
 	st.counted = append(ozonWithin(st.counted, at, st.limits.Window), at)
 	if n := len(st.counted); n > st.limits.Requests {
-		st.violations = append(st.violations, OzonStockViolation{Kind: OzonViolationRate, At: at,
+		st.violations = append(st.violations, StockViolation{Kind: ViolationRate, At: at,
 			Detail: fmt.Sprintf("%d requests within %s, at most %d allowed", n, st.limits.Window, st.limits.Requests)})
 	}
 }
@@ -278,12 +278,12 @@ type ozonStockResult struct {
 
 // ozonStockMessages are the simulator's words for the item errors.
 var ozonStockMessages = map[string]string{
-	OzonStockOfferNotFound:    "there is no product with this offer_id in the seller's account",
-	OzonStockProductNotFound:  "there is no product with this product_id in the seller's account",
-	OzonStockWarehouseUnknown: "the warehouse is not found or not active",
+	StockOfferNotFound:    "there is no product with this offer_id in the seller's account",
+	StockProductNotFound:  "there is no product with this product_id in the seller's account",
+	StockWarehouseUnknown: "the warehouse is not found or not active",
 }
 
-// serveStocks answers OzonStocks: the rate first (429), then the body (400: not the
+// serveStocks answers PathStocks: the rate first (429), then the body (400: not the
 // documented JSON, no items, more than a request may carry, an item without a
 // warehouse, a product or a stock), then each item within a 200.
 func (s *Ozon) serveStocks(w http.ResponseWriter, body []byte) {
@@ -314,7 +314,7 @@ func (s *Ozon) serveStocks(w http.ResponseWriter, body []byte) {
 	items := *req.Stocks
 	if len(items) > lim.Batch {
 		s.mu.Lock()
-		st.violations = append(st.violations, OzonStockViolation{Kind: OzonViolationBatch, At: at,
+		st.violations = append(st.violations, StockViolation{Kind: ViolationBatch, At: at,
 			Detail: fmt.Sprintf("%d items in one request, at most %d allowed", len(items), lim.Batch)})
 		s.mu.Unlock()
 		ozonWriteError(w, http.StatusBadRequest, 3, fmt.Sprintf(
@@ -339,7 +339,7 @@ func (s *Ozon) serveStocks(w http.ResponseWriter, body []byte) {
 		}
 		k := ozonStockKey{offer, it.WarehouseID}
 		if last, ok := st.lastSent[k]; ok && at.Sub(last) < lim.Resend {
-			st.violations = append(st.violations, OzonStockViolation{Kind: OzonViolationResend, At: at,
+			st.violations = append(st.violations, StockViolation{Kind: ViolationResend, At: at,
 				OfferID: offer, WarehouseID: it.WarehouseID,
 				Detail: fmt.Sprintf("sent again %s after the last send, at least %s required", at.Sub(last), lim.Resend)})
 		}
@@ -356,22 +356,22 @@ func (s *Ozon) serveStocks(w http.ResponseWriter, body []byte) {
 		switch {
 		case code != "":
 		case !known && it.OfferID != "":
-			code = OzonStockOfferNotFound
+			code = StockOfferNotFound
 		case !known:
-			code = OzonStockProductNotFound
+			code = StockProductNotFound
 		case st.warehouses != nil && !st.warehouses[it.WarehouseID]:
-			code = OzonStockWarehouseUnknown
+			code = StockWarehouseUnknown
 		case at.Sub(st.lastUpdate[k]) < lim.Resend && !st.lastUpdate[k].IsZero():
-			code = OzonStockTooManyRequests
+			code = StockTooManyRequests
 		case *it.Stock > lim.MaxStock:
-			code = OzonStockTooBig
+			code = StockTooBig
 		}
 		if code != "" {
 			msg, ok := ozonStockMessages[code]
 			switch {
-			case code == OzonStockTooManyRequests:
+			case code == StockTooManyRequests:
 				msg = fmt.Sprintf("the stock of this product in this warehouse may be updated once in %s", lim.Resend)
-			case code == OzonStockTooBig:
+			case code == StockTooBig:
 				msg = fmt.Sprintf("the stock is too big: at most %d", lim.MaxStock)
 			case !ok:
 				msg = "injected item error"
@@ -381,7 +381,7 @@ func (s *Ozon) serveStocks(w http.ResponseWriter, body []byte) {
 			res.Updated = true
 			st.held[k] = *it.Stock
 			st.lastUpdate[k] = at
-			st.updates = append(st.updates, OzonStockUpdate{OfferID: offer, ProductID: pid,
+			st.updates = append(st.updates, StockUpdate{OfferID: offer, ProductID: pid,
 				WarehouseID: it.WarehouseID, Stock: *it.Stock, At: at})
 		}
 		results[i] = res

@@ -1,10 +1,12 @@
-package sim
+package onecsim
 
 import (
 	"context"
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 // This file holds what goes wrong around the 1C handler rather than inside it: a
@@ -75,10 +77,10 @@ func (s *OneC) answerMissing(w http.ResponseWriter, r *http.Request, op string, 
 
 // gateway504After answers the proxy's 504 after f.Delay while the handler runs on
 // in the background, keeping the request's session busy (release ends it), and
-// commits after f.hold(). A create is uncommitted meanwhile; another operation
+// commits after holdOf(f). A create is uncommitted meanwhile; another operation
 // does its work at the end, into the void.
-func (s *OneC) gateway504After(w http.ResponseWriter, r *http.Request, op string, body []byte, f *Fault, release func()) {
-	hold := f.hold()
+func (s *OneC) gateway504After(w http.ResponseWriter, r *http.Request, op string, body []byte, f *sim.Fault, release func()) {
+	hold := holdOf(*f)
 	bgReq := r.Clone(context.WithoutCancel(r.Context())) // r is not to be used once answered
 	s.mu.Lock()
 	started := !s.closing
@@ -120,7 +122,7 @@ func (s *OneC) gateway504After(w http.ResponseWriter, r *http.Request, op string
 // while down does nothing; before Start (or on a simulator mounted as a handler)
 // and after Close it is an error.
 func (s *OneC) Down() error {
-	wasUp, err := s.server.down()
+	wasUp, err := s.server.Down()
 	s.countDown(wasUp)
 	return err
 }
@@ -130,7 +132,7 @@ func (s *OneC) Down() error {
 // seconds when the port is not free at once. Up while up does nothing; before
 // Start and after Close it is an error.
 func (s *OneC) Up() error {
-	return s.server.up()
+	return s.server.Up()
 }
 
 // DownFor goes Down and comes back Up by itself after d, unless Up and Down are
@@ -140,7 +142,7 @@ func (s *OneC) DownFor(d time.Duration) error {
 	if d <= 0 {
 		return fmt.Errorf("sim: 1c: down for %s: want a positive duration", d)
 	}
-	wasUp, err := s.server.downFor(d)
+	wasUp, err := s.server.DownFor(d)
 	s.countDown(wasUp)
 	return err
 }

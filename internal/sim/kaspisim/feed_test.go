@@ -1,4 +1,4 @@
-package sim
+package kaspisim
 
 import (
 	"cmp"
@@ -82,7 +82,7 @@ func TestKaspiFeedPuller(t *testing.T) {
 	srv.set(kaspiFeedDoc(offerA, offerB), `"v1"`, "Wed, 16 Sep 2026 05:00:00 GMT")
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
-	p := NewKaspiFeedPuller(ts.URL+"/feeds/kaspi/token.xml", KaspiFeedOptions{})
+	p := NewFeedPuller(ts.URL+"/feeds/kaspi/token.xml", FeedOptions{})
 	ctx := context.Background()
 
 	if _, ok := p.Catalog(); ok {
@@ -106,11 +106,11 @@ func TestKaspiFeedPuller(t *testing.T) {
 	if !ok || a.Model != "SKU-A" || a.Brand != "Acme" || a.Price.String() != "1500" || strings.Join(a.StoreIDs, ",") != "PP1,PP2" {
 		t.Fatalf("offer A %+v", a)
 	}
-	if a.Stores["PP1"] != (KaspiFeedAvailability{Available: true, StockCount: 5, HasCount: true}) ||
-		a.Stores["PP2"] != (KaspiFeedAvailability{Available: false, StockCount: 0, HasCount: true}) {
+	if a.Stores["PP1"] != (FeedAvailability{Available: true, StockCount: 5, HasCount: true}) ||
+		a.Stores["PP2"] != (FeedAvailability{Available: false, StockCount: 0, HasCount: true}) {
 		t.Fatalf("offer A stores %+v", a.Stores)
 	}
-	if b, _ := p.Offer("B"); b.Stores["PP1"] != (KaspiFeedAvailability{}) {
+	if b, _ := p.Offer("B"); b.Stores["PP1"] != (FeedAvailability{}) {
 		t.Fatalf("offer B stores %+v", b.Stores)
 	}
 
@@ -154,7 +154,7 @@ func TestKaspiFeedPuller(t *testing.T) {
 	}
 
 	st := p.Stats()
-	want := KaspiFeedStats{Pulls: 5, OK: 3, NotModified: 1, Failed: 1, LastStatus: 200}
+	want := FeedStats{Pulls: 5, OK: 3, NotModified: 1, Failed: 1, LastStatus: 200}
 	if st != want {
 		t.Fatalf("stats %+v, want %+v", st, want)
 	}
@@ -186,7 +186,7 @@ func TestKaspiFeedPullerRefusesBadLists(t *testing.T) {
 		srv := &feedServer{}
 		srv.set(good, `"v1"`, "Wed, 16 Sep 2026 05:00:00 GMT")
 		ts := httptest.NewServer(srv)
-		p := NewKaspiFeedPuller(ts.URL, KaspiFeedOptions{})
+		p := NewFeedPuller(ts.URL, FeedOptions{})
 		if _, err := p.Pull(context.Background()); err != nil {
 			t.Fatalf("%s: the good list: %v", c.name, err)
 		}
@@ -225,7 +225,7 @@ func TestKaspiFeedPuller304First(t *testing.T) {
 		w.WriteHeader(http.StatusNotModified)
 	}))
 	t.Cleanup(ts.Close)
-	p := NewKaspiFeedPuller(ts.URL, KaspiFeedOptions{})
+	p := NewFeedPuller(ts.URL, FeedOptions{})
 	if _, err := p.Pull(context.Background()); err == nil || !strings.Contains(err.Error(), "before any") {
 		t.Fatalf("a 304 first: %v", err)
 	}

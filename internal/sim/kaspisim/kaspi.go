@@ -1,4 +1,4 @@
-package sim
+package kaspisim
 
 import (
 	"cmp"
@@ -19,50 +19,52 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
-// KaspiPrefix is where the Kaspi Shop API is published on its host
+// Prefix is where the Kaspi Shop API is published on its host
 // (https://kaspi.kz/shop/api/v2).
-const KaspiPrefix = "/shop/api/v2"
+const Prefix = "/shop/api/v2"
 
-// KaspiMaxWindow is the longest creationDate window a listing may ask for: Kaspi
+// MaxWindow is the longest creationDate window a listing may ask for: Kaspi
 // refuses a period over 14 days.
-const KaspiMaxWindow = 14 * 24 * time.Hour
+const MaxWindow = 14 * 24 * time.Hour
 
-// The kinds of request the Kaspi simulator counts (Requests) and fails on demand (FailOp).
+// The kinds of request the Kaspi simulator counts (Requests) and fails on demand (Faults).
 const (
-	KaspiOpList    = "list"    // GET /orders with a state filter
-	KaspiOpByCode  = "by_code" // GET /orders?filter[orders][code]=…
-	KaspiOpOrder   = "order"   // GET /orders/{id}
-	KaspiOpEntries = "entries" // GET /orders/{id}/entries
-	KaspiOpStatus  = "status"  // POST /orders: a change of status (the acceptance)
-	KaspiOpOther   = "other"   // anything else
+	OpList    = "list"    // GET /orders with a state filter
+	OpByCode  = "by_code" // GET /orders?filter[orders][code]=…
+	OpOrder   = "order"   // GET /orders/{id}
+	OpEntries = "entries" // GET /orders/{id}/entries
+	OpStatus  = "status"  // POST /orders: a change of status (the acceptance)
+	OpOther   = "other"   // anything else
 )
 
 // Kaspi order states (filter[orders][state] and the state attribute).
 const (
-	KaspiStateNew           = "NEW"
-	KaspiStateSignRequired  = "SIGN_REQUIRED"
-	KaspiStatePickup        = "PICKUP"
-	KaspiStateDelivery      = "DELIVERY"
-	KaspiStateKaspiDelivery = "KASPI_DELIVERY"
-	KaspiStateArchive       = "ARCHIVE"
+	StateNew           = "NEW"
+	StateSignRequired  = "SIGN_REQUIRED"
+	StatePickup        = "PICKUP"
+	StateDelivery      = "DELIVERY"
+	StateKaspiDelivery = "KASPI_DELIVERY"
+	StateArchive       = "ARCHIVE"
 )
 
 // Kaspi order statuses.
 const (
-	KaspiStatusApprovedByBank     = "APPROVED_BY_BANK"
-	KaspiStatusAcceptedByMerchant = "ACCEPTED_BY_MERCHANT"
-	KaspiStatusCompleted          = "COMPLETED"
-	KaspiStatusCancelled          = "CANCELLED"
-	KaspiStatusCancelling         = "CANCELLING"
-	KaspiStatusReturned           = "RETURNED"
-	KaspiStatusReturnRequested    = "KASPI_DELIVERY_RETURN_REQUESTED"
-	KaspiStatusArrived            = "ARRIVED"
+	StatusApprovedByBank     = "APPROVED_BY_BANK"
+	StatusAcceptedByMerchant = "ACCEPTED_BY_MERCHANT"
+	StatusCompleted          = "COMPLETED"
+	StatusCancelled          = "CANCELLED"
+	StatusCancelling         = "CANCELLING"
+	StatusReturned           = "RETURNED"
+	StatusReturnRequested    = "KASPI_DELIVERY_RETURN_REQUESTED"
+	StatusArrived            = "ARRIVED"
 )
 
 const (
-	kaspiDefaultAcceptedState      = KaspiStatePickup
+	kaspiDefaultAcceptedState      = StatePickup
 	kaspiDefaultMaxPageSize        = 100
 	kaspiContentType               = "application/vnd.api+json"
 	kaspiParamPageNumber           = "page[number]"
@@ -80,15 +82,15 @@ const (
 )
 
 var (
-	kaspiStates = []string{KaspiStateNew, KaspiStateSignRequired, KaspiStatePickup,
-		KaspiStateDelivery, KaspiStateKaspiDelivery, KaspiStateArchive}
-	kaspiStatuses = []string{KaspiStatusApprovedByBank, KaspiStatusAcceptedByMerchant,
-		KaspiStatusCompleted, KaspiStatusCancelled, KaspiStatusCancelling, KaspiStatusReturned,
-		KaspiStatusReturnRequested, KaspiStatusArrived}
+	kaspiStates = []string{StateNew, StateSignRequired, StatePickup,
+		StateDelivery, StateKaspiDelivery, StateArchive}
+	kaspiStatuses = []string{StatusApprovedByBank, StatusAcceptedByMerchant,
+		StatusCompleted, StatusCancelled, StatusCancelling, StatusReturned,
+		StatusReturnRequested, StatusArrived}
 )
 
-// KaspiOptions configure a simulated Kaspi Shop API.
-type KaspiOptions struct {
+// Options configure a simulated Kaspi Shop API.
+type Options struct {
 	// Token is the X-Auth-Token every request must carry; empty accepts any.
 	Token string
 	// MaxPageSize is the largest page[size] accepted (default 100, as documented).
@@ -104,8 +106,8 @@ type KaspiOptions struct {
 	Logger *slog.Logger
 }
 
-// KaspiCustomer is the buyer of a simulated order.
-type KaspiCustomer struct {
+// Customer is the buyer of a simulated order.
+type Customer struct {
 	ID        string
 	Name      string // Kaspi often sends null here and the parts below
 	FirstName string
@@ -113,8 +115,8 @@ type KaspiCustomer struct {
 	CellPhone string // ten digits, without the country code: 7011234567
 }
 
-// KaspiEntry is one position of a simulated order.
-type KaspiEntry struct {
+// Entry is one position of a simulated order.
+type Entry struct {
 	ID        string // default: derived from the order's id and the position
 	OfferCode string // the merchant's SKU
 	Name      string
@@ -127,14 +129,14 @@ type KaspiEntry struct {
 	DeliveryCost decimal.Decimal
 }
 
-// KaspiOrder is a simulated Kaspi order.
-type KaspiOrder struct {
+// Order is a simulated Kaspi order.
+type Order struct {
 	ID           string // default: derived from the code
 	Code         string
 	State        string // default NEW
 	Status       string // default APPROVED_BY_BANK
 	CreationDate time.Time
-	Customer     KaspiCustomer
+	Customer     Customer
 	DeliveryMode string // default DELIVERY_PICKUP
 	PaymentMode  string // default PAY_WITH_CREDIT
 	// IsKaspiDelivery marks a Kaspi Delivery order.
@@ -146,11 +148,11 @@ type KaspiOrder struct {
 	// AcceptedState is the state the order moves to from NEW when the merchant
 	// accepts it; default PICKUP.
 	AcceptedState string
-	Entries       []KaspiEntry
+	Entries       []Entry
 }
 
-// KaspiRequest is one request the simulator answered.
-type KaspiRequest struct {
+// Request is one request the simulator answered.
+type Request struct {
 	Op     string
 	Method string
 	Path   string
@@ -171,41 +173,39 @@ type kaspiInjection struct {
 	body string
 }
 
-type kaspiFault struct {
-	op         string // "" for any
-	left       int
-	status     int
-	retryAfter string
-}
-
 // Kaspi is a simulated Kaspi Shop API (orders): JSON:API listings with the documented
 // pagination and filters, the entries of an order, and the change of status to
 // ACCEPTED_BY_MERCHANT, with 429/5xx, malformed pages and bad orders on demand. It is
 // an http.Handler and safe for concurrent use.
 type Kaspi struct {
+	// Faults answer requests instead of the API, before authentication as a
+	// gateway's would. Op is the kind of request (OpList, …, OpStatus) or "" for
+	// any; Status is answered with the JSON:API error body, RetryAfter as a
+	// Retry-After header in seconds. No kinds: a malformed listing is InjectRaw's.
+	Faults *sim.Faults
+
 	token         string
 	maxPageSize   int
 	ignoreInclude bool
 	loc           *time.Location
 	now           func() time.Time
 	log           *slog.Logger
-	server        server
+	server        sim.Server
 
 	mu       sync.Mutex
-	orders   map[string]*KaspiOrder // by code
-	byID     map[string]string      // id → code
+	orders   map[string]*Order // by code
+	byID     map[string]string // id → code
 	raws     []kaspiRaw
 	rawSeq   int
-	faults   []*kaspiFault
 	injected []kaspiInjection
 	accepted map[string]int
 	requests map[string]int
-	reqLog   []KaspiRequest
+	reqLog   []Request
 }
 
-// NewKaspi returns a simulated Kaspi Shop API; it serves nothing until Start, or
+// New returns a simulated Kaspi Shop API; it serves nothing until Start, or
 // until it is mounted as an http.Handler.
-func NewKaspi(opts KaspiOptions) *Kaspi {
+func New(opts Options) *Kaspi {
 	loc := opts.Location
 	if loc == nil {
 		var err error
@@ -214,13 +214,14 @@ func NewKaspi(opts KaspiOptions) *Kaspi {
 		}
 	}
 	s := &Kaspi{
+		Faults:        sim.NewFaults(checkFault),
 		token:         opts.Token,
 		maxPageSize:   cmp.Or(opts.MaxPageSize, kaspiDefaultMaxPageSize),
 		ignoreInclude: opts.IgnoreInclude,
 		loc:           loc,
 		now:           opts.Now,
 		log:           opts.Logger,
-		orders:        map[string]*KaspiOrder{},
+		orders:        map[string]*Order{},
 		byID:          map[string]string{},
 		accepted:      map[string]int{},
 		requests:      map[string]int{},
@@ -236,29 +237,29 @@ func NewKaspi(opts KaspiOptions) *Kaspi {
 
 // Start listens on addr (":0" picks a port) and serves in the background.
 func (s *Kaspi) Start(addr string) error {
-	return s.server.start("kaspi", addr, s, s.log)
+	return s.server.Start("kaspi", addr, s, s.log)
 }
 
 // URL is the API's base URL after Start (what connectors.kaspi.base_url would be),
 // "" before.
 func (s *Kaspi) URL() string {
-	return s.server.url(KaspiPrefix)
+	return s.server.URL(Prefix)
 }
 
 // Close stops the server started by Start. It is safe to call twice and before Start.
 func (s *Kaspi) Close() {
-	s.server.close()
+	s.server.Close()
 }
 
 // AddOrder adds an order, filling the defaults. A second order with the same code
 // or id is an error.
-func (s *Kaspi) AddOrder(o KaspiOrder) error {
+func (s *Kaspi) AddOrder(o Order) error {
 	if o.Code == "" {
 		return errors.New("sim: kaspi: an order needs a code")
 	}
 	o.ID = cmp.Or(o.ID, base64.RawURLEncoding.EncodeToString([]byte("order:"+o.Code)))
-	o.State = cmp.Or(o.State, KaspiStateNew)
-	o.Status = cmp.Or(o.Status, KaspiStatusApprovedByBank)
+	o.State = cmp.Or(o.State, StateNew)
+	o.Status = cmp.Or(o.Status, StatusApprovedByBank)
 	o.DeliveryMode = cmp.Or(o.DeliveryMode, "DELIVERY_PICKUP")
 	o.PaymentMode = cmp.Or(o.PaymentMode, "PAY_WITH_CREDIT")
 	o.AcceptedState = cmp.Or(o.AcceptedState, kaspiDefaultAcceptedState)
@@ -357,31 +358,16 @@ func (s *Kaspi) SetState(code, state string) error {
 }
 
 // Order returns a copy of the order with this code.
-func (s *Kaspi) Order(code string) (KaspiOrder, bool) {
+func (s *Kaspi) Order(code string) (Order, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	o, ok := s.orders[code]
 	if !ok {
-		return KaspiOrder{}, false
+		return Order{}, false
 	}
 	c := *o
 	c.Entries = slices.Clone(o.Entries)
 	return c, true
-}
-
-// Fail answers the next n requests of any kind with status, and a Retry-After
-// header when retryAfter is not empty. Faults fire before authentication, as a
-// gateway's would, and in the order they were queued.
-func (s *Kaspi) Fail(n, status int, retryAfter string) { s.FailOp("", n, status, retryAfter) }
-
-// FailOp is Fail for the requests of one kind only (KaspiOpList, …, KaspiOpStatus).
-func (s *Kaspi) FailOp(op string, n, status int, retryAfter string) {
-	if n <= 0 {
-		return
-	}
-	s.mu.Lock()
-	s.faults = append(s.faults, &kaspiFault{op: op, left: n, status: status, retryAfter: retryAfter})
-	s.mu.Unlock()
 }
 
 // Accepted counts, per order code, the POST /orders calls that asked for
@@ -393,7 +379,7 @@ func (s *Kaspi) Accepted() map[string]int {
 	return maps.Clone(s.accepted)
 }
 
-// Requests counts the requests received, by kind (KaspiOpList, …).
+// Requests counts the requests received, by kind (OpList, …).
 func (s *Kaspi) Requests() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -401,7 +387,7 @@ func (s *Kaspi) Requests() map[string]int {
 }
 
 // RequestLog returns every request answered, in arrival order.
-func (s *Kaspi) RequestLog() []KaspiRequest {
+func (s *Kaspi) RequestLog() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := slices.Clone(s.reqLog)
@@ -411,11 +397,11 @@ func (s *Kaspi) RequestLog() []KaspiRequest {
 	return out
 }
 
-// ServeHTTP serves the orders API under KaspiPrefix.
+// ServeHTTP serves the orders API under Prefix.
 func (s *Kaspi) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	at := s.now()
-	op, id := KaspiOpOther, ""
-	rest, ok := strings.CutPrefix(r.URL.Path, KaspiPrefix)
+	op, id := OpOther, ""
+	rest, ok := strings.CutPrefix(r.URL.Path, Prefix)
 	if ok {
 		op, id = kaspiClassify(r.Method, rest, r.URL.Query())
 	}
@@ -423,7 +409,7 @@ func (s *Kaspi) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		s.mu.Lock()
 		s.requests[op]++
-		s.reqLog = append(s.reqLog, KaspiRequest{Op: op, Method: r.Method, Path: r.URL.Path,
+		s.reqLog = append(s.reqLog, Request{Op: op, Method: r.Method, Path: r.URL.Path,
 			Query: r.URL.Query(), Status: rec.status, At: at})
 		s.mu.Unlock()
 		s.log.Debug("kaspi sim", "method", r.Method, "path", r.URL.Path, "op", op, "status", rec.status)
@@ -432,28 +418,34 @@ func (s *Kaspi) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		kaspiError(rec, http.StatusNotFound, "no such resource")
 		return
 	}
-	if f := s.takeFault(op); f != nil {
-		if f.retryAfter != "" {
-			rec.Header().Set("Retry-After", f.retryAfter)
+	if f, ok := s.Faults.Take(func(f sim.Fault) bool { return f.Matches(op, "") }); ok {
+		if v, ok := f.RetryAfterSeconds(); ok {
+			rec.Header().Set("Retry-After", v)
 		}
-		kaspiError(rec, f.status, "injected failure")
+		if f.Body != "" {
+			rec.Header().Set("Content-Type", kaspiContentType)
+			rec.WriteHeader(f.Status)
+			io.WriteString(rec, f.Body)
+			return
+		}
+		kaspiError(rec, f.Status, "injected failure")
 		return
 	}
 	if s.token != "" && r.Header.Get("X-Auth-Token") != s.token {
 		kaspiError(rec, http.StatusUnauthorized, "Unauthorized: the X-Auth-Token is missing or not valid")
 		return
 	}
-	base := "http://" + r.Host + KaspiPrefix
+	base := "http://" + r.Host + Prefix
 	switch op {
-	case KaspiOpList:
+	case OpList:
 		s.serveList(rec, r, base)
-	case KaspiOpByCode:
+	case OpByCode:
 		s.serveByCode(rec, r, base)
-	case KaspiOpOrder:
+	case OpOrder:
 		s.serveOrder(rec, id, base)
-	case KaspiOpEntries:
+	case OpEntries:
 		s.serveEntries(rec, id, base)
-	case KaspiOpStatus:
+	case OpStatus:
 		s.serveStatus(rec, r, base)
 	default:
 		kaspiError(rec, http.StatusNotFound, "no such resource")
@@ -465,32 +457,26 @@ func kaspiClassify(method, rest string, q url.Values) (op, id string) {
 	switch {
 	case method == http.MethodGet && len(parts) == 1 && parts[0] == "orders":
 		if q.Has(kaspiParamCode) {
-			return KaspiOpByCode, ""
+			return OpByCode, ""
 		}
-		return KaspiOpList, ""
+		return OpList, ""
 	case method == http.MethodPost && len(parts) == 1 && parts[0] == "orders":
-		return KaspiOpStatus, ""
+		return OpStatus, ""
 	case method == http.MethodGet && len(parts) == 2 && parts[0] == "orders":
-		return KaspiOpOrder, parts[1]
+		return OpOrder, parts[1]
 	case method == http.MethodGet && len(parts) == 3 && parts[0] == "orders" && parts[2] == "entries":
-		return KaspiOpEntries, parts[1]
+		return OpEntries, parts[1]
 	}
-	return KaspiOpOther, ""
+	return OpOther, ""
 }
 
-func (s *Kaspi) takeFault(op string) *kaspiFault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, f := range s.faults {
-		if f.op != "" && f.op != op {
-			continue
-		}
-		f.left--
-		if f.left <= 0 {
-			s.faults = slices.Delete(s.faults, i, i+1)
-		}
-		c := *f
-		return &c
+// checkFault refuses what a Kaspi fault cannot be.
+func checkFault(f sim.Fault) error {
+	switch {
+	case f.Status < 400:
+		return fmt.Errorf("sim: kaspi: fault status %d is not an error status", f.Status)
+	case f.Kind != "" || f.ExternalID != "" || f.Delay != 0 || f.Hold != 0:
+		return fmt.Errorf("sim: kaspi: a fault is a status (and Op, After, RetryAfter, Body) only")
 	}
 	return nil
 }
@@ -536,7 +522,7 @@ func (s *Kaspi) serveList(w http.ResponseWriter, r *http.Request, base string) {
 		kaspiError(w, http.StatusBadRequest, "the end of the creationDate period is before its start")
 		return
 	}
-	if time.Duration(le-ge)*time.Millisecond > KaspiMaxWindow {
+	if time.Duration(le-ge)*time.Millisecond > MaxWindow {
 		kaspiError(w, http.StatusBadRequest, fmt.Sprintf(
 			"the creationDate period from %s to %s exceeds the maximum of 14 days",
 			time.UnixMilli(ge).In(s.loc).Format(time.DateTime), time.UnixMilli(le).In(s.loc).Format(time.DateTime)))
@@ -559,7 +545,7 @@ func (s *Kaspi) serveList(w http.ResponseWriter, r *http.Request, base string) {
 		code    string
 		seq     int
 		raw     string
-		order   *KaspiOrder
+		order   *Order
 	}
 	var all []listed
 	for _, o := range s.orders {
@@ -648,7 +634,7 @@ func (s *Kaspi) serveByCode(w http.ResponseWriter, r *http.Request, base string)
 	}
 	include := q.Get(kaspiParamInclude) == kaspiIncludeEntries && !s.ignoreInclude
 	s.mu.Lock()
-	var o *KaspiOrder
+	var o *Order
 	if found, ok := s.orders[q.Get(kaspiParamCode)]; ok {
 		c := *found
 		o = &c
@@ -671,7 +657,7 @@ func (s *Kaspi) serveByCode(w http.ResponseWriter, r *http.Request, base string)
 	kaspiJSON(w, http.StatusOK, page)
 }
 
-func (s *Kaspi) lookup(id string) *KaspiOrder {
+func (s *Kaspi) lookup(id string) *Order {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	code, ok := s.byID[id]
@@ -762,22 +748,22 @@ func (s *Kaspi) serveStatus(w http.ResponseWriter, r *http.Request, base string)
 		kaspiError(w, http.StatusBadRequest, "data.attributes.code does not belong to the order data.id")
 		return
 	}
-	if d.Attributes.Status != KaspiStatusAcceptedByMerchant {
+	if d.Attributes.Status != StatusAcceptedByMerchant {
 		s.mu.Unlock()
 		kaspiError(w, http.StatusBadRequest, fmt.Sprintf("the simulator changes status only to %s, not %q",
-			KaspiStatusAcceptedByMerchant, d.Attributes.Status))
+			StatusAcceptedByMerchant, d.Attributes.Status))
 		return
 	}
 	s.accepted[o.Code]++
-	if o.Status != KaspiStatusApprovedByBank {
+	if o.Status != StatusApprovedByBank {
 		current := o.Status
 		s.mu.Unlock()
 		kaspiError(w, http.StatusBadRequest, fmt.Sprintf("Order status is %s: it can be accepted only in status %s",
-			current, KaspiStatusApprovedByBank))
+			current, StatusApprovedByBank))
 		return
 	}
-	o.Status = KaspiStatusAcceptedByMerchant
-	if o.State == KaspiStateNew {
+	o.Status = StatusAcceptedByMerchant
+	if o.State == StateNew {
 		o.State = o.AcceptedState
 	}
 	id, c := o.ID, o.Code
@@ -788,7 +774,7 @@ func (s *Kaspi) serveStatus(w http.ResponseWriter, r *http.Request, base string)
 		"data": map[string]any{
 			"type":       kaspiTypeOrders,
 			"id":         id,
-			"attributes": map[string]any{"code": c, "status": KaspiStatusAcceptedByMerchant},
+			"attributes": map[string]any{"code": c, "status": StatusAcceptedByMerchant},
 			"relationships": map[string]any{
 				"entries": map[string]any{"links": kaspiLinks(self, "entries")},
 				"user":    map[string]any{"links": kaspiLinks(self, "user"), "data": nil},
@@ -865,14 +851,14 @@ func kaspiLinks(self, rel string) map[string]string {
 	return map[string]string{"self": self + "/relationships/" + rel, "related": self + "/" + rel}
 }
 
-func kaspiEntryTotal(e KaspiEntry) decimal.Decimal {
+func kaspiEntryTotal(e Entry) decimal.Decimal {
 	if e.TotalPrice != nil {
 		return *e.TotalPrice
 	}
 	return e.BasePrice.Mul(e.Quantity)
 }
 
-func kaspiOrderResource(o *KaspiOrder, base string) kaspiWireOrder {
+func kaspiOrderResource(o *Order, base string) kaspiWireOrder {
 	self := base + "/orders/" + url.PathEscape(o.ID)
 	total := o.DeliveryCost
 	if o.TotalPrice != nil {
@@ -922,7 +908,7 @@ func kaspiOrderResource(o *KaspiOrder, base string) kaspiWireOrder {
 	}
 }
 
-func kaspiEntryResource(e KaspiEntry, base string) kaspiWireEntry {
+func kaspiEntryResource(e Entry, base string) kaspiWireEntry {
 	self := base + "/orderentries/" + url.PathEscape(e.ID)
 	return kaspiWireEntry{
 		Type: kaspiTypeEntries,

@@ -1,4 +1,4 @@
-package sim
+package ozonsim
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 var ozonTestNow = time.Date(2026, 9, 16, 7, 0, 0, 0, time.UTC)
@@ -21,7 +23,7 @@ const (
 	ozonTestKey    = "00000000-aaaa-bbbb-cccc-000000000001"
 )
 
-func newOzonTest(t *testing.T, opts OzonOptions) (*Ozon, string) {
+func newOzonTest(t *testing.T, opts Options) (*Ozon, string) {
 	t.Helper()
 	if opts.APIKey == "" {
 		opts.ClientID, opts.APIKey = ozonTestClient, ozonTestKey
@@ -29,7 +31,7 @@ func newOzonTest(t *testing.T, opts OzonOptions) (*Ozon, string) {
 	if opts.Now == nil {
 		opts.Now = func() time.Time { return ozonTestNow }
 	}
-	s := NewOzon(opts)
+	s := New(opts)
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	return s, ts.URL
@@ -95,10 +97,10 @@ func ozonErrorCode(t *testing.T, r ozonReply) (int, string) {
 
 func ozonSeed(s *Ozon, n int) {
 	for i := range n {
-		s.AddPosting(OzonPosting{
+		s.AddPosting(Posting{
 			PostingNumber: "1000000" + string(rune('0'+i)) + "-0001-1",
 			InProcessAt:   ozonTestNow.Add(-time.Duration(10-i) * time.Hour),
-			Products: []OzonProduct{{
+			Products: []Product{{
 				OfferID: "SKU-" + string(rune('A'+i)), Name: "Товар", Quantity: 1 + i,
 				Price: decimal.RequireFromString("1530.5"),
 			}},
@@ -108,7 +110,7 @@ func ozonSeed(s *Ozon, n int) {
 
 func TestOzonAuth(t *testing.T) {
 	t.Parallel()
-	s, base := newOzonTest(t, OzonOptions{})
+	s, base := newOzonTest(t, Options{})
 	body := `{"posting_number":"x"}`
 	cases := []struct {
 		name    string
@@ -122,7 +124,7 @@ func TestOzonAuth(t *testing.T) {
 		{"wrong client", []string{"Client-Id", "999"}, 404, 5},
 	}
 	for _, c := range cases {
-		r := ozonCall(t, base, OzonGet, body, c.headers...)
+		r := ozonCall(t, base, PathGet, body, c.headers...)
 		code, msg := ozonErrorCode(t, r)
 		if r.status != c.status || code != c.code {
 			t.Errorf("%s: got %d code %d (%s), want %d code %d", c.name, r.status, code, msg, c.status, c.code)
@@ -132,24 +134,24 @@ func TestOzonAuth(t *testing.T) {
 		t.Errorf("AuthFailures = %d, want %d", got, len(cases))
 	}
 
-	_, base401 := newOzonTest(t, OzonOptions{ClientID: ozonTestClient, APIKey: ozonTestKey, BadKeyStatus: 401})
-	r := ozonCall(t, base401, OzonGet, body, "Api-Key", "wrong")
+	_, base401 := newOzonTest(t, Options{ClientID: ozonTestClient, APIKey: ozonTestKey, BadKeyStatus: 401})
+	r := ozonCall(t, base401, PathGet, body, "Api-Key", "wrong")
 	if code, _ := ozonErrorCode(t, r); r.status != 401 || code != 5 {
 		t.Errorf("BadKeyStatus 401: got %d code %d", r.status, code)
 	}
-	if r := ozonCall(t, base, OzonGet, body); r.status != http.StatusNotFound {
+	if r := ozonCall(t, base, PathGet, body); r.status != http.StatusNotFound {
 		t.Errorf("authorised get of an unknown posting: %d %s", r.status, r.body)
 	}
 }
 
 func TestOzonListV3PagesAndPrices(t *testing.T) {
 	t.Parallel()
-	s, base := newOzonTest(t, OzonOptions{})
+	s, base := newOzonTest(t, Options{})
 	ozonSeed(s, 5)
 	filter := `{"since":"2026-09-15T00:00:00Z","to":"2026-09-17T00:00:00Z"}`
 	var numbers []string
 	for offset := 0; ; offset += 2 {
-		r := ozonCall(t, base, OzonListV3, `{"dir":"ASC","filter":`+filter+`,"limit":2,"offset":`+strconv.Itoa(offset)+`}`)
+		r := ozonCall(t, base, PathListV3, `{"dir":"ASC","filter":`+filter+`,"limit":2,"offset":`+strconv.Itoa(offset)+`}`)
 		if r.status != 200 {
 			t.Fatalf("offset %d: %d %s", offset, r.status, r.body)
 		}
@@ -184,13 +186,13 @@ func TestOzonListV3PagesAndPrices(t *testing.T) {
 func TestOzonListV4CursorAndPrices(t *testing.T) {
 	t.Parallel()
 	for _, asNumber := range []bool{false, true} {
-		s, base := newOzonTest(t, OzonOptions{AmountAsNumber: asNumber})
+		s, base := newOzonTest(t, Options{AmountAsNumber: asNumber})
 		ozonSeed(s, 5)
 		cursor, pages := "", 0
 		var numbers []string
 		for {
 			pages++
-			r := ozonCall(t, base, OzonUnfulfilledV4, `{"filter":{"cutoff_from":"2026-09-15T00:00:00Z","cutoff_to":"2026-10-15T00:00:00Z"},"limit":2,"sort_dir":"ASC","cursor":"`+cursor+`"}`)
+			r := ozonCall(t, base, PathUnfulfilledV4, `{"filter":{"cutoff_from":"2026-09-15T00:00:00Z","cutoff_to":"2026-10-15T00:00:00Z"},"limit":2,"sort_dir":"ASC","cursor":"`+cursor+`"}`)
 			if r.status != 200 {
 				t.Fatalf("page %d: %d %s", pages, r.status, r.body)
 			}
@@ -237,18 +239,18 @@ func TestOzonListV4CursorAndPrices(t *testing.T) {
 
 func TestOzonRequestsAreStrict(t *testing.T) {
 	t.Parallel()
-	_, base := newOzonTest(t, OzonOptions{})
+	_, base := newOzonTest(t, Options{})
 	cases := []struct{ name, path, body string }{
-		{"v3 offset on v4", OzonListV4, `{"filter":{"since":"2026-09-15T00:00:00Z","to":"2026-09-16T00:00:00Z"},"limit":10,"offset":0}`},
-		{"v3 status on v4", OzonListV4, `{"filter":{"since":"2026-09-15T00:00:00Z","to":"2026-09-16T00:00:00Z","status":"cancelled"},"limit":10}`},
-		{"v4 cursor on v3", OzonListV3, `{"filter":{"since":"2026-09-15T00:00:00Z","to":"2026-09-16T00:00:00Z"},"limit":10,"offset":0,"cursor":""}`},
-		{"v4 limit above 100", OzonListV4, `{"filter":{"since":"2026-09-15T00:00:00Z","to":"2026-09-16T00:00:00Z"},"limit":101}`},
-		{"v3 without offset", OzonListV3, `{"filter":{"since":"2026-09-15T00:00:00Z","to":"2026-09-16T00:00:00Z"},"limit":10}`},
-		{"period over a year", OzonListV3, `{"filter":{"since":"2025-01-01T00:00:00Z","to":"2026-09-16T00:00:00Z"},"limit":10,"offset":0}`},
-		{"unfulfilled without cutoff", OzonUnfulfilledV4, `{"filter":{},"limit":10}`},
-		{"unfulfilled with both filters", OzonUnfulfilledV3, `{"filter":{"cutoff_from":"2026-09-15T00:00:00Z","cutoff_to":"2026-09-16T00:00:00Z","delivering_date_from":"2026-09-15T00:00:00Z","delivering_date_to":"2026-09-16T00:00:00Z"},"limit":10,"offset":0}`},
-		{"unfulfilled with since", OzonUnfulfilledV4, `{"filter":{"since":"2026-09-15T00:00:00Z","to":"2026-09-16T00:00:00Z"},"limit":10}`},
-		{"bad cursor", OzonListV4, `{"filter":{"since":"2026-09-15T00:00:00Z","to":"2026-09-16T00:00:00Z"},"limit":10,"cursor":"%%%"}`},
+		{"v3 offset on v4", PathListV4, `{"filter":{"since":"2026-09-15T00:00:00Z","to":"2026-09-16T00:00:00Z"},"limit":10,"offset":0}`},
+		{"v3 status on v4", PathListV4, `{"filter":{"since":"2026-09-15T00:00:00Z","to":"2026-09-16T00:00:00Z","status":"cancelled"},"limit":10}`},
+		{"v4 cursor on v3", PathListV3, `{"filter":{"since":"2026-09-15T00:00:00Z","to":"2026-09-16T00:00:00Z"},"limit":10,"offset":0,"cursor":""}`},
+		{"v4 limit above 100", PathListV4, `{"filter":{"since":"2026-09-15T00:00:00Z","to":"2026-09-16T00:00:00Z"},"limit":101}`},
+		{"v3 without offset", PathListV3, `{"filter":{"since":"2026-09-15T00:00:00Z","to":"2026-09-16T00:00:00Z"},"limit":10}`},
+		{"period over a year", PathListV3, `{"filter":{"since":"2025-01-01T00:00:00Z","to":"2026-09-16T00:00:00Z"},"limit":10,"offset":0}`},
+		{"unfulfilled without cutoff", PathUnfulfilledV4, `{"filter":{},"limit":10}`},
+		{"unfulfilled with both filters", PathUnfulfilledV3, `{"filter":{"cutoff_from":"2026-09-15T00:00:00Z","cutoff_to":"2026-09-16T00:00:00Z","delivering_date_from":"2026-09-15T00:00:00Z","delivering_date_to":"2026-09-16T00:00:00Z"},"limit":10,"offset":0}`},
+		{"unfulfilled with since", PathUnfulfilledV4, `{"filter":{"since":"2026-09-15T00:00:00Z","to":"2026-09-16T00:00:00Z"},"limit":10}`},
+		{"bad cursor", PathListV4, `{"filter":{"since":"2026-09-15T00:00:00Z","to":"2026-09-16T00:00:00Z"},"limit":10,"cursor":"%%%"}`},
 	}
 	for _, c := range cases {
 		r := ozonCall(t, base, c.path, c.body)
@@ -259,7 +261,7 @@ func TestOzonRequestsAreStrict(t *testing.T) {
 	if r := ozonCall(t, base, "/v1/nothing", `{}`); r.status != 404 {
 		t.Errorf("unknown path: %d", r.status)
 	}
-	req, _ := http.NewRequest(http.MethodGet, base+OzonListV4, nil)
+	req, _ := http.NewRequest(http.MethodGet, base+PathListV4, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -272,12 +274,12 @@ func TestOzonRequestsAreStrict(t *testing.T) {
 
 func TestOzonListFilters(t *testing.T) {
 	t.Parallel()
-	s, base := newOzonTest(t, OzonOptions{})
+	s, base := newOzonTest(t, Options{})
 	day := 24 * time.Hour
-	s.AddPosting(OzonPosting{PostingNumber: "1-1-1", InProcessAt: ozonTestNow.Add(-2 * day), Products: []OzonProduct{{OfferID: "A", Quantity: 1}}})
-	s.AddPosting(OzonPosting{PostingNumber: "2-2-1", InProcessAt: ozonTestNow.Add(-time.Hour), NoCutoff: true, Products: []OzonProduct{{OfferID: "B", Quantity: 1}}})
-	s.AddPosting(OzonPosting{PostingNumber: "3-3-1", InProcessAt: ozonTestNow.Add(-40 * day), Status: "delivered", Products: []OzonProduct{{OfferID: "C", Quantity: 1}}})
-	s.AddPosting(OzonPosting{PostingNumber: "4-4-1", InProcessAt: ozonTestNow.Add(-30 * day), StatusChangedAt: ozonTestNow.Add(-30 * day), Products: []OzonProduct{{OfferID: "D", Quantity: 1}}})
+	s.AddPosting(Posting{PostingNumber: "1-1-1", InProcessAt: ozonTestNow.Add(-2 * day), Products: []Product{{OfferID: "A", Quantity: 1}}})
+	s.AddPosting(Posting{PostingNumber: "2-2-1", InProcessAt: ozonTestNow.Add(-time.Hour), NoCutoff: true, Products: []Product{{OfferID: "B", Quantity: 1}}})
+	s.AddPosting(Posting{PostingNumber: "3-3-1", InProcessAt: ozonTestNow.Add(-40 * day), Status: "delivered", Products: []Product{{OfferID: "C", Quantity: 1}}})
+	s.AddPosting(Posting{PostingNumber: "4-4-1", InProcessAt: ozonTestNow.Add(-30 * day), StatusChangedAt: ozonTestNow.Add(-30 * day), Products: []Product{{OfferID: "D", Quantity: 1}}})
 	if err := s.Cancel("4-4-1", "Покупатель отменил", "Клиент"); err != nil {
 		t.Fatal(err)
 	}
@@ -305,15 +307,15 @@ func TestOzonListFilters(t *testing.T) {
 			t.Errorf("%s: got %v, want %v", name, got, want)
 		}
 	}
-	eq("cutoff window: no null cutoff, no delivered", numbers(OzonUnfulfilledV4,
+	eq("cutoff window: no null cutoff, no delivered", numbers(PathUnfulfilledV4,
 		`{"filter":{"cutoff_from":"2026-09-10T00:00:00Z","cutoff_to":"2026-10-10T00:00:00Z"},"limit":100}`), "1-1-1")
-	eq("created since", numbers(OzonListV4,
+	eq("created since", numbers(PathListV4,
 		`{"filter":{"since":"2026-09-15T00:00:00Z","to":"2026-09-17T00:00:00Z"},"limit":100}`), "2-2-1")
-	eq("cancelled by status change", numbers(OzonListV4,
+	eq("cancelled by status change", numbers(PathListV4,
 		`{"filter":{"since":"2025-09-20T00:00:00Z","to":"2026-09-17T00:00:00Z","statuses":["cancelled"],"last_changed_status_date":{"from":"2026-09-16T00:00:00Z","to":"2026-09-17T00:00:00Z"}},"limit":100}`), "4-4-1")
-	eq("status change outside", numbers(OzonListV4,
+	eq("status change outside", numbers(PathListV4,
 		`{"filter":{"since":"2025-09-20T00:00:00Z","to":"2026-09-17T00:00:00Z","statuses":["cancelled"],"last_changed_status_date":{"from":"2026-09-10T00:00:00Z","to":"2026-09-15T00:00:00Z"}},"limit":100}`))
-	r := ozonCall(t, base, OzonGet, `{"posting_number":"4-4-1"}`)
+	r := ozonCall(t, base, PathGet, `{"posting_number":"4-4-1"}`)
 	var got struct {
 		Result struct {
 			Status       string `json:"status"`
@@ -331,22 +333,22 @@ func TestOzonListFilters(t *testing.T) {
 
 func TestOzonShipOnceAndRecord(t *testing.T) {
 	t.Parallel()
-	s, base := newOzonTest(t, OzonOptions{})
-	s.AddPosting(OzonPosting{PostingNumber: "7-7-1", Products: []OzonProduct{
+	s, base := newOzonTest(t, Options{})
+	s.AddPosting(Posting{PostingNumber: "7-7-1", Products: []Product{
 		{SKU: 11, OfferID: "A", Quantity: 2, Price: decimal.NewFromInt(10)},
 		{SKU: 12, OfferID: "B", Quantity: 1, Price: decimal.NewFromInt(20)},
 	}})
-	if r := ozonCall(t, base, OzonShip, `{"posting_number":"7-7-1","packages":[{"products":[{"product_id":11,"quantity":1}]}]}`); r.status != 400 {
+	if r := ozonCall(t, base, PathShip, `{"posting_number":"7-7-1","packages":[{"products":[{"product_id":11,"quantity":1}]}]}`); r.status != 400 {
 		t.Errorf("ship of part of the products: %d %s", r.status, r.body)
 	}
 	ship := `{"posting_number":"7-7-1","packages":[{"products":[{"product_id":11,"quantity":2},{"product_id":12,"quantity":1}]}]}`
-	if r := ozonCall(t, base, OzonShip, ship); r.status != 200 || !strings.Contains(string(r.body), `"result":["7-7-1"]`) {
+	if r := ozonCall(t, base, PathShip, ship); r.status != 200 || !strings.Contains(string(r.body), `"result":["7-7-1"]`) {
 		t.Fatalf("ship: %d %s", r.status, r.body)
 	}
-	if r := ozonCall(t, base, OzonShip, ship); r.status != 400 {
+	if r := ozonCall(t, base, PathShip, ship); r.status != 400 {
 		t.Errorf("second ship: %d %s", r.status, r.body)
 	}
-	if r := ozonCall(t, base, OzonShip, `{"posting_number":"nope","packages":[{"products":[]}]}`); r.status != 404 {
+	if r := ozonCall(t, base, PathShip, `{"posting_number":"nope","packages":[{"products":[]}]}`); r.status != 404 {
 		t.Errorf("ship of an unknown posting: %d", r.status)
 	}
 	p, _ := s.Posting("7-7-1")
@@ -356,51 +358,51 @@ func TestOzonShipOnceAndRecord(t *testing.T) {
 	if s.Shipped("7-7-1") != 1 || len(s.Shipments()) != 1 || s.ShipsRefused() != 2 {
 		t.Errorf("record: shipped %d, shipments %v, refused %d", s.Shipped("7-7-1"), s.Shipments(), s.ShipsRefused())
 	}
-	if n := len(s.RequestsTo(OzonShip)); n != 4 {
+	if n := len(s.RequestsTo(PathShip)); n != 4 {
 		t.Errorf("RequestsTo(ship) = %d, want 4", n)
 	}
 }
 
 func TestOzonFaults(t *testing.T) {
 	t.Parallel()
-	s, base := newOzonTest(t, OzonOptions{})
+	s, base := newOzonTest(t, Options{})
 	ozonSeed(s, 1)
-	s.Fail(1, http.StatusTooManyRequests, 2*time.Second)
-	r := ozonCall(t, base, OzonGet, `{"posting_number":"10000000-0001-1"}`)
+	s.Faults.Add(1, sim.Fault{Status: http.StatusTooManyRequests, RetryAfter: 2 * time.Second})
+	r := ozonCall(t, base, PathGet, `{"posting_number":"10000000-0001-1"}`)
 	if code, _ := ozonErrorCode(t, r); r.status != 429 || code != 8 || r.header.Get("Retry-After") != "2" {
 		t.Errorf("429: %d code %d Retry-After %q", r.status, code, r.header.Get("Retry-After"))
 	}
-	if r := ozonCall(t, base, OzonGet, `{"posting_number":"10000000-0001-1"}`); r.status != 200 {
+	if r := ozonCall(t, base, PathGet, `{"posting_number":"10000000-0001-1"}`); r.status != 200 {
 		t.Errorf("after the fault: %d", r.status)
 	}
 
-	s.FailOn(OzonShip, 1, http.StatusServiceUnavailable, 0)
-	if r := ozonCall(t, base, OzonGet, `{"posting_number":"10000000-0001-1"}`); r.status != 200 {
+	s.Faults.Add(1, sim.Fault{Op: PathShip, Status: http.StatusServiceUnavailable})
+	if r := ozonCall(t, base, PathGet, `{"posting_number":"10000000-0001-1"}`); r.status != 200 {
 		t.Errorf("FailOn(ship) hit get: %d", r.status)
 	}
-	if r := ozonCall(t, base, OzonShip, `{"posting_number":"10000000-0001-1","packages":[{"products":[]}]}`); r.status != 503 {
+	if r := ozonCall(t, base, PathShip, `{"posting_number":"10000000-0001-1","packages":[{"products":[]}]}`); r.status != 503 {
 		t.Errorf("FailOn(ship): %d", r.status)
 	}
 
 	list := `{"filter":{"since":"2026-09-15T00:00:00Z","to":"2026-09-17T00:00:00Z"},"limit":10}`
-	s.MalformPages(1, 1)
-	if r := ozonCall(t, base, OzonListV4, list); r.status != 200 || !json.Valid(r.body) {
+	s.Faults.Add(1, sim.Fault{Kind: sim.Malformed, After: 1})
+	if r := ozonCall(t, base, PathListV4, list); r.status != 200 || !json.Valid(r.body) {
 		t.Errorf("skipped page: %d %s", r.status, r.body)
 	}
-	if r := ozonCall(t, base, OzonListV4, list); r.status != 200 || json.Valid(r.body) {
+	if r := ozonCall(t, base, PathListV4, list); r.status != 200 || json.Valid(r.body) {
 		t.Errorf("malformed page: %d %s", r.status, r.body)
 	}
-	if r := ozonCall(t, base, OzonListV4, list); !json.Valid(r.body) {
+	if r := ozonCall(t, base, PathListV4, list); !json.Valid(r.body) {
 		t.Errorf("after the malformed page: %s", r.body)
 	}
 }
 
 func TestOzonPatch(t *testing.T) {
 	t.Parallel()
-	s, base := newOzonTest(t, OzonOptions{})
-	s.AddPosting(OzonPosting{PostingNumber: "5-5-1", Products: []OzonProduct{{OfferID: "A", Quantity: 1}},
+	s, base := newOzonTest(t, Options{})
+	s.AddPosting(Posting{PostingNumber: "5-5-1", Products: []Product{{OfferID: "A", Quantity: 1}},
 		Patch: map[string]json.RawMessage{"in_process_at": nil, "status": json.RawMessage(`"teleported"`)}})
-	r := ozonCall(t, base, OzonGet, `{"posting_number":"5-5-1"}`)
+	r := ozonCall(t, base, PathGet, `{"posting_number":"5-5-1"}`)
 	var got struct {
 		Result map[string]json.RawMessage `json:"result"`
 	}
@@ -415,7 +417,7 @@ func TestOzonPatch(t *testing.T) {
 
 func TestOzonStartClose(t *testing.T) {
 	t.Parallel()
-	s := NewOzon(OzonOptions{})
+	s := New(Options{})
 	s.Close() // before Start
 	if s.URL() != "" {
 		t.Errorf("URL before Start = %q", s.URL())
@@ -426,7 +428,7 @@ func TestOzonStartClose(t *testing.T) {
 	if err := s.Start("127.0.0.1:0"); err == nil {
 		t.Error("second Start succeeded")
 	}
-	r := ozonCall(t, s.URL(), OzonGet, `{"posting_number":"x"}`)
+	r := ozonCall(t, s.URL(), PathGet, `{"posting_number":"x"}`)
 	if r.status != 404 {
 		t.Errorf("get over Start: %d", r.status)
 	}

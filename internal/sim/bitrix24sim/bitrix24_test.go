@@ -1,4 +1,4 @@
-package sim
+package bitrix24sim
 
 import (
 	"bytes"
@@ -13,16 +13,18 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 var b24TestNow = time.Date(2026, 9, 16, 10, 0, 0, 0, time.FixedZone("+05", 5*3600))
 
-func newB24Test(t *testing.T, opts Bitrix24Options) (*Bitrix24, string) {
+func newB24Test(t *testing.T, opts Options) (*Bitrix24, string) {
 	t.Helper()
 	if opts.Now == nil {
 		opts.Now = func() time.Time { return b24TestNow }
 	}
-	s := NewBitrix24(opts)
+	s := New(opts)
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
 	return s, s.RESTURL(ts.URL)
@@ -124,12 +126,12 @@ func b24Err(t *testing.T, r b24Reply) (code, descr string) {
 	return *e.Error, e.Description
 }
 
-func b24Deal() B24Deal {
-	return B24Deal{
+func b24Deal() Deal {
+	return Deal{
 		ID: "42", Title: "Заказ с сайта", StageID: "WON", CurrencyID: "KZT",
 		DateCreate: time.Date(2026, 9, 15, 14, 29, 0, 0, time.FixedZone("+05", 5*3600)),
 		ContactID:  "7", Comments: "позвонить",
-		Rows: []B24Row{
+		Rows: []Row{
 			{ProductID: 450, ProductName: "Чайник", Price: decimal.RequireFromString("1500.00"),
 				Quantity: decimal.NewFromInt(2), Discount: decimal.RequireFromString("150.50"), XMLID: "SKU-8812"},
 			{ProductName: "Доставка", Price: decimal.RequireFromString("990"), Quantity: decimal.NewFromInt(1)},
@@ -139,12 +141,12 @@ func b24Deal() B24Deal {
 
 func TestBitrix24DealGetEveryWayTheRealOneAccepts(t *testing.T) {
 	t.Parallel()
-	s, rest := newB24Test(t, Bitrix24Options{})
+	s, rest := newB24Test(t, Options{})
 	s.AddDeal(b24Deal())
 	for _, how := range []string{"get", "form", "json"} {
 		for _, key := range []string{"id", "ID"} {
 			var d map[string]any
-			b24Result(t, b24Do(t, rest, B24DealGet, how, map[string]any{key: "42"}), &d)
+			b24Result(t, b24Do(t, rest, DealGet, how, map[string]any{key: "42"}), &d)
 			if d["ID"] != "42" || d["STAGE_ID"] != "WON" || d["CURRENCY_ID"] != "KZT" || d["CONTACT_ID"] != "7" {
 				t.Errorf("%s %s: deal = %v", how, key, d)
 			}
@@ -159,11 +161,11 @@ func TestBitrix24DealGetEveryWayTheRealOneAccepts(t *testing.T) {
 	}
 	// The .json suffix and a JSON number id are accepted too.
 	var d map[string]any
-	b24Result(t, b24Do(t, rest, B24DealGet+".json", "json", map[string]any{"id": 42}), &d)
+	b24Result(t, b24Do(t, rest, DealGet+".json", "json", map[string]any{"id": 42}), &d)
 	if d["ID"] != "42" {
 		t.Errorf("crm.deal.get.json = %v", d)
 	}
-	if got := s.RequestCount(B24DealGet); got != 7 {
+	if got := s.RequestCount(DealGet); got != 7 {
 		t.Errorf("RequestCount = %d, want 7", got)
 	}
 }
@@ -171,10 +173,10 @@ func TestBitrix24DealGetEveryWayTheRealOneAccepts(t *testing.T) {
 func TestBitrix24ProductRows(t *testing.T) {
 	t.Parallel()
 	for _, strs := range []bool{false, true} {
-		s, rest := newB24Test(t, Bitrix24Options{RowNumbersAsStrings: strs})
+		s, rest := newB24Test(t, Options{RowNumbersAsStrings: strs})
 		s.AddDeal(b24Deal())
 		var rows []map[string]any
-		b24Result(t, b24Do(t, rest, B24DealProductRow, "json", map[string]any{"id": "42"}), &rows)
+		b24Result(t, b24Do(t, rest, DealProductRow, "json", map[string]any{"id": "42"}), &rows)
 		if len(rows) != 2 {
 			t.Fatalf("rows = %v", rows)
 		}
@@ -224,34 +226,34 @@ func toPlain(v any) string {
 
 func TestBitrix24ProductContactCompany(t *testing.T) {
 	t.Parallel()
-	s, rest := newB24Test(t, Bitrix24Options{})
-	s.AddProduct(B24Product{ID: 77, Name: "Утюг", XMLID: "a1b2", Code: "utyug", Properties: map[string]string{"PROPERTY_104": "ART-77"}})
+	s, rest := newB24Test(t, Options{})
+	s.AddProduct(Product{ID: 77, Name: "Утюг", XMLID: "a1b2", Code: "utyug", Properties: map[string]string{"PROPERTY_104": "ART-77"}})
 	d := b24Deal()
-	d.Rows = append(d.Rows, B24Row{ProductID: 77, ProductName: "Утюг", Price: decimal.NewFromInt(5), Quantity: decimal.NewFromInt(1)})
+	d.Rows = append(d.Rows, Row{ProductID: 77, ProductName: "Утюг", Price: decimal.NewFromInt(5), Quantity: decimal.NewFromInt(1)})
 	s.AddDeal(d)
-	s.AddContact(B24Contact{ID: "7", Name: "Иван", LastName: "Петров", Phones: []string{"+77011234567"}, Emails: []string{"ivan@example.kz"}})
-	s.AddCompany(B24Company{ID: "9", Title: "ТОО Ромашка"})
+	s.AddContact(Contact{ID: "7", Name: "Иван", LastName: "Петров", Phones: []string{"+77011234567"}, Emails: []string{"ivan@example.kz"}})
+	s.AddCompany(Company{ID: "9", Title: "ТОО Ромашка"})
 
 	var p map[string]any
-	b24Result(t, b24Do(t, rest, B24ProductGet, "json", map[string]any{"id": 450}), &p)
+	b24Result(t, b24Do(t, rest, ProductGet, "json", map[string]any{"id": 450}), &p)
 	if p["XML_ID"] != "SKU-8812" || p["NAME"] != "Чайник" {
 		t.Errorf("product 450 (from the deal's row) = %v", p)
 	}
-	b24Result(t, b24Do(t, rest, B24ProductGet, "get", map[string]any{"id": "77"}), &p)
+	b24Result(t, b24Do(t, rest, ProductGet, "get", map[string]any{"id": "77"}), &p)
 	prop, _ := p["PROPERTY_104"].(map[string]any)
 	if p["XML_ID"] != "a1b2" || p["CODE"] != "utyug" || prop["value"] != "ART-77" || prop["valueId"] == nil {
 		t.Errorf("product 77 = %v", p)
 	}
 
 	var c map[string]any
-	b24Result(t, b24Do(t, rest, B24ContactGet, "form", map[string]any{"id": "7"}), &c)
+	b24Result(t, b24Do(t, rest, ContactGet, "form", map[string]any{"id": "7"}), &c)
 	phones, _ := c["PHONE"].([]any)
 	first, _ := phones[0].(map[string]any)
 	if c["NAME"] != "Иван" || c["LAST_NAME"] != "Петров" || len(phones) != 1 || first["VALUE"] != "+77011234567" {
 		t.Errorf("contact = %v", c)
 	}
 	var co map[string]any
-	b24Result(t, b24Do(t, rest, B24CompanyGet, "json", map[string]any{"id": "9"}), &co)
+	b24Result(t, b24Do(t, rest, CompanyGet, "json", map[string]any{"id": "9"}), &co)
 	if co["TITLE"] != "ТОО Ромашка" {
 		t.Errorf("company = %v", co)
 	}
@@ -262,27 +264,27 @@ func TestBitrix24ProductContactCompany(t *testing.T) {
 
 func TestBitrix24Errors(t *testing.T) {
 	t.Parallel()
-	s, rest := newB24Test(t, Bitrix24Options{UserID: "3", Code: "rightcode"})
+	s, rest := newB24Test(t, Options{UserID: "3", Code: "rightcode"})
 	s.AddDeal(b24Deal())
 
 	wrong := strings.Replace(rest, "rightcode", "wrongcode", 1)
-	r := b24Do(t, wrong, B24DealGet, "json", map[string]any{"id": "42"})
+	r := b24Do(t, wrong, DealGet, "json", map[string]any{"id": "42"})
 	if code, _ := b24Err(t, r); r.status != http.StatusUnauthorized || code != "INVALID_CREDENTIALS" {
 		t.Errorf("wrong code: %d %s", r.status, r.body)
 	}
 	wrongUser := strings.Replace(rest, "/rest/3/", "/rest/1/", 1)
-	if r := b24Do(t, wrongUser, B24DealGet, "json", map[string]any{"id": "42"}); r.status != http.StatusUnauthorized {
+	if r := b24Do(t, wrongUser, DealGet, "json", map[string]any{"id": "42"}); r.status != http.StatusUnauthorized {
 		t.Errorf("wrong user id: %d %s", r.status, r.body)
 	}
 	if got := s.AuthFailures(); got != 2 {
 		t.Errorf("AuthFailures = %d, want 2", got)
 	}
 
-	r = b24Do(t, rest, B24DealGet, "json", map[string]any{"id": "999"})
+	r = b24Do(t, rest, DealGet, "json", map[string]any{"id": "999"})
 	if code, descr := b24Err(t, r); r.status != http.StatusBadRequest || code != "" || descr != "Not found" {
 		t.Errorf("unknown deal: %d %s", r.status, r.body)
 	}
-	r = b24Do(t, rest, B24DealGet, "json", map[string]any{"id": "abc"})
+	r = b24Do(t, rest, DealGet, "json", map[string]any{"id": "abc"})
 	if _, descr := b24Err(t, r); r.status != http.StatusBadRequest || !strings.Contains(descr, "ID is not defined") {
 		t.Errorf("bad id: %d %s", r.status, r.body)
 	}
@@ -291,9 +293,9 @@ func TestBitrix24Errors(t *testing.T) {
 		t.Errorf("other method: %d %s", r.status, r.body)
 	}
 
-	s2, rest2 := newB24Test(t, Bitrix24Options{NotFoundError: "NOT_FOUND"})
+	s2, rest2 := newB24Test(t, Options{NotFoundError: "NOT_FOUND"})
 	_ = s2
-	r = b24Do(t, rest2, B24ContactGet, "json", map[string]any{"id": "5"})
+	r = b24Do(t, rest2, ContactGet, "json", map[string]any{"id": "5"})
 	if code, _ := b24Err(t, r); r.status != http.StatusBadRequest || code != "NOT_FOUND" {
 		t.Errorf("NotFoundError option: %d %s", r.status, r.body)
 	}
@@ -301,11 +303,11 @@ func TestBitrix24Errors(t *testing.T) {
 
 func TestBitrix24QueryLimitAndStage(t *testing.T) {
 	t.Parallel()
-	s, rest := newB24Test(t, Bitrix24Options{})
+	s, rest := newB24Test(t, Options{})
 	s.AddDeal(b24Deal())
-	s.QueryLimit(2)
+	s.Faults.Add(2, sim.Fault{Status: http.StatusServiceUnavailable})
 	for i := range 2 {
-		r := b24Do(t, rest, B24DealGet, "json", map[string]any{"id": "42"})
+		r := b24Do(t, rest, DealGet, "json", map[string]any{"id": "42"})
 		if code, _ := b24Err(t, r); r.status != http.StatusServiceUnavailable || code != "QUERY_LIMIT_EXCEEDED" {
 			t.Fatalf("request %d: %d %s", i, r.status, r.body)
 		}
@@ -314,7 +316,7 @@ func TestBitrix24QueryLimitAndStage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var d map[string]any
-	b24Result(t, b24Do(t, rest, B24DealGet, "json", map[string]any{"id": "42"}), &d)
+	b24Result(t, b24Do(t, rest, DealGet, "json", map[string]any{"id": "42"}), &d)
 	if d["STAGE_ID"] != "C1:WON" || d["CATEGORY_ID"] != "1" || d["STAGE_SEMANTIC_ID"] != "S" {
 		t.Errorf("after SetStage: %v", d)
 	}
@@ -329,7 +331,7 @@ func TestBitrix24QueryLimitAndStage(t *testing.T) {
 
 func TestBitrix24OutgoingWebhook(t *testing.T) {
 	t.Parallel()
-	s := NewBitrix24(Bitrix24Options{Domain: "shop.bitrix24.kz"})
+	s := New(Options{Domain: "shop.bitrix24.kz"})
 	ts := time.Unix(1789000000, 0)
 	form := s.OutgoingForm("ONCRMDEALUPDATE", "42", ts, "tok-123")
 

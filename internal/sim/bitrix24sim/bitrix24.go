@@ -1,4 +1,4 @@
-package sim
+package bitrix24sim
 
 import (
 	"bytes"
@@ -20,19 +20,21 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/ordersync/ordersync/internal/sim"
 )
 
 // The Bitrix24 REST methods the simulator serves.
 const (
-	B24DealGet        = "crm.deal.get"
-	B24DealProductRow = "crm.deal.productrows.get"
-	B24ContactGet     = "crm.contact.get"
-	B24CompanyGet     = "crm.company.get"
-	B24ProductGet     = "crm.product.get"
+	DealGet        = "crm.deal.get"
+	DealProductRow = "crm.deal.productrows.get"
+	ContactGet     = "crm.contact.get"
+	CompanyGet     = "crm.company.get"
+	ProductGet     = "crm.product.get"
 )
 
-// Bitrix24Options configure a simulated portal.
-type Bitrix24Options struct {
+// Options configure a simulated portal.
+type Options struct {
 	// UserID and Code are the inbound webhook's user id and secret code: requests go
 	// to /rest/<UserID>/<Code>/<method>. Defaults "1" and "simwebhookcode0001".
 	UserID, Code string
@@ -54,13 +56,13 @@ type Bitrix24Options struct {
 	Logger *slog.Logger
 }
 
-// B24Row is one product row of a deal. Price is the unit price before the discount
+// Row is one product row of a deal. Price is the unit price before the discount
 // (PRICE_NETTO); Discount the absolute discount per unit (DISCOUNT_SUM). The portal
 // serves PRICE = Price − Discount, the price the buyer pays. XMLID is the catalog
 // product's XML_ID, served by crm.product.get, not the row's own XML_ID. A row with
 // ProductID 0 and an XMLID gets a new catalog product; one with neither is a row typed
 // in by hand, outside the catalog (PRODUCT_ID 0).
-type B24Row struct {
+type Row struct {
 	ProductID   int64
 	ProductName string
 	Price       decimal.Decimal
@@ -69,8 +71,8 @@ type B24Row struct {
 	XMLID       string
 }
 
-// B24Deal is one deal held by the simulator. ID is a positive integer in decimal.
-type B24Deal struct {
+// Deal is one deal held by the simulator. ID is a positive integer in decimal.
+type Deal struct {
 	ID         string
 	Title      string
 	StageID    string // default NEW; a pipeline's stages carry its prefix, e.g. C1:WON
@@ -79,26 +81,26 @@ type B24Deal struct {
 	ContactID  string // "" for none
 	CompanyID  string // "" for none
 	Comments   string
-	Rows       []B24Row
+	Rows       []Row
 }
 
-// B24Contact is a CRM contact.
-type B24Contact struct {
+// Contact is a CRM contact.
+type Contact struct {
 	ID                         string
 	Name, SecondName, LastName string
 	Phones, Emails             []string
 }
 
-// B24Company is a CRM company.
-type B24Company struct {
+// Company is a CRM company.
+type Company struct {
 	ID             string
 	Title          string
 	Phones, Emails []string
 }
 
-// B24Product is a catalog product. Properties are its property values by field name,
+// Product is a catalog product. Properties are its property values by field name,
 // e.g. {"PROPERTY_104": "ART-1"}, served as {"valueId", "value"} objects.
-type B24Product struct {
+type Product struct {
 	ID         int64
 	Name       string
 	XMLID      string
@@ -106,8 +108,8 @@ type B24Product struct {
 	Properties map[string]string
 }
 
-// B24Request is one request the simulator answered.
-type B24Request struct {
+// Request is one request the simulator answered.
+type Request struct {
 	Method     string // the REST method, crm.deal.get
 	HTTPMethod string
 	Params     map[string]string // top-level parameters, keys in lower case
@@ -124,36 +126,38 @@ type B24Request struct {
 // ERROR_METHOD_NOT_FOUND for other methods. It also builds the outgoing webhook a
 // portal sends about a deal. It is an http.Handler and safe for concurrent use.
 type Bitrix24 struct {
+	// Faults answer authorised requests instead of the portal, after the
+	// credentials and the parameters are read. Op is a REST method (DealGet, …) or
+	// "" for any; Status is answered with the portal's error body: 500
+	// INTERNAL_SERVER_ERROR, 503 QUERY_LIMIT_EXCEEDED (the portal's request counter
+	// over the limit), 429 OPERATION_TIME_LIMIT, others with an empty code. No kinds,
+	// no RetryAfter: the portal sends no Retry-After.
+	Faults *sim.Faults
+
 	userID, code, domain string
 	rowStrings           bool
 	notFoundError        string
 	now                  func() time.Time
 	log                  *slog.Logger
-	server               server
+	server               sim.Server
 
 	mu           sync.Mutex
-	deals        map[string]*B24Deal
-	contacts     map[string]B24Contact
-	companies    map[string]B24Company
-	products     map[int64]B24Product
+	deals        map[string]*Deal
+	contacts     map[string]Contact
+	companies    map[string]Company
+	products     map[int64]Product
 	nextProduct  int64
 	rowIDs       map[string][]int64 // deal → its rows' ids
 	nextRow      int64
-	faults       []*b24Fault
-	requests     []B24Request
+	requests     []Request
 	authFailures int
 }
 
-type b24Fault struct {
-	left        int
-	status      int
-	code, descr string
-}
-
-// NewBitrix24 returns a simulator; it serves nothing until Start, or until it is
+// New returns a simulator; it serves nothing until Start, or until it is
 // mounted as an http.Handler.
-func NewBitrix24(opts Bitrix24Options) *Bitrix24 {
+func New(opts Options) *Bitrix24 {
 	s := &Bitrix24{
+		Faults:        sim.NewFaults(checkFault),
 		userID:        opts.UserID,
 		code:          opts.Code,
 		domain:        opts.Domain,
@@ -161,10 +165,10 @@ func NewBitrix24(opts Bitrix24Options) *Bitrix24 {
 		notFoundError: opts.NotFoundError,
 		now:           opts.Now,
 		log:           opts.Logger,
-		deals:         map[string]*B24Deal{},
-		contacts:      map[string]B24Contact{},
-		companies:     map[string]B24Company{},
-		products:      map[int64]B24Product{},
+		deals:         map[string]*Deal{},
+		contacts:      map[string]Contact{},
+		companies:     map[string]Company{},
+		products:      map[int64]Product{},
 		nextProduct:   1001,
 		rowIDs:        map[string][]int64{},
 		nextRow:       1,
@@ -189,12 +193,12 @@ func NewBitrix24(opts Bitrix24Options) *Bitrix24 {
 
 // Start listens on addr (":0" picks a port) and serves in the background.
 func (s *Bitrix24) Start(addr string) error {
-	return s.server.start("bitrix24", addr, s, s.log)
+	return s.server.Start("bitrix24", addr, s, s.log)
 }
 
 // URL is the portal's address after Start, "" before.
 func (s *Bitrix24) URL() string {
-	return s.server.url("")
+	return s.server.URL("")
 }
 
 // RESTURL is the inbound webhook URL under base (the address the handler is served
@@ -205,13 +209,13 @@ func (s *Bitrix24) RESTURL(base string) string {
 
 // Close stops the server started by Start. It is safe to call twice and before Start.
 func (s *Bitrix24) Close() {
-	s.server.close()
+	s.server.Close()
 }
 
-// AddDeal adds a deal, filling the defaults documented on B24Deal and the catalog
+// AddDeal adds a deal, filling the defaults documented on Deal and the catalog
 // products its rows name. It panics on a mistake in a test: an id that is not a
 // positive integer, a deal added twice, a row whose XMLID contradicts its product.
-func (s *Bitrix24) AddDeal(d B24Deal) {
+func (s *Bitrix24) AddDeal(d Deal) {
 	if n, err := strconv.ParseInt(d.ID, 10, 64); err != nil || n <= 0 {
 		panic("sim: bitrix24: AddDeal with id " + strconv.Quote(d.ID) + ", want a positive integer")
 	}
@@ -237,12 +241,12 @@ func (s *Bitrix24) AddDeal(d B24Deal) {
 		case r.ProductID == 0 && r.XMLID != "":
 			r.ProductID = s.nextProduct
 			s.nextProduct++
-			s.products[r.ProductID] = B24Product{ID: r.ProductID, Name: r.ProductName, XMLID: r.XMLID}
+			s.products[r.ProductID] = Product{ID: r.ProductID, Name: r.ProductName, XMLID: r.XMLID}
 		case r.ProductID > 0:
 			p, ok := s.products[r.ProductID]
 			switch {
 			case !ok:
-				s.products[r.ProductID] = B24Product{ID: r.ProductID, Name: r.ProductName, XMLID: r.XMLID}
+				s.products[r.ProductID] = Product{ID: r.ProductID, Name: r.ProductName, XMLID: r.XMLID}
 				s.nextProduct = max(s.nextProduct, r.ProductID+1)
 			case r.XMLID != "" && p.XMLID != r.XMLID:
 				panic(fmt.Sprintf("sim: bitrix24: product %d has XML_ID %q, a row of deal %s says %q", r.ProductID, p.XMLID, d.ID, r.XMLID))
@@ -256,7 +260,7 @@ func (s *Bitrix24) AddDeal(d B24Deal) {
 }
 
 // AddContact adds or replaces a contact.
-func (s *Bitrix24) AddContact(c B24Contact) {
+func (s *Bitrix24) AddContact(c Contact) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c.Phones, c.Emails = slices.Clone(c.Phones), slices.Clone(c.Emails)
@@ -264,7 +268,7 @@ func (s *Bitrix24) AddContact(c B24Contact) {
 }
 
 // AddCompany adds or replaces a company.
-func (s *Bitrix24) AddCompany(c B24Company) {
+func (s *Bitrix24) AddCompany(c Company) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c.Phones, c.Emails = slices.Clone(c.Phones), slices.Clone(c.Emails)
@@ -272,7 +276,7 @@ func (s *Bitrix24) AddCompany(c B24Company) {
 }
 
 // AddProduct adds or replaces a catalog product (ID required).
-func (s *Bitrix24) AddProduct(p B24Product) {
+func (s *Bitrix24) AddProduct(p Product) {
 	if p.ID <= 0 {
 		panic("sim: bitrix24: AddProduct without an id")
 	}
@@ -296,50 +300,20 @@ func (s *Bitrix24) SetStage(id, stage string) error {
 }
 
 // Deal returns a copy of a deal.
-func (s *Bitrix24) Deal(id string) (B24Deal, bool) {
+func (s *Bitrix24) Deal(id string) (Deal, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d, ok := s.deals[id]
 	if !ok {
-		return B24Deal{}, false
+		return Deal{}, false
 	}
 	c := *d
 	c.Rows = slices.Clone(d.Rows)
 	return c, true
 }
 
-// QueryLimit answers the next n authorised requests with 503 QUERY_LIMIT_EXCEEDED,
-// as a portal does once its request counter is over the limit.
-func (s *Bitrix24) QueryLimit(n int) {
-	s.inject(n, http.StatusServiceUnavailable, "QUERY_LIMIT_EXCEEDED", "Too many requests")
-}
-
-// Fail answers the next n authorised requests with status: 500 INTERNAL_SERVER_ERROR,
-// 503 QUERY_LIMIT_EXCEEDED, 429 OPERATION_TIME_LIMIT, others with an empty code.
-func (s *Bitrix24) Fail(n, status int) {
-	code, descr := "", "injected failure"
-	switch status {
-	case http.StatusInternalServerError:
-		code, descr = "INTERNAL_SERVER_ERROR", "Internal server error"
-	case http.StatusServiceUnavailable:
-		code, descr = "QUERY_LIMIT_EXCEEDED", "Too many requests"
-	case http.StatusTooManyRequests:
-		code, descr = "OPERATION_TIME_LIMIT", "Method is blocked due to operation time limit."
-	}
-	s.inject(n, status, code, descr)
-}
-
-func (s *Bitrix24) inject(n, status int, code, descr string) {
-	if n <= 0 {
-		return
-	}
-	s.mu.Lock()
-	s.faults = append(s.faults, &b24Fault{left: n, status: status, code: code, descr: descr})
-	s.mu.Unlock()
-}
-
 // Requests returns every request answered, in arrival order.
-func (s *Bitrix24) Requests() []B24Request {
+func (s *Bitrix24) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := slices.Clone(s.requests)
@@ -419,7 +393,7 @@ func (s *Bitrix24) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &b24Recorder{ResponseWriter: w}
 	method, params := s.serve(rec, r, at)
 	s.mu.Lock()
-	s.requests = append(s.requests, B24Request{Method: method, HTTPMethod: r.Method, Params: params, Status: rec.status, At: at})
+	s.requests = append(s.requests, Request{Method: method, HTTPMethod: r.Method, Params: params, Status: rec.status, At: at})
 	s.mu.Unlock()
 	s.log.DebugContext(r.Context(), "bitrix24 sim: request", "method", method, "status", rec.status)
 }
@@ -454,21 +428,27 @@ func (s *Bitrix24) serve(w http.ResponseWriter, r *http.Request, at time.Time) (
 		b24WriteError(w, http.StatusBadRequest, "INVALID_REQUEST", err.Error())
 		return method, params
 	}
-	if f := s.takeFault(); f != nil {
-		b24WriteError(w, f.status, f.code, f.descr)
+	if f, ok := s.Faults.Take(func(f sim.Fault) bool { return f.Matches(method, "") }); ok {
+		if f.Body != "" {
+			w.WriteHeader(f.Status)
+			io.WriteString(w, f.Body)
+			return method, params
+		}
+		code, descr := b24FaultError(f.Status)
+		b24WriteError(w, f.Status, code, descr)
 		return method, params
 	}
 	var result any
 	switch method {
-	case B24DealGet:
+	case DealGet:
 		result = s.dealGet(w, params)
-	case B24DealProductRow:
+	case DealProductRow:
 		result = s.productRows(w, params)
-	case B24ContactGet:
+	case ContactGet:
 		result = s.contactGet(w, params)
-	case B24CompanyGet:
+	case CompanyGet:
 		result = s.companyGet(w, params)
-	case B24ProductGet:
+	case ProductGet:
 		result = s.productGet(w, params)
 	default:
 		b24WriteError(w, http.StatusNotFound, "ERROR_METHOD_NOT_FOUND", "Method not found!")
@@ -507,15 +487,26 @@ func (s *Bitrix24) countAuthFailure() {
 	s.mu.Unlock()
 }
 
-func (s *Bitrix24) takeFault() *b24Fault {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, f := range s.faults {
-		f.left--
-		if f.left <= 0 {
-			s.faults = slices.Delete(s.faults, i, i+1)
-		}
-		return f
+// b24FaultError is the portal's error code and description for an injected status.
+func b24FaultError(status int) (code, descr string) {
+	switch status {
+	case http.StatusInternalServerError:
+		return "INTERNAL_SERVER_ERROR", "Internal server error"
+	case http.StatusServiceUnavailable:
+		return "QUERY_LIMIT_EXCEEDED", "Too many requests"
+	case http.StatusTooManyRequests:
+		return "OPERATION_TIME_LIMIT", "Method is blocked due to operation time limit."
+	}
+	return "", "injected failure"
+}
+
+// checkFault refuses what a portal's fault cannot be.
+func checkFault(f sim.Fault) error {
+	switch {
+	case f.Status < 400:
+		return fmt.Errorf("sim: bitrix24: fault status %d is not an error status", f.Status)
+	case f.Kind != "" || f.RetryAfter != 0 || f.ExternalID != "" || f.Delay != 0 || f.Hold != 0:
+		return fmt.Errorf("sim: bitrix24: a fault is a status (and Op, After, Body) only")
 	}
 	return nil
 }
@@ -592,7 +583,7 @@ func (s *Bitrix24) dealGet(w http.ResponseWriter, params map[string]string) any 
 	}
 	s.mu.Lock()
 	d, found := s.deals[id]
-	var c B24Deal
+	var c Deal
 	if found {
 		c = *d
 	}
@@ -670,7 +661,7 @@ func (s *Bitrix24) productRows(w http.ResponseWriter, params map[string]string) 
 	}
 	s.mu.Lock()
 	d, found := s.deals[id]
-	var rows []B24Row
+	var rows []Row
 	var rowIDs []int64
 	if found {
 		rows, rowIDs = slices.Clone(d.Rows), slices.Clone(s.rowIDs[id])
