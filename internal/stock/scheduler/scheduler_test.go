@@ -138,23 +138,52 @@ func TestCatchUpRegistersTheLatestMissedSlotOnce(t *testing.T) {
 }
 
 // A pending snapshot is superseded however many other snapshots are pending: the
-// older slot of WH1 sits behind 10,000 newer pending snapshots of WH2.
+// older slot of WH1 sits behind 10,000 newer pending snapshots of WH2 (one
+// registered, the rest copied from it in one statement).
 func TestSupersedeFindsTheOlderSlotBehindManyPending(t *testing.T) {
 	t.Parallel()
-	js := openJournal(t)
 	ctx := context.Background()
-	first := time.Date(2026, 9, 16, 10, 0, 0, 0, time.UTC)
+	now := time.Date(2026, 9, 16, 10, 0, 0, 0, time.UTC)
+	db, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "j.db"),
+		Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	js := db.Journal()
+	first := now
 	payload := func(wh string, slot time.Time) stock.Payload {
 		return stock.Payload{Schedule: "main", Warehouse: wh, Slot: slot, Label: slot.Format("2006-01-02T15:04:05")}
 	}
 	if _, err := scheduler.Register(ctx, js, payload("WH1", first)); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 10000 {
-		if _, err := scheduler.Register(ctx, js, payload("WH2", first.Add(time.Duration(i+1)*time.Second))); err != nil {
-			t.Fatal(err)
-		}
+	now = now.Add(time.Minute) // every WH2 snapshot is listed before WH1's
+	wh2 := payload("WH2", first)
+	if _, err := scheduler.Register(ctx, js, wh2); err != nil {
+		t.Fatal(err)
 	}
+	if _, err := db.SQL().ExecContext(ctx, `
+		WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 9999)
+		INSERT INTO operations (key, kind, source, external_id, status, payload, payload_sha256,
+			attempts, last_error, next_attempt_at, created_at, updated_at, triggered_by, search_phone)
+		SELECT key || ':' || i, kind, source, external_id, status, payload, payload_sha256,
+			attempts, last_error, next_attempt_at, created_at, updated_at, triggered_by, search_phone
+		FROM operations, n WHERE key = ?`, stock.Key("main", "WH2", wh2.Label)); err != nil {
+		t.Fatal(err)
+	}
+	pending, err := js.List(ctx, journal.Filter{Status: journal.StatusPending, Kind: stock.KindSnapshot, Limit: 20000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) != 10001 || pending[len(pending)-1].ExternalID != "main:WH1" {
+		t.Fatalf("%d pending snapshots, WH1's listed last: %v; want 10,001 and true", len(pending),
+			len(pending) > 0 && pending[len(pending)-1].ExternalID == "main:WH1")
+	}
+	now = now.Add(time.Minute)
 	next := payload("WH1", first.Add(time.Hour))
 	if _, err := scheduler.Register(ctx, js, next); err != nil {
 		t.Fatal(err)
