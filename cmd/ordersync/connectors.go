@@ -17,6 +17,7 @@ import (
 	"github.com/ordersync/ordersync/connectors/wildberries"
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/journal/export"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/store"
 )
@@ -176,7 +177,7 @@ func (a *app) connectorsCommand() *cobra.Command {
 			for _, r := range rows {
 				pos := r.Position
 				fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\t%d\t%d\t%s\n", r.Connector, r.Enabled, when(&pos), when(r.LastPollAt),
-					when(r.LastSuccessAt), r.OrdersSeen, r.Unreadable, truncate(r.LastError, 200))
+					when(r.LastSuccessAt), r.OrdersSeen, r.Unreadable, export.Clip(r.LastError, 200))
 			}
 			return tw.Flush()
 		},

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ordersync/ordersync/internal/eventually"
+	"github.com/ordersync/ordersync/internal/listing"
 	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
 	"github.com/ordersync/ordersync/internal/testdb"
@@ -349,7 +350,7 @@ func TestLimitZeroListsEveryRowAPageAtATime(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
 			e := newEnvOn(t, backend, onecsim.Options{}, true)
-			const n = listPage + 23 // more than a page
+			const n = listing.PageSize + 23 // more than a page
 			var lines []string
 			for i := range n {
 				lines = append(lines, orderJSON(fmt.Sprintf("L-%04d", i), "SKU-1", "1", "10"))
@@ -383,8 +384,8 @@ func TestLimitZeroListsEveryRowAPageAtATime(t *testing.T) {
 			if got := keys("--limit", fmt.Sprint(n+100)); !slices.Equal(got, all) {
 				t.Fatal("--limit 0 and one page of everything differ")
 			}
-			if got := keys("--limit", fmt.Sprint(listPage+5)); !slices.Equal(got, all[:listPage+5]) {
-				t.Fatalf("--limit %d: %d rows, not the first ones", listPage+5, len(got))
+			if got := keys("--limit", fmt.Sprint(listing.PageSize+5)); !slices.Equal(got, all[:listing.PageSize+5]) {
+				t.Fatalf("--limit %d: %d rows, not the first ones", listing.PageSize+5, len(got))
 			}
 			out, _, _ := e.cli("", "journal", "list", "--limit", "0", "--format", "csv")
 			r := csv.NewReader(strings.NewReader(strings.TrimPrefix(out, "\uFEFF"))) // ui.lang ru: ';', as a Russian Excel reads it
@@ -405,56 +406,6 @@ func TestLimitZeroListsEveryRowAPageAtATime(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestPagesAndJSONArray(t *testing.T) {
-	t.Parallel()
-	items := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
-	fetch := func(after *int, n int) ([]int, error) {
-		i := 0
-		if after != nil {
-			i = slices.Index(items, *after) + 1
-		}
-		return items[i:min(len(items), i+n)], nil
-	}
-	for _, tc := range []struct {
-		limit int
-		pages []int
-	}{{0, []int{3, 3, 3, 1}}, {7, []int{3, 3, 1}}, {9, []int{3, 3, 3}}, {2, []int{2}}, {20, []int{3, 3, 3, 1}}} {
-		var got []int
-		var sizes []int
-		if err := pagesOf(3, tc.limit, fetch, func(p []int) error {
-			got = append(got, p...)
-			sizes = append(sizes, len(p))
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		want := items[:min(len(items), max(tc.limit, 0))]
-		if tc.limit == 0 {
-			want = items
-		}
-		if !slices.Equal(got, want) || !slices.Equal(sizes, tc.pages) {
-			t.Errorf("limit %d: %v in pages %v, want %v in %v", tc.limit, got, sizes, want, tc.pages)
-		}
-	}
-	type row struct {
-		Key  string         `json:"key"`
-		HTML string         `json:"html"`
-		M    map[string]any `json:"m"`
-	}
-	for _, rows := range [][]row{{}, {{Key: "a", HTML: "<b>&", M: map[string]any{"x": []int{1}}}}, {{Key: "a"}, {Key: "b"}, {Key: "c"}}} {
-		var whole, streamed bytes.Buffer
-		writeJSON(&whole, rows)
-		arr := &jsonArray{w: &streamed}
-		for _, r := range rows {
-			arr.add(r)
-		}
-		arr.close()
-		if whole.String() != streamed.String() {
-			t.Errorf("streamed JSON differs:\n%s\nwant\n%s", streamed.String(), whole.String())
-		}
 	}
 }
 

@@ -1,22 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/shopspring/decimal"
 	"github.com/spf13/cobra"
 
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/journal/export"
 	"github.com/ordersync/ordersync/internal/journal/filter"
+	"github.com/ordersync/ordersync/internal/listing"
 )
 
 func (a *app) journalCommand() *cobra.Command {
@@ -60,7 +56,7 @@ func (a *app) journalListCommand() *cobra.Command {
 			f := parsed.Filter(loc)
 			f.Limit = limit
 			if since != "" {
-				t, err := parseSinceIn(since, time.Now(), loc)
+				t, err := filter.ParseSince(since, time.Now(), loc)
 				if err != nil {
 					return usageError(err)
 				}
@@ -82,7 +78,7 @@ func (a *app) journalListCommand() *cobra.Command {
 				last   journal.Operation
 			)
 			pages := func(emit func([]journal.Operation) error) error {
-				err := eachPage(limit, func(after *journal.Operation, n int) ([]journal.Operation, error) {
+				err := listing.Each(limit, func(after *journal.Operation, n int) ([]journal.Operation, error) {
 					page := f
 					page.Limit, page.After = n, after
 					return db.Journal().List(ctx, page)
@@ -105,7 +101,7 @@ func (a *app) journalListCommand() *cobra.Command {
 			}
 			switch format {
 			case "json":
-				return writeJSONPages(a.stdout, pages, func(op journal.Operation) any { return toListRow(op, loc) })
+				return listing.WriteJSON(a.stdout, pages, func(op journal.Operation) any { return export.ListRowOf(op, loc) })
 			case "csv", "xlsx":
 				var w export.Writer
 				if format == "csv" {
@@ -129,9 +125,9 @@ func (a *app) journalListCommand() *cobra.Command {
 			fmt.Fprintf(tw, "KEY\tSTATUS\tATTEMPTS\tUPDATED (%s)\t1C NUMBER\tWARNINGS\tLAST ERROR\n", loc)
 			return pages(func(ops []journal.Operation) error {
 				for _, op := range ops {
-					r := toListRow(op, loc)
+					r := export.ListRowOf(op, loc)
 					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Key, r.Status, r.Attempts,
-						r.UpdatedAt.Format(zonedLayout), r.Number, warningCodes(r.Warnings), truncate(r.LastError, 80))
+						r.UpdatedAt.Format(export.ZonedLayout), r.Number, export.WarningCodes(r.Warnings), export.Clip(r.LastError, 80))
 				}
 				return tw.Flush() // each page is aligned on its own
 			})
@@ -149,9 +145,6 @@ func (a *app) journalListCommand() *cobra.Command {
 	c.Flags().BoolVar(&warnings, "warnings", false, "only operations with warnings (a duplicate in 1C, an order gone from 1C)")
 	return c
 }
-
-// zonedLayout is how the CLI's tables write times: in ui.timezone, with its offset.
-const zonedLayout = "2006-01-02 15:04:05 -07:00"
 
 // filterFlagError words what filter.Parse found wrong with journal list's flags: the
 // first field, as one line naming its flag.
@@ -172,166 +165,6 @@ func filterFlagError(err error) error {
 		return fmt.Errorf("--from %s is after --to %s", v.From, v.To)
 	}
 	return err // the CLI asks for no other check
-}
-
-// listPage is how many rows a listing reads at a time: `--limit 0` lists every row,
-// a page at a time, so that memory stays bounded and the output streams.
-const listPage = 500
-
-// eachPage reads a listing page by page, each after the last row of the one before
-// (fetch's after, nil for the first), at most n rows a page, and hands each page to
-// emit, until limit rows (0: no limit) or the listing's end.
-func eachPage[T any](limit int, fetch func(after *T, n int) ([]T, error), emit func([]T) error) error {
-	return pagesOf(listPage, limit, fetch, emit)
-}
-
-// pagesOf is eachPage with pages of size rows.
-func pagesOf[T any](size, limit int, fetch func(after *T, n int) ([]T, error), emit func([]T) error) error {
-	var after *T
-	for done := 0; limit == 0 || done < limit; {
-		n := size
-		if limit > 0 {
-			n = min(n, limit-done)
-		}
-		page, err := fetch(after, n)
-		if err != nil {
-			return err
-		}
-		page = page[:min(len(page), n)]
-		if err := emit(page); err != nil {
-			return err
-		}
-		done += len(page)
-		if len(page) < n {
-			return nil
-		}
-		last := page[len(page)-1]
-		after = &last
-	}
-	return nil
-}
-
-// jsonArray writes a JSON array one element at a time, as writeJSON writes a whole
-// one: indented by two spaces, "[]" when empty.
-type jsonArray struct {
-	w io.Writer
-	n int
-}
-
-func (j *jsonArray) add(v any) error {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("  ", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	sep := ",\n  "
-	if j.n == 0 {
-		sep = "[\n  "
-	}
-	j.n++
-	_, err := io.WriteString(j.w, sep+strings.TrimSuffix(b.String(), "\n"))
-	return err
-}
-
-// writeJSONPages writes every page pages yields as one JSON array, each element
-// turned by row, as the pages come.
-func writeJSONPages[T any](w io.Writer, pages func(emit func([]T) error) error, row func(T) any) error {
-	arr := &jsonArray{w: w}
-	if err := pages(func(items []T) error {
-		for _, it := range items {
-			if err := arr.add(row(it)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	return arr.close()
-}
-
-func (j *jsonArray) close() error {
-	end := "\n]\n"
-	if j.n == 0 {
-		end = "[]\n"
-	}
-	_, err := io.WriteString(j.w, end)
-	return err
-}
-
-// warningCodes lists the codes of ws for a table or CSV cell: "duplicate_in_1c".
-func warningCodes(ws []journal.Warning) string {
-	codes := make([]string, len(ws))
-	for i, w := range ws {
-		codes[i] = w.Code
-	}
-	return strings.Join(codes, ",")
-}
-
-type listRow struct {
-	Key       string    `json:"key"`
-	Status    string    `json:"status"`
-	Attempts  int       `json:"attempts"`
-	UpdatedAt time.Time `json:"updated_at"`
-	Source    string    `json:"source"`
-	Ref       string    `json:"ref,omitempty"`
-	Number    string    `json:"number,omitempty"`
-	LastError string    `json:"last_error"`
-	// Warnings are [{"code","message","refs"}], never null.
-	Warnings []journal.Warning `json:"warnings"`
-	// The exports' columns.
-	Kind              string           `json:"kind"`
-	ExternalID        string           `json:"external_id"`
-	MarketplaceNumber string           `json:"marketplace_number"`
-	Customer          string           `json:"customer"`
-	Phone             string           `json:"phone"`
-	OneCDate          string           `json:"onec_date,omitempty"`
-	Total             *decimal.Decimal `json:"total"`
-	Currency          string           `json:"currency"`
-	CreatedAt         time.Time        `json:"created_at"`
-	DoneAt            *time.Time       `json:"done_at"`
-}
-
-func toListRow(op journal.Operation, loc *time.Location) listRow {
-	x := export.RowOf(op, loc)
-	r := listRow{Key: op.Key, Status: string(op.Status), Attempts: op.Attempts, UpdatedAt: op.UpdatedAt.In(loc),
-		Source: op.Source, LastError: op.LastError, Warnings: op.Warnings,
-		Kind: op.Kind, ExternalID: op.ExternalID, MarketplaceNumber: x.MarketplaceNumber, Customer: x.Customer,
-		Phone: x.Phone, OneCDate: x.OneCDate, Total: x.Total, Currency: x.Currency, CreatedAt: x.Created, DoneAt: x.Done}
-	if r.Warnings == nil {
-		r.Warnings = []journal.Warning{}
-	}
-	if op.Result != nil {
-		r.Ref, r.Number = op.Result.Ref, op.Result.Number
-	}
-	return r
-}
-
-// parseSince is parseSinceIn with dates in the machine's zone.
-func parseSince(s string, now time.Time) (time.Time, error) { return parseSinceIn(s, now, time.Local) }
-
-// parseSinceIn accepts a duration back from now, a date (in loc), or an RFC 3339 time.
-func parseSinceIn(s string, now time.Time, loc *time.Location) (time.Time, error) {
-	if d, err := time.ParseDuration(s); err == nil {
-		return now.Add(-d), nil
-	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	if t, err := time.ParseInLocation("2006-01-02", s, loc); err == nil {
-		return t, nil
-	}
-	return time.Time{}, fmt.Errorf("--since: %q is neither a duration (24h), a date (2026-09-16) nor an RFC 3339 time", s)
-}
-
-func truncate(s string, n int) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }
 
 func (a *app) journalShowCommand() *cobra.Command {
@@ -372,9 +205,9 @@ create and its cancel, two orders of one phone), they are listed and none is sho
 				return fmt.Errorf("journal show %s: %w", key, err)
 			}
 			if format == "json" {
-				return writeJSON(a.stdout, showJSON(d))
+				return writeJSON(a.stdout, export.DetailJSON(d))
 			}
-			a.printDetail(d, cfg.UILocation())
+			export.WriteDetail(a.stdout, d, cfg.UILocation())
 			return nil
 		},
 	}
@@ -411,151 +244,9 @@ func (a *app) resolveOperation(ctx context.Context, js journal.Store, term strin
 	fmt.Fprintf(a.stderr, "%q names several operations%s:\n", term, more)
 	tw := tabwriter.NewWriter(a.stderr, 0, 4, 2, ' ', 0)
 	for _, op := range ops {
-		r := toListRow(op, loc)
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", r.Key, r.Status, r.CreatedAt.Format(zonedLayout), r.Number)
+		r := export.ListRowOf(op, loc)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", r.Key, r.Status, r.CreatedAt.Format(export.ZonedLayout), r.Number)
 	}
 	tw.Flush()
 	return "", fmt.Errorf("journal show %s: several operations match; name one by its key", term)
-}
-
-// showJSON is the documented shape of `journal show --format json`; attempts_history and
-// conflicts are arrays, never null.
-func showJSON(d journal.Detail) journal.Detail {
-	if d.Warnings == nil {
-		d.Warnings = []journal.Warning{}
-	}
-	if d.History == nil {
-		d.History = []journal.Attempt{}
-	}
-	if d.Conflicts == nil {
-		d.Conflicts = []journal.Conflict{}
-	}
-	if d.Events == nil {
-		d.Events = []journal.Event{}
-	}
-	return d
-}
-
-func (a *app) printDetail(d journal.Detail, loc *time.Location) {
-	w := a.stdout
-	ts := func(t time.Time) string { return t.In(loc).Format("2006-01-02 15:04:05.000 -07:00") }
-	fmt.Fprintf(w, "key:          %s\n", d.Key)
-	fmt.Fprintf(w, "kind:         %s\n", d.Kind)
-	fmt.Fprintf(w, "source:       %s   external id: %s\n", d.Source, d.ExternalID)
-	fmt.Fprintf(w, "status:       %s\n", d.Status)
-	fmt.Fprintf(w, "attempts:     %d\n", d.Attempts)
-	fmt.Fprintf(w, "created:      %s   updated: %s\n", ts(d.CreatedAt), ts(d.UpdatedAt))
-	if d.Status == journal.StatusPending {
-		fmt.Fprintf(w, "next attempt: %s\n", ts(d.NextAttemptAt))
-	}
-	fmt.Fprintf(w, "payload:      sha256 %s\n", d.PayloadSHA256)
-	if d.Result != nil {
-		fmt.Fprintf(w, "1C order:     № %s of %s (1C's time), ref %s\n", d.Result.Number, d.Result.Date, d.Result.Ref)
-		if d.Result.Found {
-			fmt.Fprintf(w, "              found in 1C, not created by this operation: %s\n", d.Result.Note)
-		} else if d.Result.Note != "" {
-			fmt.Fprintf(w, "              %s\n", d.Result.Note)
-		}
-	}
-	for _, warn := range d.Warnings {
-		fmt.Fprintf(w, "WARNING:      %s: %s\n", warn.Code, warn.Message)
-		if len(warn.Refs) > 0 {
-			fmt.Fprintf(w, "              refs: %s\n", strings.Join(warn.Refs, ", "))
-		}
-	}
-	if len(d.Warnings) == 0 && d.Result != nil { // recorded before warnings had codes
-		for _, warn := range d.Result.Warnings {
-			fmt.Fprintf(w, "warning:      %s\n", warn)
-		}
-	}
-	if d.LastError != "" {
-		fmt.Fprintf(w, "last error:   %s\n", d.LastError)
-	}
-	if d.Status == journal.StatusPending && d.RetryClass != "" {
-		fmt.Fprintf(w, "waiting on:   %s failure", d.RetryClass)
-		if d.UnknownAttempts > 0 {
-			fmt.Fprintf(w, " (%d attempt(s) with an unknown outcome count toward worker.max_attempts)", d.UnknownAttempts)
-		}
-		fmt.Fprintln(w)
-	}
-	if d.SettleUntil != nil && d.Status == journal.StatusPending {
-		fmt.Fprintf(w, "settles:      %s (1C may still be writing what an earlier attempt sent)\n", ts(*d.SettleUntil))
-	}
-	if len(d.Events) > 0 {
-		fmt.Fprintf(w, "\nevents:\n")
-		for _, ev := range d.Events {
-			line := fmt.Sprintf("  %s  %s", ts(ev.At), ev.Action)
-			if ev.Actor != "" {
-				line += " by " + ev.Actor
-			}
-			if ev.Detail != "" {
-				line += ": " + ev.Detail
-			}
-			fmt.Fprintln(w, line)
-		}
-	}
-	fmt.Fprintf(w, "\nattempts (times in %s):\n", loc)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  #\tOUTCOME\tSTARTED\tFINISHED\tTRIGGERED BY\tWORKER\t1C REF\tERROR")
-	for _, at := range d.History {
-		fin, outcome := "—", string(at.Outcome)
-		if at.FinishedAt != nil {
-			fin = ts(*at.FinishedAt)
-		}
-		if outcome == "" {
-			outcome = "(open)"
-		}
-		if at.Class != "" && at.Outcome != journal.OutcomeDone {
-			outcome += " (" + at.Class + ")"
-		}
-		by := at.TriggeredBy
-		if by == "" {
-			by = "—"
-		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", at.Attempt, outcome, ts(at.StartedAt), fin, by, at.Worker, at.Ref, truncate(at.Error, 100))
-	}
-	tw.Flush()
-	for _, at := range d.History {
-		if len(at.Exchanges) == 0 {
-			continue
-		}
-		var xs []struct {
-			Method, Path   string
-			Status         int
-			RequestSHA256  string `json:"request_sha256"`
-			ResponseSHA256 string `json:"response_sha256"`
-			Error          string
-		}
-		if json.Unmarshal(at.Exchanges, &xs) != nil {
-			continue
-		}
-		fmt.Fprintf(w, "  attempt %d exchanged with 1C:\n", at.Attempt)
-		for _, x := range xs {
-			status := fmt.Sprint(x.Status)
-			if x.Status == 0 {
-				status = "no answer"
-			}
-			line := fmt.Sprintf("    %s %s → %s", x.Method, x.Path, status)
-			if x.RequestSHA256 != "" {
-				line += " sent sha256:" + x.RequestSHA256[:min(16, len(x.RequestSHA256))]
-			}
-			if x.ResponseSHA256 != "" {
-				line += " got sha256:" + x.ResponseSHA256[:min(16, len(x.ResponseSHA256))]
-			}
-			if x.Error != "" {
-				line += " (" + truncate(x.Error, 80) + ")"
-			}
-			fmt.Fprintln(w, line)
-		}
-	}
-	if len(d.Conflicts) > 0 {
-		fmt.Fprintf(w, "\nconflicts (same key, another payload; nothing was overwritten):\n")
-		for _, c := range d.Conflicts {
-			seen := ""
-			if c.Times > 1 {
-				seen = fmt.Sprintf("  (%d times, last %s)", c.Times, ts(c.LastAt))
-			}
-			fmt.Fprintf(w, "  %s  payload sha256 %s%s\n", ts(c.At), c.PayloadSHA256, seen)
-		}
-	}
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ordersync/ordersync/internal/journal/export"
+	"github.com/ordersync/ordersync/internal/listing"
 	"github.com/ordersync/ordersync/internal/outbox"
 )
 
@@ -103,7 +105,7 @@ func (a *app) outboxListCommand() *cobra.Command {
 			}
 			return a.withOutbox(cmd.Context(), func(s outbox.Store) error {
 				pages := func(emit func([]outbox.Record) error) error {
-					return eachPage(limit, func(after *outbox.Record, n int) ([]outbox.Record, error) {
+					return listing.Each(limit, func(after *outbox.Record, n int) ([]outbox.Record, error) {
 						f := outbox.ListFilter{Dead: dead, Unsent: unsent, AggregateID: aggregate, Destination: destination, Limit: n}
 						if after != nil {
 							f.BeforeID = after.ID
@@ -112,14 +114,14 @@ func (a *app) outboxListCommand() *cobra.Command {
 					}, emit)
 				}
 				if format == "json" {
-					return writeJSONPages(a.stdout, pages, func(r outbox.Record) any { return r })
+					return listing.WriteJSON(a.stdout, pages, func(r outbox.Record) any { return r })
 				}
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tDESTINATION\tTYPE\tAGGREGATE\tSEQ\tSTATE\tATTEMPTS\tEVENT ID\tLAST ERROR")
 				return pages(func(recs []outbox.Record) error {
 					for _, r := range recs {
 						fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", r.ID, r.Destination, r.Type, r.AggregateID,
-							r.Sequence, state(r), r.Attempts, r.EventID, truncate(r.LastError, 60))
+							r.Sequence, state(r), r.Attempts, r.EventID, export.Clip(r.LastError, 60))
 					}
 					return tw.Flush()
 				})

@@ -14,6 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/journal/export"
+	"github.com/ordersync/ordersync/internal/journal/filter"
 	"github.com/ordersync/ordersync/internal/resync"
 )
 
@@ -57,7 +59,7 @@ func (b *bulkFlags) filter(now time.Time) (journal.Filter, error) {
 		return f, fmt.Errorf("resync: --status: must be failed or pending, got %q", b.status)
 	}
 	if b.since != "" {
-		t, err := parseSince(b.since, now)
+		t, err := filter.ParseSince(b.since, now, time.Local)
 		if err != nil {
 			return f, fmt.Errorf("resync: %w", err)
 		}
@@ -227,7 +229,7 @@ func (a *app) printBulkDryRun(ops []journal.Operation, status journal.Status, fo
 		tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "KEY\tSTATUS\tATTEMPTS\tLAST ERROR")
 		for _, op := range ops {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", op.Key, op.Status, op.Attempts, truncate(op.LastError, 100))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", op.Key, op.Status, op.Attempts, export.Clip(op.LastError, 100))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

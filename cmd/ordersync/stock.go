@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ordersync/ordersync/connectors"
+	"github.com/ordersync/ordersync/internal/journal/export"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/stock"
 	stocksvc "github.com/ordersync/ordersync/internal/stock/service"
@@ -435,7 +436,7 @@ func (a *app) printStockStatus(out stocksvc.Status, loc *time.Location) {
 		if s.Last != "" {
 			last = s.Last
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.Name, s.Cron, s.Warehouse, last, s.Next.In(loc).Format("2006-01-02T15:04:05"), s.Pending, truncate(s.Failed, 80))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.Name, s.Cron, s.Warehouse, last, s.Next.In(loc).Format("2006-01-02T15:04:05"), s.Pending, export.Clip(s.Failed, 80))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

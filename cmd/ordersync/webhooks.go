@@ -18,6 +18,8 @@ import (
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/engine"
 	"github.com/ordersync/ordersync/internal/inbox"
+	"github.com/ordersync/ordersync/internal/journal/export"
+	"github.com/ordersync/ordersync/internal/listing"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/server"
 	"github.com/ordersync/ordersync/internal/stdwebhook"
@@ -122,18 +124,18 @@ func (a *app) inboxCommand() *cobra.Command {
 			}
 			return a.withInbox(cmd.Context(), func(s inbox.Store) error {
 				pages := func(emit func([]inbox.Record) error) error {
-					return eachPage(limit, func(after *inbox.Record, n int) ([]inbox.Record, error) {
+					return listing.Each(limit, func(after *inbox.Record, n int) ([]inbox.Record, error) {
 						return s.List(cmd.Context(), inbox.Filter{Source: source, Status: status, Limit: n, After: after})
 					}, emit)
 				}
 				if format == "json" {
-					return writeJSONPages(a.stdout, pages, func(r inbox.Record) any { return r })
+					return listing.WriteJSON(a.stdout, pages, func(r inbox.Record) any { return r })
 				}
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "SOURCE\tEVENT ID\tRECEIVED\tSTATUS\tANSWER\tCONFLICTS\tOPERATIONS")
 				return pages(func(recs []inbox.Record) error {
 					for _, r := range recs {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%v\n", r.Source, truncate(r.EventID, 60),
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%v\n", r.Source, export.Clip(r.EventID, 60),
 							r.ReceivedAt.Local().Format("2006-01-02 15:04:05"), r.Status, r.Answer.Status, r.Conflicts, r.Operations)
 					}
 					return tw.Flush()
