@@ -195,3 +195,41 @@ func TestReadBackComparison(t *testing.T) {
 		t.Fatalf("a document equal to what was written differs: %v", d)
 	}
 }
+
+// A publication's $metadata, read as a stream, against what each profile needs:
+// the УТ sample lacks the rows' Сумма and the catalog's Артикул; УНФ's document is
+// not published at all.
+func TestNeedsOfTheMetadata(t *testing.T) {
+	f, err := os.Open(filepath.Join("testdata", "metadata-ut11.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := ReadMetadata(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, miss := range Profiles["ut11"].Needs(m, "Артикул") {
+		got = append(got, miss.String())
+	}
+	want := []string{
+		"Document_ЗаказКлиента_Товары_RowType.Сумма is not published (a line's item, quantity, price or amount)",
+		"Catalog_Номенклатура.Артикул is not published (onec.odata.items_by: the field SKUs are matched by)",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("ut11 needs\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if n := Profiles["ut11"].Needs(m, "Code"); len(n) != 1 {
+		t.Fatalf("items by Code: %v, want only the rows' Сумма", n)
+	}
+	unf := Profiles["unf"].Needs(m, "Code")
+	if len(unf) != 1 || unf[0].Set != "Document_ЗаказПокупателя" || unf[0].Field != "" {
+		t.Fatalf("unf needs %v, want its order document", unf)
+	}
+	for _, page := range []string{"<html><title>Login</title></html>", "<!DOCTYPE html><html><body><br></body></html>"} {
+		if _, err := ReadMetadata(strings.NewReader(page)); err == nil || !strings.Contains(err.Error(), "onec.base_url") {
+			t.Fatalf("a web page read as metadata: %v", err)
+		}
+	}
+}
