@@ -240,3 +240,54 @@ func (p Profile) Compare(want, got Document) []Difference {
 	}
 	return out
 }
+
+// CancelBody is the PATCH that cancels an order, built from its fresh read (raw,
+// as 1C answered the GET): for УТ every row of the tabular part, with all its
+// fields as read, marked Отменено with the reason (onec.odata.cancel_reason, an
+// optional ПричиныОтменыЗаказовКлиентов GUID) — 1C replaces a tabular part whole,
+// so a row left out would be deleted; for УНФ the header's state set to
+// cancelled (a СостоянияЗаказовПокупателей GUID). The order is posted again after.
+func (p Profile) CancelBody(raw []byte, reason, cancelledState string) ([]byte, error) {
+	var doc map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("%s: not a document: %w", p.Document, err)
+	}
+	out := map[string]any{}
+	switch {
+	case p.Cancelled != "":
+		var rows []map[string]any
+		d := json.NewDecoder(bytes.NewReader(doc[p.Rows]))
+		d.UseNumber()
+		if err := d.Decode(&rows); err != nil || len(rows) == 0 {
+			return nil, fmt.Errorf("%s: the read order has no %s to cancel", p.Document, p.Rows)
+		}
+		for i, r := range rows {
+			delete(r, "Ref_Key") // the row's owner, not a field of the row
+			r["LineNumber"] = strconv.Itoa(i + 1)
+			r[p.Cancelled] = true
+			if reason != "" {
+				r[cancelReason+"_Key"] = reason
+			}
+		}
+		out[p.Rows] = rows
+	case p.Status != "":
+		if cancelledState == "" {
+			return nil, fmt.Errorf("onec.odata.cancelled_state: the %s profile cancels by the order's state; name the state's GUID", p.Name)
+		}
+		out[p.Status+"_Key"] = cancelledState
+	default:
+		return nil, fmt.Errorf("the %s profile says no way to cancel", p.Name)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(out); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// cancelReason is УТ's row field of the reason an order's row was cancelled.
+const cancelReason = "ПричинаОтмены"

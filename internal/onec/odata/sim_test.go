@@ -2,6 +2,7 @@ package odata
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -90,5 +91,54 @@ func TestShapesAgainstTheSimulator(t *testing.T) {
 	}
 	if n := s.CountMarker(want.Marker); n != 1 || !s.Orders()[0]["Posted"].(bool) {
 		t.Fatalf("1C holds %d orders with the marker (posted: %v), want 1 posted", n, s.Orders()[0]["Posted"])
+	}
+}
+
+// A cancel is a whole-part PATCH built from a fresh read: every row kept, each
+// marked cancelled with the reason.
+func TestCancelAgainstTheSimulator(t *testing.T) {
+	s := odatasim.New(odatasim.Options{Username: "odata", Password: "s3cret"})
+	if err := s.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	p, u := Profiles["ut11"], NewURLs(s.URL())
+	body, err := p.Body(order(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, b := send(t, http.MethodPost, u.Create(p.Document), body)
+	if st != http.StatusCreated {
+		t.Fatalf("create: %d %s", st, b)
+	}
+	created, err := p.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, fresh := send(t, http.MethodGet, u.Read(p.Document, created.Ref), nil)
+	const reason = "6f1c2a10-0000-4000-8000-0000000000c1"
+	patch, err := p.CancelBody(fresh, reason, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, b := send(t, http.MethodPatch, u.Read(p.Document, created.Ref), patch); st != 200 {
+		t.Fatalf("patch: %d %s", st, b)
+	}
+	rows, _ := s.Orders()[0]["Товары"].([]any)
+	if len(rows) != 2 {
+		t.Fatalf("after the cancel 1C holds %d rows, want both", len(rows))
+	}
+	for i, r := range rows {
+		row := r.(map[string]any)
+		if row["Отменено"] != true || row["ПричинаОтмены_Key"] != reason || row["Номенклатура_Key"] == nil || row["LineNumber"] != fmt.Sprint(i+1) {
+			t.Fatalf("row %d after the cancel: %v", i+1, row)
+		}
+	}
+	if _, err := Profiles["unf"].CancelBody(fresh, "", ""); err == nil || !strings.Contains(err.Error(), "cancelled_state") {
+		t.Fatalf("unf without a cancelled state: %v", err)
+	}
+	if b, err := Profiles["unf"].CancelBody(fresh, "", "6f1c2a10-0000-4000-8000-0000000000d1"); err != nil ||
+		string(b) != `{"СостояниеЗаказа_Key":"6f1c2a10-0000-4000-8000-0000000000d1"}` {
+		t.Fatalf("unf cancel body %s %v", b, err)
 	}
 }

@@ -419,7 +419,7 @@ var headerFields = map[string]bool{"Date": true, Marker: true, "Коммента
 	"Валюта_Key": true, "Склад_Key": true, "ХозяйственнаяОперация": true, "Статус": true}
 
 var rowFields = map[string]bool{"Номенклатура_Key": true, "Количество": true, "Цена": true, "Сумма": true,
-	"Склад_Key": true, "Отменено": true}
+	"Склад_Key": true, "Отменено": true, "ПричинаОтмены_Key": true}
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	f, faulted := s.fault(w, "create")
