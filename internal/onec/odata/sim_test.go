@@ -11,6 +11,18 @@ import (
 	"github.com/ordersync/ordersync/internal/sim/odatasim"
 )
 
+// startSim starts the simulator with send's credentials.
+func startSim(t *testing.T, opts odatasim.Options) *odatasim.Server {
+	t.Helper()
+	opts.Username, opts.Password = "odata", "s3cret"
+	s := odatasim.New(opts)
+	if err := s.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
 // send is one request to the simulator, its answer read whole.
 func send(t *testing.T, method, url string, body []byte) (int, []byte) {
 	t.Helper()
@@ -40,12 +52,7 @@ func send(t *testing.T, method, url string, body []byte) (int, []byte) {
 // find by marker, a create, its read-back compared (the comment cut), the post,
 // and a repeated create with the same Ref_Key refused as "key exists".
 func TestShapesAgainstTheSimulator(t *testing.T) {
-	s := odatasim.New(odatasim.Options{Username: "odata", Password: "s3cret", KeepRefKey: true,
-		MaxLength: map[string]int{"Комментарий": 12}})
-	if err := s.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := startSim(t, odatasim.Options{KeepRefKey: true, MaxLength: map[string]int{"Комментарий": 12}})
 	p, u, want := Profiles["ut11"], NewURLs(s.URL()+"/"), order(t)
 
 	find, err := u.FindByMarker(p, want.Marker)
@@ -97,11 +104,7 @@ func TestShapesAgainstTheSimulator(t *testing.T) {
 // A cancel is a whole-part PATCH built from a fresh read: every row kept, each
 // marked cancelled with the reason.
 func TestCancelAgainstTheSimulator(t *testing.T) {
-	s := odatasim.New(odatasim.Options{Username: "odata", Password: "s3cret"})
-	if err := s.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := startSim(t, odatasim.Options{})
 	p, u := Profiles["ut11"], NewURLs(s.URL())
 	body, err := p.Body(order(t))
 	if err != nil {

@@ -426,11 +426,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if faulted && f.Kind == "" {
 		return
 	}
-	var body Doc
-	dec := json.NewDecoder(r.Body)
-	dec.UseNumber()
-	if err := dec.Decode(&body); err != nil {
-		odataError(w, http.StatusInternalServerError, -1, "Непредвиденный символ при чтении JSON")
+	body, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	d, status, code, msg := s.document(body)
@@ -469,6 +466,18 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	// The URL as 1C writes it: raw UTF-8, not percent-encoded.
 	w.Header()["Location"] = []string{s.URL() + "/" + Orders + "(guid'" + out["Ref_Key"].(string) + "')"}
 	writeJSON(w, http.StatusCreated, out)
+}
+
+// readBody reads a JSON body, numbers exact; malformed, it answers as 1C does.
+func readBody(w http.ResponseWriter, r *http.Request) (Doc, bool) {
+	var body Doc
+	dec := json.NewDecoder(r.Body)
+	dec.UseNumber()
+	if err := dec.Decode(&body); err != nil {
+		odataError(w, http.StatusInternalServerError, -1, "Непредвиденный символ при чтении JSON")
+		return nil, false
+	}
+	return body, true
 }
 
 // document builds the stored order from a create's body, or says why 1C refuses
@@ -522,11 +531,8 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, ref string) {
 	if _, ok := s.fault(w, "patch"); ok {
 		return
 	}
-	var body Doc
-	dec := json.NewDecoder(r.Body)
-	dec.UseNumber()
-	if err := dec.Decode(&body); err != nil {
-		odataError(w, http.StatusInternalServerError, -1, "Непредвиденный символ при чтении JSON")
+	body, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	s.mu.Lock()
