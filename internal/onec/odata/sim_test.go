@@ -2,12 +2,15 @@ package odata
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/sim/odatasim"
 )
 
@@ -143,5 +146,56 @@ func TestCancelAgainstTheSimulator(t *testing.T) {
 	if b, err := Profiles["unf"].CancelBody(fresh, "", "6f1c2a10-0000-4000-8000-0000000000d1"); err != nil ||
 		string(b) != `{"СостояниеЗаказа_Key":"6f1c2a10-0000-4000-8000-0000000000d1"}` {
 		t.Fatalf("unf cancel body %s %v", b, err)
+	}
+}
+
+// Items are matched by the configured field, once per SKU; an unknown SKU and one
+// that names two items are configuration errors naming the SKU.
+func TestItemsAgainstTheSimulator(t *testing.T) {
+	s := startSim(t, odatasim.Options{})
+	ref := s.AddItem("ART-1", "Чайник")
+	s.AddItem("ART-2", "Кружка")
+	s.AddItem("ART-2", "Кружка, дубль")
+	u := NewURLs(s.URL())
+	lookups := 0
+	items := &Items{Field: "Артикул", Lookup: func(ctx context.Context, sku string) ([]string, error) {
+		lookups++
+		q, err := u.ItemQuery("Артикул", sku)
+		if err != nil {
+			return nil, err
+		}
+		st, b := send(t, http.MethodGet, q, nil)
+		if st != 200 {
+			return nil, ParseError("items", ItemsSet, st, b, false)
+		}
+		var page struct {
+			Value []struct {
+				Ref string `json:"Ref_Key"`
+			} `json:"value"`
+		}
+		if err := json.Unmarshal(b, &page); err != nil {
+			return nil, err
+		}
+		var refs []string
+		for _, v := range page.Value {
+			refs = append(refs, v.Ref)
+		}
+		return refs, nil
+	}}
+	ctx := context.Background()
+	for range 3 {
+		if got, err := items.Ref(ctx, "ART-1"); err != nil || got != ref {
+			t.Fatalf("ART-1: %s %v, want %s", got, err, ref)
+		}
+	}
+	if lookups != 1 {
+		t.Fatalf("%d lookups for one SKU asked three times, want 1", lookups)
+	}
+	for sku, want := range map[string]string{"ART-9": `no item of Catalog_Номенклатура has Артикул "ART-9"`,
+		"ART-2": `several items of Catalog_Номенклатура have Артикул "ART-2"`} {
+		_, err := items.Ref(ctx, sku)
+		if onec.ClassOf(err) != onec.Configuration || err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: %v, want a configuration error %q", sku, err, want)
+		}
 	}
 }
