@@ -5,15 +5,20 @@
 package onec
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/ordersync/ordersync/internal/order"
 )
 
 // Order is an order as 1C reports it (Order1C of contract v1).
@@ -312,4 +317,19 @@ func Digest(b []byte) string {
 	}
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// Snippet is the start of a body 1C (or a web server in front of it) answered, on
+// one line, for an error message. It is made safe to store: a NUL or invalid UTF-8
+// in the answer must not fail the journal's write of the error that quotes it.
+func Snippet(body []byte) string {
+	const max = 300
+	s := order.SafeText(strings.Join(strings.Fields(string(bytes.TrimSpace(body))), " "))
+	if s == "" {
+		return "(empty body)"
+	}
+	if utf8.RuneCountInString(s) > max {
+		s = string([]rune(s)[:max]) + "…"
+	}
+	return s
 }

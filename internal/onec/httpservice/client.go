@@ -52,7 +52,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-resty/resty/v2"
 	"github.com/shopspring/decimal"
@@ -60,7 +59,6 @@ import (
 	"github.com/ordersync/ordersync/internal/backoff"
 	"github.com/ordersync/ordersync/internal/bytesize"
 	"github.com/ordersync/ordersync/internal/onec"
-	"github.com/ordersync/ordersync/internal/order"
 )
 
 var _ onec.Client = (*Client)(nil)
@@ -324,7 +322,7 @@ func (c *Client) createResult(_ call, ans answer) (onec.Created, error) {
 	if err := json.Unmarshal(ans.body, &created); err != nil || created.Ref == "" {
 		// 1C said it created something; without its ref only a find can tell.
 		return onec.Created{}, &onec.Error{Class: onec.Unknown, Op: "create", Status: ans.status,
-			Message: "1C answered " + fmt.Sprint(ans.status) + " without the ref of the created order: " + snippet(ans.body), Err: err}
+			Message: "1C answered " + fmt.Sprint(ans.status) + " without the ref of the created order: " + onec.Snippet(ans.body), Err: err}
 	}
 	return created, nil
 }
@@ -353,7 +351,7 @@ func (c *Client) cancelResult(k call, ans answer) (onec.Cancelled, error) {
 		// Not the contract's answer: nothing proves the order was cancelled. The
 		// cancel is idempotent, so asking again is safe.
 		return onec.Cancelled{}, &onec.Error{Class: onec.Unknown, Op: "cancel", Path: k.path, Status: ans.status,
-			Message: `1C answered the cancel without "status":"cancelled": ` + snippet(ans.body)}
+			Message: `1C answered the cancel without "status":"cancelled": ` + onec.Snippet(ans.body)}
 	}
 	return v, nil
 }
@@ -633,7 +631,7 @@ func (c *Client) once(ctx context.Context, k call) (answer, error) {
 				continue
 			}
 			return answer{}, &onec.Error{Class: onec.Transient, Op: k.op, Path: k.path, Status: ans.status,
-				Message: "the 1C session expired (HTTP 400 to a request on an ibsession cookie); 1C did not run the request: " + snippet(ans.body)}
+				Message: "the 1C session expired (HTTP 400 to a request on an ibsession cookie); 1C did not run the request: " + onec.Snippet(ans.body)}
 		}
 		return c.judge(k, ans)
 	}
@@ -916,7 +914,7 @@ func (c *Client) classify(k call, ans answer) *onec.Error {
 		e.Class = onec.Configuration
 		e.Message = fmt.Sprintf("1C's web server answered %d for %s %s%s with a page that is not the ordersync service's answer: "+
 			"the publication or its URL template is missing, or onec.base_url is wrong (%s)",
-			st, k.method, c.base, k.path, snippet(ans.body))
+			st, k.method, c.base, k.path, onec.Snippet(ans.body))
 	case st >= 500 && e.API && e.Code == codeLockConflict:
 		// The module's transaction rolled back on a lock conflict: nothing was written.
 		e.Class = onec.Transient
@@ -936,7 +934,7 @@ func (c *Client) classify(k call, ans answer) *onec.Error {
 		e.Class = onec.Unknown
 		e.Message = fmt.Sprintf("%s %s was answered HTTP %d with a body that is not the ordersync service's JSON error, so nothing says whether 1C's handler ran: "+
 			"it may not have, it may still be running behind a proxy, or it may have finished; %s (%s)",
-			k.method, k.path, st, mayHaveActed(k), snippet(ans.body))
+			k.method, k.path, st, mayHaveActed(k), onec.Snippet(ans.body))
 	case st >= 300 && st < 400:
 		e.Class = onec.Permanent
 		e.Message = fmt.Sprintf("1C redirected to %q: check onec.base_url %s", ans.header.Get("Location"), c.base)
@@ -974,7 +972,7 @@ func (c *Client) unreadablePost(k call, status int, body []byte) *onec.Error {
 		"An HTML page with a 2xx status is also how a publication answers credentials it does not accept (%s at onec.base_url %s); the find that comes next will tell",
 		k.method, k.path, status, what, mayHaveActed(k), who, c.base)
 	return &onec.Error{Class: onec.Unknown, Op: k.op, Path: k.path, Status: status, Message: msg,
-		Err: errors.New("1C answered: " + snippet(body))}
+		Err: errors.New("1C answered: " + onec.Snippet(body))}
 }
 
 // authError says which configuration keys to check. It never includes the password.
@@ -993,7 +991,7 @@ func (c *Client) authError(k call, status int, body []byte) *onec.Error {
 		msg = fmt.Sprintf("1C answered HTTP %d with %s instead of JSON, the way a publication answers credentials it does not accept. %s (or that onec.base_url points at the ordersync HTTP service)", status, what, msg)
 	}
 	return &onec.Error{Class: onec.Auth, Op: k.op, Path: k.path, Status: status, Message: msg,
-		Err: errors.New("1C answered: " + snippet(body))}
+		Err: errors.New("1C answered: " + onec.Snippet(body))}
 }
 
 // decode reads an accepted answer into v; a JSON answer of the wrong shape is a
@@ -1001,7 +999,7 @@ func (c *Client) authError(k call, status int, body []byte) *onec.Error {
 func (c *Client) decode(k call, ans answer, v any) error {
 	if err := json.Unmarshal(ans.body, v); err != nil {
 		return &onec.Error{Class: onec.Permanent, Op: k.op, Status: ans.status,
-			Message: "1C answered JSON that does not follow contract v1: " + snippet(ans.body), Err: err}
+			Message: "1C answered JSON that does not follow contract v1: " + onec.Snippet(ans.body), Err: err}
 	}
 	return nil
 }
@@ -1027,7 +1025,7 @@ func fillAPIError(e *onec.Error, body []byte) {
 		}
 	}
 	if e.Message == "" {
-		e.Message = snippet(body)
+		e.Message = onec.Snippet(body)
 	}
 }
 
@@ -1052,22 +1050,6 @@ func isJSON(body []byte) bool {
 func looksHTML(body []byte) bool {
 	t := bytes.TrimSpace(body)
 	return len(t) > 0 && t[0] == '<'
-}
-
-// snippet is the start of a body, on one line, for an error message.
-func snippet(body []byte) string {
-	const max = 300
-	// Made safe to store: a NUL or invalid UTF-8 in 1C's answer must not fail the
-	// journal's write of the error that quotes it.
-	s := order.SafeText(strings.Join(strings.Fields(string(bytes.TrimSpace(body))), " "))
-	if s == "" {
-		return "(empty body)"
-	}
-	if utf8.RuneCountInString(s) > max {
-		r := []rune(s)
-		s = string(r[:max]) + "…"
-	}
-	return s
 }
 
 // number is a decimal that marshals as a bare JSON number whatever the decimal

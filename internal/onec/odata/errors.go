@@ -87,22 +87,19 @@ func parseCode(raw json.RawMessage) int {
 }
 
 // describeBody is a body that is not 1C's error, for a message: an HTML page by
-// its title, anything else by its first line.
+// its title, anything else as onec.Snippet quotes it; "" for none.
 func describeBody(body []byte) string {
 	s := strings.TrimSpace(string(body))
+	if s == "" {
+		return ""
+	}
 	if i := strings.Index(strings.ToLower(s), "<title>"); i >= 0 {
 		rest := s[i+len("<title>"):]
 		if j := strings.Index(strings.ToLower(rest), "</title>"); j >= 0 {
-			return "a web page, not 1C's answer: " + strings.TrimSpace(rest[:j])
+			return "a web page, not 1C's answer: " + onec.Snippet([]byte(rest[:j]))
 		}
 	}
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	if r := []rune(s); len(r) > 200 {
-		s = string(r[:200]) + "…"
-	}
-	return s
+	return onec.Snippet(body)
 }
 
 // classify decides the class of a failed answer.

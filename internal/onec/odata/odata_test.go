@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/shopspring/decimal"
 
@@ -156,6 +157,15 @@ func TestParseError(t *testing.T) {
 					e.Class, e.Code, e.Message, KeyExists(e), tc.class, tc.code, tc.msg, tc.exists)
 			}
 		})
+	}
+}
+
+// A web server's answer with a NUL and invalid UTF-8 is quoted safe to store: the
+// journal's write of the error must not fail on it.
+func TestParseErrorQuotesSafely(t *testing.T) {
+	e := ParseError("create", "/Document_ЗаказКлиента", 502, []byte("Bad\x00 gate\xffway"), true)
+	if !utf8.ValidString(e.Message) || strings.ContainsRune(e.Message, 0) || !strings.Contains(e.Message, "Bad") {
+		t.Fatalf("message %q: want valid UTF-8 without NUL", e.Message)
 	}
 }
 
