@@ -95,10 +95,15 @@ func (p Profile) Body(d Document) ([]byte, error) {
 		rows[i] = row
 	}
 	m[p.Rows] = rows
+	return encode(m)
+}
+
+// encode is v as 1C is sent JSON: on one line, with <, > and & as they are.
+func encode(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
@@ -280,13 +285,7 @@ func (p Profile) CancelBody(raw []byte, reason, cancelledState string) ([]byte, 
 	default:
 		return nil, fmt.Errorf("the %s profile says no way to cancel", p.Name)
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(out); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+	return encode(out)
 }
 
 // cancelReason is УТ's row field of the reason an order's row was cancelled.

@@ -23,7 +23,6 @@
 package odatasim
 
 import (
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -35,6 +34,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/google/uuid"
 
 	"github.com/ordersync/ordersync/internal/sim"
 )
@@ -178,13 +179,7 @@ func clone(d Doc) Doc {
 	return c
 }
 
-func newRef() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
+func newRef() string { return uuid.NewString() }
 
 // odataError writes 1C's JSON error.
 func odataError(w http.ResponseWriter, status, code int, msg string) {
@@ -259,7 +254,7 @@ func splitPath(p string) (set, key, action string) {
 
 // fault takes the fault queued for op, answering it, and reports whether one was.
 func (s *Server) fault(w http.ResponseWriter, op string) (sim.Fault, bool) {
-	f, ok := s.Faults.Take(func(f sim.Fault) bool { return f.Op == "" || f.Op == op })
+	f, ok := s.Faults.Take(func(f sim.Fault) bool { return f.Matches(op, "") })
 	if ok && f.Kind == "" {
 		if f.Body != "" {
 			w.WriteHeader(f.Status)
