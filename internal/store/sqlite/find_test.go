@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -73,7 +74,10 @@ func TestFindTakesTheFirstThatExists(t *testing.T) {
 func TestFindDoesNotPassOverAPlaceItCannotSee(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() == 0 {
-		t.Skip("root sees every directory")
+		// Root sees every directory (CI runs as root): the test runs again as
+		// nobody, a copy of this test binary in a directory nobody may enter.
+		asNobody(t, "^TestFindDoesNotPassOverAPlaceItCannotSee$")
+		return
 	}
 	service := filepath.Join(t.TempDir(), "private")
 	if err := os.Mkdir(service, 0o700); err != nil {
@@ -219,5 +223,43 @@ func TestRootLeavesTheServiceItsFiles(t *testing.T) {
 	db2.Close()
 	if u := owner(own); u != 0 {
 		t.Errorf("root's own file was given to %d", u)
+	}
+}
+
+// asNobody runs the test named by pattern again in a copy of this test binary as
+// the user nobody, and fails t unless it passed there (not skipped).
+func asNobody(t *testing.T, pattern string) {
+	t.Helper()
+	const nobody = 65534
+	dir := t.TempDir()
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	// t.TempDir's parent, the copy's directory and the child's temporary one are
+	// open to nobody (the umask would narrow what Mkdir asked for).
+	for d, mode := range map[string]os.FileMode{filepath.Dir(dir): 0o755, dir: 0o755, tmp: 0o777} {
+		if err := os.Chmod(d, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "sqlite.test")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run", pattern, "-test.count", "1", "-test.v")
+	cmd.Env = []string{"TMPDIR=" + tmp, "HOME=" + tmp, "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS") || strings.Contains(string(out), "--- SKIP") {
+		t.Fatalf("as nobody: %v\n%s", err, out)
 	}
 }
