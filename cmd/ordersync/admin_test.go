@@ -491,8 +491,7 @@ func TestAdminPProfAndDisabled(t *testing.T) {
 
 // startAdmin builds the monitor as run does and starts it.
 func startAdmin(ctx context.Context, cfg *config.Config, db store.DB, client onec.Client, log *slog.Logger) (*monitor.Monitor, error) {
-	m := monitor.New(ctx, monitor.Config{Config: cfg, Version: version, Connectors: enabledConnectorNames(cfg),
-		DB: db, Client: client, Logger: log})
+	m := newMonitor(ctx, cfg, db, client, log)
 	if err := m.Start(ctx); err != nil {
 		return nil, fmt.Errorf("admin.listen: %w", err)
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/connectors/kaspi"
-	"github.com/ordersync/ordersync/internal/monitor"
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/sdnotify"
@@ -128,8 +127,7 @@ func (a *app) run(ctx context.Context) error {
 	// started; the deferred Stop after a normal stop does nothing.
 	var services lifecycle.Group
 	defer services.Stop()
-	adm := monitor.New(ctx, monitor.Config{Config: cfg, Version: version, Connectors: enabledConnectorNames(cfg),
-		DB: db, Client: client, Logger: log})
+	adm := newMonitor(ctx, cfg, db, client, log)
 	services.Add("admin.listen", lifecycle.Server(adm, cfg.HTTP.ShutdownTimeout))
 	if err := services.Start(ctx); err != nil {
 		return stoppedDuringStartUp(ctx, log, err)
