@@ -4,11 +4,9 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/onec"
 )
 
@@ -123,68 +121,6 @@ func TestNonJSON2xxOnPostSaysBoth(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), testPassword) {
 		t.Fatalf("the error shows the password: %v", err)
-	}
-}
-
-// The moment a create was written whole is stamped when it was written, not when
-// the call began: a wait for a concurrency slot does not count.
-func TestCreateMarkedSentWhenWritten(t *testing.T) {
-	t.Parallel()
-	release := make(chan struct{})
-	var gets, posts atomic.Int32
-	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet {
-			gets.Add(1)
-			<-release
-			reply(200, "application/json", `{"orders":[]}`)(w, r)
-			return
-		}
-		posts.Add(1)
-		reply(201, "application/json", `{"ref":"r","number":"1","date":"2026-09-16T10:00:00"}`)(w, r)
-	})
-	c := newClient(t, srv.URL, func(c *Config) { c.MaxConcurrency = 1 })
-	var acquiring atomic.Int32
-	c.acquiring = func() { acquiring.Add(1) }
-
-	getRec := &onec.Recorder{}
-	getDone := make(chan error, 1)
-	go func() {
-		_, err := c.FindOrders(onec.WithRecorder(context.Background(), getRec), "kaspi:1")
-		getDone <- err
-	}()
-	eventually.True(t, "the GET in the server, holding the slot", func() bool { return gets.Load() == 1 })
-
-	rec := &onec.Recorder{}
-	began := time.Now()
-	created := make(chan error, 1)
-	go func() {
-		_, err := c.CreateOrder(onec.WithRecorder(context.Background(), rec), testOrder())
-		created <- err
-	}()
-	// The create waits for the slot the GET holds.
-	eventually.True(t, "the create to wait for the slot", func() bool { return acquiring.Load() == 2 })
-	if got := posts.Load(); got != 0 {
-		t.Fatalf("the create reached the server while the slot was held (%d)", got)
-	}
-	if got := rec.LastSent(); !got.IsZero() {
-		t.Fatalf("LastSent = %v while the create waited for a slot, want zero", got)
-	}
-	freed := time.Now()
-	close(release)
-	if err := <-getDone; err != nil {
-		t.Fatal(err)
-	}
-	if err := <-created; err != nil {
-		t.Fatal(err)
-	}
-	done := time.Now()
-	sent := rec.LastSent()
-	if sent.IsZero() || sent.Before(freed) || sent.After(done) {
-		t.Fatalf("LastSent = %v; want between the slot being freed (%v, %v after the call began) and the call's end (%v)",
-			sent, freed, freed.Sub(began), done)
-	}
-	if got := getRec.LastSent(); !got.IsZero() {
-		t.Fatalf("a GET stamped LastSent %v, want zero: only a request that may change 1C is marked", got)
 	}
 }
 

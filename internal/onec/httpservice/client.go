@@ -1,13 +1,12 @@
 // Package httpservice implements onec.Client over the ordersync HTTP service that a
 // 1C:Enterprise base publishes (contract v1, deploy/1c/openapi.yaml).
 //
-// It owns what talking to a real 1C publication takes: Basic authentication in
-// UTF-8, a global bound on concurrent requests (1C sessions and licences are
-// scarce), optional reuse of 1C sessions, a bound on the size of an answer
-// (onec.max_response: a larger one is never read into memory), exact decimals,
-// tolerance of a leading BOM, and the classification of every failure into
-// onec.Error classes. Idempotent GETs are retried inside the call; a POST is sent
-// once and never again.
+// It owns the calls of the contract, exact decimals, and the classification of
+// every failure into onec.Error classes. The transport is internal/onec/wire's:
+// Basic authentication, the bound on concurrent requests, session reuse,
+// onec.max_response, the retries of idempotent GETs (a POST is sent once and never
+// again), and the classification of what has no answer to judge (the first four
+// rows below, and the expired session).
 //
 // Classification (Transient: safe to retry; Unknown: a POST may have been carried
 // out, find before creating again; Permanent; Auth and Configuration: an operator
@@ -37,225 +36,109 @@ package httpservice
 
 import (
 	"bytes"
-	"cmp"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"math"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/go-resty/resty/v2"
 	"github.com/shopspring/decimal"
 
-	"github.com/ordersync/ordersync/internal/backoff"
-	"github.com/ordersync/ordersync/internal/bytesize"
 	"github.com/ordersync/ordersync/internal/onec"
+	"github.com/ordersync/ordersync/internal/onec/wire"
 )
 
 var _ onec.Client = (*Client)(nil)
 
-// Defaults of Config.
+// Defaults of Config (wire's).
 const (
-	DefaultTimeout        = 30 * time.Second
-	DefaultMaxConcurrency = 4
-	DefaultGetRetries     = 3
-	DefaultRetryBackoff   = 200 * time.Millisecond
-	DefaultMaxResponse    = 64 << 20 // bytes
+	DefaultTimeout        = wire.DefaultTimeout
+	DefaultMaxConcurrency = wire.DefaultMaxConcurrency
+	DefaultGetRetries     = wire.DefaultGetRetries
+	DefaultRetryBackoff   = wire.DefaultRetryBackoff
+	DefaultMaxResponse    = wire.DefaultMaxResponse
 )
 
-// maxRetryWait caps one wait between GET retries; retryJitter is how far, in
-// percent, a wait may be off its nominal length either way.
-const (
-	maxRetryWait = 5 * time.Second
-	retryJitter  = 20
-)
-
-// Config configures a Client; the comments name the configuration keys.
-type Config struct {
-	// BaseURL is onec.base_url, e.g. http://1c.local/trade/hs/ordersync/v1.
-	BaseURL string
-	// Username and Password are onec.username and onec.password (Basic, UTF-8). An
-	// empty Username sends no credentials.
-	Username, Password string
-	// Timeout bounds one HTTP exchange (onec.timeout); default 30s. Waiting for a
-	// free slot is bounded by the caller's context only.
-	Timeout time.Duration
-	// MaxConcurrency bounds concurrent requests to the base (onec.max_concurrency);
-	// default 4. With SessionReuse it is also the most sessions kept.
-	MaxConcurrency int
-	// SessionReuse keeps 1C sessions between requests (onec.session_reuse).
-	SessionReuse bool
-	// GetRetries is how many more times an idempotent GET is tried after a transient
-	// failure; 0 means the default 3, a negative value none.
-	GetRetries int
-	// RetryBackoff is the first wait between GET tries, doubled each time, with
-	// jitter; default 200ms.
-	RetryBackoff time.Duration
-	// MaxResponse bounds the body of one answer, in bytes (onec.max_response);
-	// default 64 MiB. A larger answer is not read beyond the limit: the call fails
-	// with an error naming the key (see the classification above).
-	MaxResponse int64
-	// Logger receives one debug line per exchange; default discards. Neither the
-	// password nor the Authorization header ever reach it.
-	Logger *slog.Logger
-	// Transport replaces the HTTP transport (custom TLS, tests); default resty's.
-	Transport http.RoundTripper
-}
+// Config configures a Client: the transport's configuration. New sets its
+// FinishPath and Example to the HTTP service's own.
+type Config = wire.Config
 
 // Client talks to one 1C base over contract v1. It is safe for concurrent use.
 type Client struct {
-	cfg      Config
-	base     string // BaseURL without a trailing slash
-	basePath string // its path, for the attempt journal
-	rc       *resty.Client
-	slots    chan *slot
-	log      *slog.Logger
-	// acquiring, when not nil (only tests set it), is called as a call asks for a
-	// slot, before it waits for one.
-	acquiring func()
+	conn *wire.Conn
+	cfg  Config // the connection's, defaults applied
+	base string // BaseURL without a trailing slash
 }
 
-// slot is one permit to talk to 1C and, with session reuse, the session it holds.
-// Only the goroutine holding the permit touches it.
-type slot struct {
-	cookie string
-}
+// contract is the Client's judgement of answers, as the connection asks for it.
+type contract struct{ c *Client }
+
+func (j contract) Judge(k wire.Call, ans wire.Answer) (wire.Answer, error) { return j.c.judge(k, ans) }
+
+// SessionRefused: a 400 that is not the service's own error object is 1C
+// refusing the session, not the request.
+func (contract) SessionRefused(ans wire.Answer) bool { return !isAPIError(ans.Body) }
 
 // New checks cfg and returns a client. Errors name the configuration key at fault.
 func New(cfg Config) (*Client, error) {
-	if strings.TrimSpace(cfg.BaseURL) == "" {
-		return nil, errors.New("onec.base_url is required, e.g. http://1c.local/trade/hs/ordersync/v1")
+	cfg.FinishPath = "/ping"
+	cfg.Example = "http://1c.local/trade/hs/ordersync/v1"
+	c := &Client{}
+	conn, err := wire.New(cfg, contract{c})
+	if err != nil {
+		return nil, err
 	}
-	u, err := url.Parse(cfg.BaseURL)
-	switch {
-	case err != nil:
-		// The parser's error quotes the whole URL, password included: keep its cause only.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("onec.base_url is not a URL: %w", err)
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("onec.base_url %q must start with http:// or https://", cfg.BaseURL)
-	case u.Host == "":
-		return nil, fmt.Errorf("onec.base_url %q has no host", cfg.BaseURL)
-	case u.User != nil:
-		return nil, errors.New("onec.base_url must not carry credentials: set onec.username and onec.password instead")
-	case u.RawQuery != "" || u.Fragment != "":
-		return nil, fmt.Errorf("onec.base_url %q must not have a query or a fragment", cfg.BaseURL)
-	}
-	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("onec.timeout %s must be positive", cfg.Timeout)
-	}
-	if cfg.MaxConcurrency < 0 {
-		return nil, fmt.Errorf("onec.max_concurrency %d must be positive", cfg.MaxConcurrency)
-	}
-	if cfg.RetryBackoff < 0 {
-		return nil, fmt.Errorf("retry backoff %s must be positive", cfg.RetryBackoff)
-	}
-	if cfg.MaxResponse < 0 {
-		return nil, fmt.Errorf("onec.max_response %d must be positive", cfg.MaxResponse)
-	}
-	cfg.MaxResponse = cmp.Or(cfg.MaxResponse, DefaultMaxResponse)
-	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
-	cfg.MaxConcurrency = cmp.Or(cfg.MaxConcurrency, DefaultMaxConcurrency)
-	cfg.RetryBackoff = cmp.Or(cfg.RetryBackoff, DefaultRetryBackoff)
-	switch {
-	case cfg.GetRetries == 0:
-		cfg.GetRetries = DefaultGetRetries
-	case cfg.GetRetries < 0:
-		cfg.GetRetries = 0
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	log = log.With("component", "onec")
-
-	// No cookie jar (sessions are managed per slot), no redirects (a redirect from
-	// a publication means a login page or a wrong URL, and following one would turn
-	// a POST into a GET), no resty retries (a POST must never be resent).
-	hc := &http.Client{
-		Transport: cfg.Transport,
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		},
-	}
-	// The calls of the contract read answers themselves (readBody); the limit on
-	// the client bounds any other (the session-finishing ping of Close).
-	rc := resty.NewWithClient(hc).
-		SetResponseBodyLimit(int(min(cfg.MaxResponse, math.MaxInt))).
-		SetRetryCount(0).
-		SetDisableWarn(true).
-		SetLogger(restyLogger{log}).
-		SetHeader("Accept", "application/json").
-		SetHeader("User-Agent", "ordersync")
-	if cfg.Username != "" {
-		rc.SetBasicAuth(cfg.Username, cfg.Password)
-	}
-
-	c := &Client{
-		cfg:      cfg,
-		base:     strings.TrimRight(u.String(), "/"),
-		basePath: strings.TrimRight(u.EscapedPath(), "/"),
-		rc:       rc,
-		slots:    make(chan *slot, cfg.MaxConcurrency),
-		log:      log,
-	}
-	for range cfg.MaxConcurrency {
-		c.slots <- &slot{}
-	}
+	c.conn, c.cfg, c.base = conn, conn.Config(), conn.Base()
 	return c, nil
 }
+
+// Close ends the 1C sessions the client keeps, so they free their licences now
+// rather than when 1C times them out. It waits for requests in flight, within ctx.
+// The client must not be used afterwards.
+func (c *Client) Close(ctx context.Context) error { return c.conn.Close(ctx) }
 
 // Each operation of the contract is a call (what is sent) and a result function
 // (what an accepted answer means); judge sits between them. Splitting them lets
 // the whole judgement of an answer be tested, and fuzzed, without a server.
 
-func pingCall() call { return call{op: "ping", method: http.MethodGet, path: "/ping"} }
+func pingCall() wire.Call { return wire.Call{Op: "ping", Method: http.MethodGet, Path: "/ping"} }
 
-func findCall(externalID string) call {
-	return call{op: "find", method: http.MethodGet, path: "/orders", query: url.Values{"external_id": {externalID}}}
+func findCall(externalID string) wire.Call {
+	return wire.Call{Op: "find", Method: http.MethodGet, Path: "/orders", Query: url.Values{"external_id": {externalID}}}
 }
 
-func createCall(body []byte) call {
-	return call{op: "create", method: http.MethodPost, path: "/orders", body: body,
-		accept: func(st int) bool { return st == http.StatusOK || st == http.StatusCreated || st == http.StatusConflict }}
+func createCall(body []byte) wire.Call {
+	return wire.Call{Op: "create", Method: http.MethodPost, Path: "/orders", Body: body,
+		Accept: func(st int) bool { return st == http.StatusOK || st == http.StatusCreated || st == http.StatusConflict }}
 }
 
-func cancelCall(body []byte) call {
-	return call{op: "cancel", method: http.MethodPost, path: "/orders/cancel", body: body}
+func cancelCall(body []byte) wire.Call {
+	return wire.Call{Op: "cancel", Method: http.MethodPost, Path: "/orders/cancel", Body: body}
 }
 
-func listCall(q onec.ListQuery) call {
-	return call{op: "list", method: http.MethodGet, path: "/orders",
-		query: url.Values{"source": {q.Source}, "date_from": {q.DateFrom}, "date_to": {q.DateTo}}}
+func listCall(q onec.ListQuery) wire.Call {
+	return wire.Call{Op: "list", Method: http.MethodGet, Path: "/orders",
+		Query: url.Values{"source": {q.Source}, "date_from": {q.DateFrom}, "date_to": {q.DateTo}}}
 }
 
-func stockCall(warehouse string) call {
-	return call{op: "stock", method: http.MethodGet, path: "/stock", query: url.Values{"warehouse": {warehouse}}}
+func stockCall(warehouse string) wire.Call {
+	return wire.Call{Op: "stock", Method: http.MethodGet, Path: "/stock", Query: url.Values{"warehouse": {warehouse}}}
 }
 
 // Ping checks that the service answers and the credentials are accepted.
 func (c *Client) Ping(ctx context.Context) (onec.Info, error) {
 	k := pingCall()
-	ans, err := c.do(ctx, k)
+	ans, err := c.conn.Do(ctx, k)
 	if err != nil {
 		return onec.Info{}, err
 	}
 	return c.pingResult(k, ans)
 }
 
-func (c *Client) pingResult(k call, ans answer) (onec.Info, error) {
+func (c *Client) pingResult(k wire.Call, ans wire.Answer) (onec.Info, error) {
 	var info onec.Info
 	if err := c.decode(k, ans, &info); err != nil {
 		return onec.Info{}, err
@@ -267,14 +150,14 @@ func (c *Client) pingResult(k call, ans answer) (onec.Info, error) {
 // when there is none.
 func (c *Client) FindOrders(ctx context.Context, externalID string) ([]onec.Order, error) {
 	k := findCall(externalID)
-	ans, err := c.do(ctx, k)
+	ans, err := c.conn.Do(ctx, k)
 	if err != nil {
 		return nil, err
 	}
 	return c.findResult(k, ans)
 }
 
-func (c *Client) findResult(k call, ans answer) ([]onec.Order, error) {
+func (c *Client) findResult(k wire.Call, ans wire.Answer) ([]onec.Order, error) {
 	var v struct {
 		Orders []onec.Order `json:"orders"`
 	}
@@ -295,34 +178,34 @@ func (c *Client) CreateOrder(ctx context.Context, req onec.CreateOrder) (onec.Cr
 		return onec.Created{}, &onec.Error{Class: onec.Permanent, Op: "create", Message: "cannot encode the order", Err: err}
 	}
 	k := createCall(body)
-	ans, err := c.do(ctx, k)
+	ans, err := c.conn.Do(ctx, k)
 	if err != nil {
 		return onec.Created{}, err
 	}
 	return c.createResult(k, ans)
 }
 
-func (c *Client) createResult(_ call, ans answer) (onec.Created, error) {
-	if ans.status == http.StatusConflict {
+func (c *Client) createResult(_ wire.Call, ans wire.Answer) (onec.Created, error) {
+	if ans.Status == http.StatusConflict {
 		var v struct {
 			Error *apiError   `json:"error"`
 			Order *onec.Order `json:"order"`
 		}
-		if err := json.Unmarshal(ans.body, &v); err != nil || v.Order == nil || v.Order.Ref == "" {
+		if err := json.Unmarshal(ans.Body, &v); err != nil || v.Order == nil || v.Order.Ref == "" {
 			// 1C says the order exists but does not say which: find it next time.
-			e := &onec.Error{Class: onec.Unknown, Op: "create", Status: ans.status,
+			e := &onec.Error{Class: onec.Unknown, Op: "create", Status: ans.Status,
 				Message: "1C answered 409 (already exists) without the existing order"}
-			fillAPIError(e, ans.body)
+			fillAPIError(e, ans.Body)
 			return onec.Created{}, e
 		}
 		return onec.Created{Ref: v.Order.Ref, Number: v.Order.Number, Date: v.Order.Date, Existing: true,
 			ExternalID: v.Order.ExternalID}, nil
 	}
 	var created onec.Created
-	if err := json.Unmarshal(ans.body, &created); err != nil || created.Ref == "" {
+	if err := json.Unmarshal(ans.Body, &created); err != nil || created.Ref == "" {
 		// 1C said it created something; without its ref only a find can tell.
-		return onec.Created{}, &onec.Error{Class: onec.Unknown, Op: "create", Status: ans.status,
-			Message: "1C answered " + fmt.Sprint(ans.status) + " without the ref of the created order: " + onec.Snippet(ans.body), Err: err}
+		return onec.Created{}, &onec.Error{Class: onec.Unknown, Op: "create", Status: ans.Status,
+			Message: "1C answered " + fmt.Sprint(ans.Status) + " without the ref of the created order: " + onec.Snippet(ans.Body), Err: err}
 	}
 	return created, nil
 }
@@ -335,14 +218,14 @@ func (c *Client) CancelOrder(ctx context.Context, externalID, reason string) (on
 		return onec.Cancelled{}, &onec.Error{Class: onec.Permanent, Op: "cancel", Message: "cannot encode the request", Err: err}
 	}
 	k := cancelCall(body)
-	ans, err := c.do(ctx, k)
+	ans, err := c.conn.Do(ctx, k)
 	if err != nil {
 		return onec.Cancelled{}, err
 	}
 	return c.cancelResult(k, ans)
 }
 
-func (c *Client) cancelResult(k call, ans answer) (onec.Cancelled, error) {
+func (c *Client) cancelResult(k wire.Call, ans wire.Answer) (onec.Cancelled, error) {
 	var v onec.Cancelled
 	if err := c.decode(k, ans, &v); err != nil {
 		return onec.Cancelled{}, err
@@ -350,8 +233,8 @@ func (c *Client) cancelResult(k call, ans answer) (onec.Cancelled, error) {
 	if v.Status != "cancelled" {
 		// Not the contract's answer: nothing proves the order was cancelled. The
 		// cancel is idempotent, so asking again is safe.
-		return onec.Cancelled{}, &onec.Error{Class: onec.Unknown, Op: "cancel", Path: k.path, Status: ans.status,
-			Message: `1C answered the cancel without "status":"cancelled": ` + onec.Snippet(ans.body)}
+		return onec.Cancelled{}, &onec.Error{Class: onec.Unknown, Op: "cancel", Path: k.Path, Status: ans.Status,
+			Message: `1C answered the cancel without "status":"cancelled": ` + onec.Snippet(ans.Body)}
 	}
 	return v, nil
 }
@@ -365,7 +248,7 @@ func (c *Client) ListOrders(ctx context.Context, q onec.ListQuery) ([]onec.Order
 		return nil, &onec.Error{Class: onec.Permanent, Op: "list", Path: "/orders", Message: err.Error()}
 	}
 	k := listCall(q)
-	ans, err := c.do(ctx, k)
+	ans, err := c.conn.Do(ctx, k)
 	if err != nil {
 		return nil, olderModule(err)
 	}
@@ -403,7 +286,7 @@ func olderModule(err error) error {
 	return e
 }
 
-func (c *Client) listResult(k call, ans answer) ([]onec.Order, error) {
+func (c *Client) listResult(k wire.Call, ans wire.Answer) ([]onec.Order, error) {
 	var raw struct {
 		Orders []struct {
 			onec.Order
@@ -421,7 +304,7 @@ func (c *Client) listResult(k call, ans answer) ([]onec.Order, error) {
 		}
 		d, err := exactNumber(o.Total)
 		if err != nil {
-			return nil, &onec.Error{Class: onec.Permanent, Op: k.op, Path: k.path, Status: ans.status,
+			return nil, &onec.Error{Class: onec.Permanent, Op: k.Op, Path: k.Path, Status: ans.Status,
 				Message: fmt.Sprintf("1C answered an order list that does not follow contract v1: orders[%d] (external id %q): total %s", i, o.ExternalID, err)}
 		}
 		out[i].Total = &d
@@ -432,14 +315,14 @@ func (c *Client) listResult(k call, ans answer) ([]onec.Order, error) {
 // Stock reads the stock of warehouse.
 func (c *Client) Stock(ctx context.Context, warehouse string) (onec.Stock, error) {
 	k := stockCall(warehouse)
-	ans, err := c.do(ctx, k)
+	ans, err := c.conn.Do(ctx, k)
 	if err != nil {
 		return onec.Stock{}, err
 	}
 	return c.stockResult(k, ans)
 }
 
-func (c *Client) stockResult(k call, ans answer) (onec.Stock, error) {
+func (c *Client) stockResult(k wire.Call, ans wire.Answer) (onec.Stock, error) {
 	// Decoded item by item, so that a bad value deep in a large answer is named by
 	// its position and SKU rather than by the start of the body.
 	var raw struct {
@@ -455,7 +338,7 @@ func (c *Client) stockResult(k call, ans answer) (onec.Stock, error) {
 		return onec.Stock{}, err
 	}
 	bad := func(msg string) error {
-		return &onec.Error{Class: onec.Permanent, Op: k.op, Path: k.path, Status: ans.status,
+		return &onec.Error{Class: onec.Permanent, Op: k.Op, Path: k.Path, Status: ans.Status,
 			Message: "1C answered a stock that does not follow contract v1: " + msg}
 	}
 	v := onec.Stock{Warehouse: raw.Warehouse, TakenAt: raw.TakenAt, Items: make([]onec.StockItem, len(raw.Items))}
@@ -500,413 +383,29 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// Close ends the 1C sessions the client keeps, so they free their licences now
-// rather than when 1C times them out. It waits for requests in flight, within ctx.
-// The client must not be used afterwards.
-func (c *Client) Close(ctx context.Context) error {
-	held := make([]*slot, 0, cap(c.slots))
-	defer func() {
-		for _, s := range held {
-			c.slots <- s
-		}
-	}()
-	for range cap(c.slots) {
-		select {
-		case s := <-c.slots:
-			held = append(held, s)
-		case <-ctx.Done():
-			return fmt.Errorf("1c: close: %w", ctx.Err())
-		}
-	}
-	for _, s := range held {
-		if s.cookie == "" {
-			continue
-		}
-		rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-		_, err := c.rc.R().SetContext(rctx).
-			SetCookie(&http.Cookie{Name: sessionCookie, Value: s.cookie}).
-			SetHeader("IBSession", "finish").
-			Get(c.base + "/ping")
-		cancel()
-		c.log.DebugContext(ctx, "1c session finished", "err", err)
-		s.cookie = ""
-	}
-	return nil
-}
-
-const sessionCookie = "ibsession"
-
-// call describes one operation of the contract.
-type call struct {
-	op     string
-	method string
-	path   string // below the base URL
-	query  url.Values
-	body   []byte
-	// accept lists the non-default statuses the operation decodes itself; by
-	// default only 200 is a success.
-	accept func(status int) bool
-}
-
-func (k call) accepts(status int) bool {
-	if k.accept != nil {
-		return k.accept(status)
-	}
-	return status == http.StatusOK
-}
-
-func (k call) idempotent() bool { return k.method == http.MethodGet }
-
-// answer is a status and body accepted by the operation, BOM removed.
-type answer struct {
-	status int
-	body   []byte
-	header http.Header
-}
-
-// answerOf is what exchange makes of a response read whole: raw is its body.
-func answerOf(status int, raw []byte, header http.Header) answer {
-	return answer{status: status, body: bytes.TrimPrefix(raw, utf8BOM), header: header}
-}
-
-// do runs k: a GET with retries on transient failures, a POST exactly once.
-func (c *Client) do(ctx context.Context, k call) (answer, error) {
-	if !k.idempotent() {
-		return c.once(ctx, k)
-	}
-	var err, last error
-	for n := 0; ; n++ {
-		if err = context.Cause(ctx); err != nil {
-			break
-		}
-		var ans answer
-		if ans, err = c.once(ctx, k); err == nil {
-			return ans, nil
-		}
-		last = err
-		// A too large answer is not tried again: the same request gets the same
-		// answer, and reading the limit's worth of bytes again is for nothing.
-		if tooLarge(err) || onec.ClassOf(err) != onec.Transient || n == c.cfg.GetRetries {
-			break
-		}
-		t := time.NewTimer(backoff.Retry(c.cfg.RetryBackoff, maxRetryWait, n+1, retryJitter))
-		select {
-		case <-ctx.Done(): // said at the top of the loop
-			t.Stop()
-		case <-t.C:
-		}
-	}
-	var oe *onec.Error
-	if errors.As(err, &oe) {
-		return answer{}, err
-	}
-	// The context ended before a try or between two.
-	e := &onec.Error{Class: onec.Transient, Op: k.op, Path: k.path, Err: err}
-	if errors.As(last, &oe) {
-		e.Status, e.Code, e.Message, e.Field = oe.Status, oe.Code, oe.Message, oe.Field
-		e.Err = fmt.Errorf("%w (last failure: %w)", err, last)
-	}
-	return answer{}, e
-}
-
-// once makes one try of k on one slot, plus, for a GET, one more on a new session
-// when 1C no longer knows the one it was sent on.
-func (c *Client) once(ctx context.Context, k call) (answer, error) {
-	s, err := c.acquire(ctx)
-	if err != nil {
-		return answer{}, &onec.Error{Class: onec.Transient, Op: k.op, Path: k.path,
-			Message: fmt.Sprintf("the call ended before one of the onec.max_concurrency (%d) slots for 1C requests was free; nothing was sent", c.cfg.MaxConcurrency), Err: err}
-	}
-	defer func() { c.slots <- s }()
-	for renewed := false; ; renewed = true {
-		ans, sentCookie, err := c.exchange(ctx, k, s)
-		if err != nil {
-			return answer{}, err
-		}
-		if sentCookie && ans.status == http.StatusBadRequest && !isAPIError(ans.body) {
-			// 1C refused the session, not the request: its handler never ran.
-			s.cookie = ""
-			if k.idempotent() && !renewed {
-				c.log.DebugContext(ctx, "1c session expired, starting a new one", "op", k.op)
-				continue
-			}
-			return answer{}, &onec.Error{Class: onec.Transient, Op: k.op, Path: k.path, Status: ans.status,
-				Message: "the 1C session expired (HTTP 400 to a request on an ibsession cookie); 1C did not run the request: " + onec.Snippet(ans.body)}
-		}
-		return c.judge(k, ans)
-	}
-}
-
-func (c *Client) acquire(ctx context.Context) (*slot, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if c.acquiring != nil {
-		c.acquiring()
-	}
-	select {
-	case s := <-c.slots:
-		return s, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// exchange sends one HTTP request on slot s and records it. A transport failure
-// comes back classified; an answer comes back whatever its status.
-func (c *Client) exchange(ctx context.Context, k call, s *slot) (ans answer, sentCookie bool, err error) {
-	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
-	var wrote, marked atomic.Bool
-	// markSent stamps, once, the moment a request that may change 1C was written
-	// whole: 1C may act on it from then on, not from when the call began, before the
-	// wait for a slot and a connection.
-	markSent := func() {
-		if !k.idempotent() && marked.CompareAndSwap(false, true) {
-			onec.RecorderFrom(ctx).MarkSent()
-		}
-	}
-	rctx = httptrace.WithClientTrace(rctx, &httptrace.ClientTrace{
-		WroteRequest: func(i httptrace.WroteRequestInfo) {
-			if i.Err == nil {
-				wrote.Store(true)
-				markSent()
-			}
-		},
-	})
-	// The body is read here, within the limit, rather than whole by resty.
-	req := c.rc.R().SetContext(rctx).SetDoNotParseResponse(true)
-	if k.query != nil {
-		req.SetQueryParamsFromValues(k.query)
-	}
-	if k.body != nil {
-		req.SetHeader("Content-Type", "application/json; charset=utf-8").SetBody(k.body)
-	}
-	if c.cfg.SessionReuse {
-		if s.cookie != "" {
-			req.SetCookie(&http.Cookie{Name: sessionCookie, Value: s.cookie})
-			sentCookie = true
-		} else {
-			req.SetHeader("IBSession", "start")
-		}
-	}
-
-	start := time.Now()
-	resp, herr := req.Execute(k.method, c.base+k.path)
-	var hr *http.Response
-	if resp != nil {
-		hr = resp.RawResponse
-	}
-	if hr != nil {
-		// An answer can be read before the transport has run the hook of the
-		// request it answers; a later stamp only makes the settle time longer.
-		markSent()
-	}
-	if herr == nil && hr == nil {
-		herr = errors.New("no response") // not expected from resty; never read a nil response
-	}
-	var raw []byte
-	if herr == nil {
-		defer hr.Body.Close() // before reading to the end: the connection is closed, never reused half-read
-		raw, herr = readBody(hr, c.cfg.MaxResponse)
-	} else if hr != nil && hr.Body != nil {
-		hr.Body.Close()
-	}
-	elapsed := time.Since(start)
-
-	x := onec.Exchange{Method: k.method, Path: c.basePath + k.path, RequestSHA256: onec.Digest(k.body)}
-	if k.query != nil {
-		x.Path += "?" + k.query.Encode()
-	}
-	var big *tooLargeError
-	switch {
-	case errors.As(herr, &big):
-		// 1C answered in full (it has finished with the request, and its session is
-		// free again): only the body is too large to read.
-		c.keepSession(s, hr)
-		e := c.tooLarge(k, hr.StatusCode, big)
-		x.Status = hr.StatusCode
-		x.Error = e.Error()
-		onec.RecorderFrom(ctx).Add(x)
-		c.log.DebugContext(ctx, "1c answer larger than onec.max_response", "op", k.op, "method", k.method, "path", x.Path,
-			"status", x.Status, "duration_ms", elapsed.Milliseconds(), "max_response", c.cfg.MaxResponse, "err", big)
-		return answer{}, sentCookie, e
-	case herr != nil:
-		// The session may still be busy with this request inside 1C: never reuse it.
-		s.cookie = ""
-		e := c.transportError(ctx, rctx, k, wrote.Load(), herr)
-		x.Error = e.Error()
-		onec.RecorderFrom(ctx).Add(x)
-		c.log.DebugContext(ctx, "1c exchange failed", "op", k.op, "method", k.method, "path", x.Path,
-			"sent", wrote.Load(), "duration_ms", elapsed.Milliseconds(), "err", herr)
-		return answer{}, sentCookie, e
-	}
-	x.Status = hr.StatusCode
-	x.ResponseSHA256 = onec.Digest(raw)
-	onec.RecorderFrom(ctx).Add(x)
-	c.log.DebugContext(ctx, "1c exchange", "op", k.op, "method", k.method, "path", x.Path,
-		"status", x.Status, "duration_ms", elapsed.Milliseconds(), "session_reused", sentCookie)
-	c.keepSession(s, hr)
-	return answerOf(hr.StatusCode, raw, hr.Header), sentCookie, nil
-}
-
-// keepSession takes the session cookie 1C set, or the end of the session it
-// announced, into slot s.
-func (c *Client) keepSession(s *slot, hr *http.Response) {
-	if !c.cfg.SessionReuse {
-		return
-	}
-	for _, ck := range hr.Cookies() {
-		if ck.Name == sessionCookie {
-			if ck.MaxAge < 0 || ck.Value == "" {
-				s.cookie = ""
-			} else {
-				s.cookie = ck.Value
-			}
-		}
-	}
-}
-
-// tooLargeError is the cause of an answer over onec.max_response.
-type tooLargeError struct {
-	announced int64 // the Content-Length over the limit, or -1
-	read      int64 // when not announced: the bytes read before the limit was passed
-}
-
-func (e *tooLargeError) Error() string {
-	if e.announced >= 0 {
-		return fmt.Sprintf("it announced %d bytes (Content-Length)", e.announced)
-	}
-	return fmt.Sprintf("reading stopped after %d bytes", e.read)
-}
-
-// tooLarge reports whether err is, or wraps, an answer over onec.max_response.
-func tooLarge(err error) bool {
-	var e *tooLargeError
-	return errors.As(err, &e)
-}
-
-// readBody reads the body of hr, at most limit bytes of it: a longer body is a
-// *tooLargeError, read no further than limit+1 bytes (or not at all when its
-// Content-Length says so). With a Content-Length the answer is held once, in one
-// allocation of its size.
-func readBody(hr *http.Response, limit int64) ([]byte, error) {
-	var body io.Reader = hr.Body
-	announced := hr.ContentLength
-	if strings.EqualFold(hr.Header.Get("Content-Encoding"), "gzip") && !hr.Uncompressed && announced != 0 {
-		// A gzip body the transport did not ask for (and so did not decode), as resty
-		// would read it; the limit bounds what it inflates to.
-		zr, err := gzip.NewReader(hr.Body)
-		if err != nil {
-			return nil, err
-		}
-		defer zr.Close()
-		body, announced = zr, -1
-	}
-	return readLimited(body, announced, limit)
-}
-
-// readLimited reads r to its end if it holds at most limit bytes; announced is
-// its length when known (the transport ends the body there), else -1. A known
-// length is read into one buffer of that size; an unknown one as io.ReadAll does
-// (growing chunks, then one buffer of the final size), no further than limit+1.
-func readLimited(r io.Reader, announced, limit int64) ([]byte, error) {
-	if announced > limit {
-		return nil, &tooLargeError{announced: announced}
-	}
-	if announced >= 0 {
-		buf := make([]byte, announced)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return nil, err
-		}
-		var one [1]byte
-		switch n, err := io.ReadFull(r, one[:]); {
-		case n > 0:
-			return nil, fmt.Errorf("the body goes on beyond its Content-Length %d", announced)
-		case err != io.EOF:
-			return nil, err
-		}
-		return buf, nil
-	}
-	stop := limit
-	if stop < math.MaxInt64 {
-		stop++ // one byte more than the limit tells a body of exactly the limit from a longer one
-	}
-	buf, err := io.ReadAll(io.LimitReader(r, stop))
-	switch {
-	case err != nil:
-		return nil, err
-	case int64(len(buf)) > limit:
-		return nil, &tooLargeError{announced: -1, read: int64(len(buf))}
-	}
-	return buf, nil
-}
-
-// tooLarge classifies an answer whose body is larger than onec.max_response: not
-// read, so nothing in it can be judged.
-func (c *Client) tooLarge(k call, status int, cause error) *onec.Error {
-	e := &onec.Error{Op: k.op, Path: k.path, Status: status, Err: cause}
-	msg := fmt.Sprintf("1C's answer to %s %s is larger than onec.max_response (%s)", k.method, k.path, bytesize.Format(c.cfg.MaxResponse))
-	switch {
-	case k.idempotent():
-		e.Class = onec.Transient
-		msg += ", so it was not read; the operation is tried again later"
-	case k.op == "create":
-		e.Class = onec.Unknown
-		msg += ", so it was not read; 1C did answer, so the order may have been created: it is looked up before it is created again"
-	default:
-		e.Class = onec.Unknown
-		msg += ", so it was not read; 1C did answer, so it may have carried the request out"
-	}
-	e.Message = msg + " (raise onec.max_response if 1C's answers are rightly this large)"
-	return e
-}
-
-// transportError classifies a failure with no HTTP answer. Before the request was
-// written nothing can have happened in 1C; after it, a POST may have been carried out.
-func (c *Client) transportError(ctx, rctx context.Context, k call, wrote bool, err error) *onec.Error {
-	e := &onec.Error{Op: k.op, Path: k.path, Err: err}
-	timedOut := ctx.Err() == nil && errors.Is(rctx.Err(), context.DeadlineExceeded)
-	switch {
-	case !wrote:
-		e.Class = onec.Transient
-		e.Message = "the request was not sent"
-	case k.idempotent():
-		e.Class = onec.Transient
-		e.Message = "no answer to a request that changes nothing"
-	default:
-		e.Class = onec.Unknown
-		e.Message = "the request was sent and no answer came: 1C may have carried it out"
-	}
-	if timedOut {
-		e.Message += fmt.Sprintf(" (no answer within onec.timeout %s)", c.cfg.Timeout)
-	}
-	return e
-}
-
 // judge turns an answer into the operation's success or a classified error.
-func (c *Client) judge(k call, ans answer) (answer, error) {
-	st := ans.status
-	if st >= 200 && st < 300 && !isJSON(ans.body) {
-		if !k.idempotent() {
-			return answer{}, c.unreadablePost(k, st, ans.body)
+func (c *Client) judge(k wire.Call, ans wire.Answer) (wire.Answer, error) {
+	st := ans.Status
+	if st >= 200 && st < 300 && !isJSON(ans.Body) {
+		if !k.Idempotent() {
+			return wire.Answer{}, c.unreadablePost(k, st, ans.Body)
 		}
-		return answer{}, c.authError(k, st, ans.body)
+		return wire.Answer{}, c.authError(k, st, ans.Body)
 	}
-	if k.accepts(st) {
+	if k.Accepts(st) {
 		return ans, nil
 	}
-	return answer{}, c.classify(k, ans)
+	return wire.Answer{}, c.classify(k, ans)
 }
 
 // classify maps a status that the operation does not accept to a class.
-func (c *Client) classify(k call, ans answer) *onec.Error {
-	st := ans.status
+func (c *Client) classify(k wire.Call, ans wire.Answer) *onec.Error {
+	st := ans.Status
 	if st == http.StatusUnauthorized || st == http.StatusForbidden {
-		return c.authError(k, st, ans.body)
+		return c.authError(k, st, ans.Body)
 	}
-	e := &onec.Error{Op: k.op, Path: k.path, Status: st, API: isAPIError(ans.body)}
-	fillAPIError(e, ans.body)
+	e := &onec.Error{Op: k.Op, Path: k.Path, Status: st, API: isAPIError(ans.Body)}
+	fillAPIError(e, ans.Body)
 	switch {
 	case (st == http.StatusNotFound || st == http.StatusMethodNotAllowed) && !e.API:
 		// The web server's page, not the service's answer: the publication, its URL
@@ -914,14 +413,14 @@ func (c *Client) classify(k call, ans answer) *onec.Error {
 		e.Class = onec.Configuration
 		e.Message = fmt.Sprintf("1C's web server answered %d for %s %s%s with a page that is not the ordersync service's answer: "+
 			"the publication or its URL template is missing, or onec.base_url is wrong (%s)",
-			st, k.method, c.base, k.path, onec.Snippet(ans.body))
+			st, k.Method, c.base, k.Path, onec.Snippet(ans.Body))
 	case st >= 500 && e.API && e.Code == codeLockConflict:
 		// The module's transaction rolled back on a lock conflict: nothing was written.
 		e.Class = onec.Transient
 	case st == http.StatusNotAcceptable, st == http.StatusTooManyRequests:
 		// No free session or licence, or not our turn: the handler never ran.
 		e.Class = onec.Transient
-	case st >= 500 && k.idempotent():
+	case st >= 500 && k.Idempotent():
 		e.Class = onec.Transient
 	case st >= 500 && e.API:
 		// The module's handler answered its own exception: it has finished, and
@@ -934,10 +433,10 @@ func (c *Client) classify(k call, ans answer) *onec.Error {
 		e.Class = onec.Unknown
 		e.Message = fmt.Sprintf("%s %s was answered HTTP %d with a body that is not the ordersync service's JSON error, so nothing says whether 1C's handler ran: "+
 			"it may not have, it may still be running behind a proxy, or it may have finished; %s (%s)",
-			k.method, k.path, st, mayHaveActed(k), onec.Snippet(ans.body))
+			k.Method, k.Path, st, mayHaveActed(k), onec.Snippet(ans.Body))
 	case st >= 300 && st < 400:
 		e.Class = onec.Permanent
-		e.Message = fmt.Sprintf("1C redirected to %q: check onec.base_url %s", ans.header.Get("Location"), c.base)
+		e.Message = fmt.Sprintf("1C redirected to %q: check onec.base_url %s", ans.Header.Get("Location"), c.base)
 	default:
 		e.Class = onec.Permanent
 	}
@@ -949,8 +448,8 @@ func (c *Client) classify(k call, ans answer) *onec.Error {
 const codeLockConflict = "lock_conflict"
 
 // mayHaveActed says what follows from a POST whose outcome is unknown.
-func mayHaveActed(k call) string {
-	if k.op == "create" {
+func mayHaveActed(k wire.Call) string {
+	if k.Op == "create" {
 		return "1C may have created the order, so it is looked up before it is created again"
 	}
 	return "1C may have carried it out"
@@ -959,7 +458,7 @@ func mayHaveActed(k call) string {
 // unreadablePost classifies a 2xx that is not JSON on a POST: 1C's answer mangled
 // on the way, or the page a publication answers refused credentials with. Only a
 // find can tell which, and it is what comes next.
-func (c *Client) unreadablePost(k call, status int, body []byte) *onec.Error {
+func (c *Client) unreadablePost(k wire.Call, status int, body []byte) *onec.Error {
 	what := "a body that is not JSON"
 	if looksHTML(body) {
 		what = "an HTML page"
@@ -970,13 +469,13 @@ func (c *Client) unreadablePost(k call, status int, body []byte) *onec.Error {
 	}
 	msg := fmt.Sprintf("1C answered %s %s with HTTP %d and %s instead of JSON: %s. "+
 		"An HTML page with a 2xx status is also how a publication answers credentials it does not accept (%s at onec.base_url %s); the find that comes next will tell",
-		k.method, k.path, status, what, mayHaveActed(k), who, c.base)
-	return &onec.Error{Class: onec.Unknown, Op: k.op, Path: k.path, Status: status, Message: msg,
+		k.Method, k.Path, status, what, mayHaveActed(k), who, c.base)
+	return &onec.Error{Class: onec.Unknown, Op: k.Op, Path: k.Path, Status: status, Message: msg,
 		Err: errors.New("1C answered: " + onec.Snippet(body))}
 }
 
 // authError says which configuration keys to check. It never includes the password.
-func (c *Client) authError(k call, status int, body []byte) *onec.Error {
+func (c *Client) authError(k wire.Call, status int, body []byte) *onec.Error {
 	var msg string
 	if c.cfg.Username == "" {
 		msg = fmt.Sprintf("1C requires credentials at onec.base_url %s but onec.username is empty: set onec.username and onec.password", c.base)
@@ -990,16 +489,16 @@ func (c *Client) authError(k call, status int, body []byte) *onec.Error {
 		}
 		msg = fmt.Sprintf("1C answered HTTP %d with %s instead of JSON, the way a publication answers credentials it does not accept. %s (or that onec.base_url points at the ordersync HTTP service)", status, what, msg)
 	}
-	return &onec.Error{Class: onec.Auth, Op: k.op, Path: k.path, Status: status, Message: msg,
+	return &onec.Error{Class: onec.Auth, Op: k.Op, Path: k.Path, Status: status, Message: msg,
 		Err: errors.New("1C answered: " + onec.Snippet(body))}
 }
 
 // decode reads an accepted answer into v; a JSON answer of the wrong shape is a
 // Permanent error, retrying will not change it.
-func (c *Client) decode(k call, ans answer, v any) error {
-	if err := json.Unmarshal(ans.body, v); err != nil {
-		return &onec.Error{Class: onec.Permanent, Op: k.op, Status: ans.status,
-			Message: "1C answered JSON that does not follow contract v1: " + onec.Snippet(ans.body), Err: err}
+func (c *Client) decode(k wire.Call, ans wire.Answer, v any) error {
+	if err := json.Unmarshal(ans.Body, v); err != nil {
+		return &onec.Error{Class: onec.Permanent, Op: k.Op, Status: ans.Status,
+			Message: "1C answered JSON that does not follow contract v1: " + onec.Snippet(ans.Body), Err: err}
 	}
 	return nil
 }
@@ -1039,8 +538,6 @@ func isAPIError(body []byte) bool {
 	}
 	return json.Unmarshal(body, &v) == nil && v.Error != nil && v.Error.Code != ""
 }
-
-var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
 func isJSON(body []byte) bool {
 	t := bytes.TrimSpace(body)
@@ -1089,17 +586,4 @@ func toWire(o onec.CreateOrder) wireOrder {
 		w.Lines[i] = wireLine{SKU: l.SKU, Name: l.Name, Quantity: number(l.Quantity), Price: number(l.Price), Amount: number(l.Amount)}
 	}
 	return w
-}
-
-// restyLogger sends resty's own messages to the debug log.
-type restyLogger struct{ log *slog.Logger }
-
-func (l restyLogger) Errorf(format string, v ...any) {
-	l.log.Debug("resty: " + fmt.Sprintf(format, v...))
-}
-func (l restyLogger) Warnf(format string, v ...any) {
-	l.log.Debug("resty: " + fmt.Sprintf(format, v...))
-}
-func (l restyLogger) Debugf(format string, v ...any) {
-	l.log.Debug("resty: " + fmt.Sprintf(format, v...))
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -605,74 +606,121 @@ func TestMaxConcurrency(t *testing.T) {
 	}
 }
 
+// forgetful is a base that starts numbered sessions and, once told to forget
+// them, answers a cookie it does not know with 400 and its text, as 1C does.
+type forgetful struct {
+	mu    sync.Mutex
+	n     int
+	known map[string]bool
+	last  string // the cookie of the last request
+	body  string // the answer to a known session: the contract's, or this
+}
+
+func (f *forgetful) forget() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.known = nil
+}
+
+func (f *forgetful) lastCookie() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last
+}
+
+func (f *forgetful) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	ck, err := r.Cookie("ibsession")
+	f.last = ""
+	if err == nil {
+		f.last = ck.Value
+	}
+	if r.Header.Get("IBSession") == "start" {
+		f.n++
+		if f.known == nil {
+			f.known = map[string]bool{}
+		}
+		v := fmt.Sprintf("s%d", f.n)
+		f.known[v] = true
+		http.SetCookie(w, &http.Cookie{Name: "ibsession", Value: v})
+	}
+	refused := err == nil && !f.known[ck.Value]
+	f.mu.Unlock()
+	switch {
+	case refused:
+		reply(400, "text/plain", "Сеанс отсутствует или удален")(w, r)
+	case f.body != "":
+		reply(400, "application/json", f.body)(w, r)
+	case r.Method == http.MethodPost:
+		reply(201, "application/json", `{"ref":"r","number":"1","date":"2026-09-16T10:00:00"}`)(w, r)
+	default:
+		reply(200, "application/json", `{"orders":[]}`)(w, r)
+	}
+}
+
 func TestSessionExpiry(t *testing.T) {
 	t.Parallel()
-	// A base that knows one session, "s1", and refuses any other cookie with 400.
-	handler := func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("IBSession") == "start" {
-			http.SetCookie(w, &http.Cookie{Name: "ibsession", Value: "s1"})
-		} else if c, err := r.Cookie("ibsession"); err == nil && c.Value != "s1" {
-			w.WriteHeader(400)
-			io.WriteString(w, "Сеанс отсутствует или удален")
-			return
+	session := func(c *Config) { c.SessionReuse = true; c.MaxConcurrency = 1 }
+	ctx := context.Background()
+	// expired is a client whose one session, started by a find, the base has
+	// since forgotten.
+	expired := func(t *testing.T) (*forgetful, *server, *Client) {
+		base := &forgetful{}
+		srv := newServer(t, base.ServeHTTP)
+		c := newClient(t, srv.URL, session)
+		if _, err := c.FindOrders(ctx, "kaspi:1"); err != nil {
+			t.Fatal(err)
 		}
-		if r.Method == http.MethodPost {
-			w.WriteHeader(201)
-			io.WriteString(w, `{"ref":"r","number":"1","date":"2026-09-16T10:00:00"}`)
-			return
-		}
-		io.WriteString(w, `{"orders":[]}`)
-	}
-	expire := func(c *Client) {
-		s := <-c.slots
-		s.cookie = "gone"
-		c.slots <- s
+		base.forget()
+		return base, srv, c
 	}
 	t.Run("a GET starts a new session and goes on", func(t *testing.T) {
 		t.Parallel()
-		srv := newServer(t, handler)
-		c := newClient(t, srv.URL, func(c *Config) { c.SessionReuse = true; c.MaxConcurrency = 1 })
-		expire(c)
-		if _, err := c.FindOrders(context.Background(), "kaspi:1"); err != nil {
+		base, srv, c := expired(t)
+		if _, err := c.FindOrders(ctx, "kaspi:1"); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := srv.count(), 2; got != want {
-			t.Fatalf("server received %d, want %d (the refused one, then one on a new session)", got, want)
+		if got, want := srv.count(), 3; got != want {
+			t.Fatalf("server received %d, want %d (the first, the refused one, then one on a new session)", got, want)
 		}
-		s := <-c.slots
-		if s.cookie != "s1" {
-			t.Fatalf("kept cookie %q, want s1", s.cookie)
+		if _, err := c.FindOrders(ctx, "kaspi:1"); err != nil {
+			t.Fatal(err)
 		}
-		c.slots <- s
+		if got := base.lastCookie(); got != "s2" {
+			t.Fatalf("kept cookie %q, want s2", got)
+		}
 	})
 	t.Run("a POST is not resent", func(t *testing.T) {
 		t.Parallel()
-		srv := newServer(t, handler)
-		c := newClient(t, srv.URL, func(c *Config) { c.SessionReuse = true; c.MaxConcurrency = 1 })
-		expire(c)
-		_, err := c.CreateOrder(context.Background(), testOrder())
+		_, srv, c := expired(t)
+		_, err := c.CreateOrder(ctx, testOrder())
 		e := asError(t, err)
 		if e.Class != onec.Transient || e.Status != 400 {
 			t.Fatalf("err = %v, want Transient 400", err)
 		}
-		if got := srv.count(); got != 1 {
-			t.Fatalf("server received %d, want 1", got)
+		if got := srv.count(); got != 2 {
+			t.Fatalf("server received %d, want 2 (the find, the create once)", got)
 		}
-		if _, err := c.CreateOrder(context.Background(), testOrder()); err != nil {
+		if _, err := c.CreateOrder(ctx, testOrder()); err != nil {
 			t.Fatalf("the next create, on a new session: %v", err)
 		}
 	})
 	t.Run("a 400 from the service itself is permanent", func(t *testing.T) {
 		t.Parallel()
-		srv := newServer(t, reply(400, "application/json", `{"error":{"code":"bad_request","message":"Ошибка чтения JSON"}}`))
-		c := newClient(t, srv.URL, func(c *Config) { c.SessionReuse = true })
-		expire(c)
-		_, err := c.FindOrders(context.Background(), "kaspi:1")
-		if got, want := asError(t, err).Class, onec.Permanent; got != want {
-			t.Fatalf("class = %v, want %v", got, want)
+		base := &forgetful{body: `{"error":{"code":"bad_request","message":"Ошибка чтения JSON"}}`}
+		srv := newServer(t, base.ServeHTTP)
+		c := newClient(t, srv.URL, session)
+		for range 2 { // the first starts a session, the second is sent on it
+			_, err := c.FindOrders(ctx, "kaspi:1")
+			if got, want := asError(t, err).Class, onec.Permanent; got != want {
+				t.Fatalf("class = %v, want %v", got, want)
+			}
 		}
-		if got := srv.count(); got != 1 {
-			t.Fatalf("server received %d, want 1", got)
+		if got, want := base.lastCookie(), "s1"; got != want {
+			t.Fatalf("the second find sent cookie %q, want %q", got, want)
+		}
+		if got := srv.count(); got != 2 {
+			t.Fatalf("server received %d, want 2", got)
 		}
 	})
 }
@@ -683,7 +731,7 @@ func TestNewValidates(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{}, "onec.base_url is required"},
+		{Config{}, "onec.base_url is required, e.g. http://1c.local/trade/hs/ordersync/v1"},
 		{Config{BaseURL: "1c.local/trade"}, "onec.base_url"},
 		{Config{BaseURL: "ftp://1c.local/trade"}, "http://"},
 		{Config{BaseURL: "http://user:pw@1c.local/trade"}, "must not carry credentials"},
@@ -705,10 +753,11 @@ func TestNewValidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.base != "https://1c.local/trade/hs/ordersync/v1" || c.cfg.Timeout != DefaultTimeout ||
-		cap(c.slots) != DefaultMaxConcurrency || c.cfg.GetRetries != DefaultGetRetries || c.cfg.RetryBackoff != DefaultRetryBackoff ||
-		c.cfg.MaxResponse != DefaultMaxResponse {
-		t.Fatalf("defaults not applied: base %q, %+v", c.base, c.cfg)
+	cfg := c.conn.Config()
+	if c.conn.Base() != "https://1c.local/trade/hs/ordersync/v1" || cfg.Timeout != DefaultTimeout ||
+		cfg.MaxConcurrency != DefaultMaxConcurrency || cfg.GetRetries != DefaultGetRetries || cfg.RetryBackoff != DefaultRetryBackoff ||
+		cfg.MaxResponse != DefaultMaxResponse || cfg.FinishPath != "/ping" {
+		t.Fatalf("defaults not applied: base %q, %+v", c.conn.Base(), cfg)
 	}
 }
 

@@ -12,10 +12,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"testing/iotest"
 	"time"
 
 	"github.com/ordersync/ordersync/internal/onec"
+	"github.com/ordersync/ordersync/internal/onec/wire"
 )
 
 const (
@@ -124,7 +124,7 @@ func TestHugeAnswerIsNotRead(t *testing.T) {
 			if !strings.Contains(err.Error(), want) {
 				t.Fatalf("err = %v, want it to contain %q", err, want)
 			}
-			if e.Class != onec.Transient || e.Op != "find" || e.Status != http.StatusOK || !tooLarge(err) {
+			if e.Class != onec.Transient || e.Op != "find" || e.Status != http.StatusOK || !wire.TooLarge(err) {
 				t.Fatalf("err = %+v, want a transient find error with status 200 over the limit", e)
 			}
 			if alloc >= 32*mib {
@@ -190,7 +190,7 @@ func TestAnswerAtTheLimit(t *testing.T) {
 					t.Fatalf("exchanges = %+v, want one with status 200", xs)
 				}
 				if size > limit {
-					if !tooLarge(err) || !strings.Contains(err.Error(), "onec.max_response (1MiB)") {
+					if !wire.TooLarge(err) || !strings.Contains(err.Error(), "onec.max_response (1MiB)") {
 						t.Fatalf("err = %v, want the answer over onec.max_response", err)
 					}
 					if !strings.Contains(xs[0].Error, "onec.max_response") || xs[0].ResponseSHA256 != "" {
@@ -248,35 +248,5 @@ func TestEachOperationOverTheLimit(t *testing.T) {
 				t.Fatalf("server received %d requests, want 1", got)
 			}
 		})
-	}
-}
-
-func TestReadLimited(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		size, limit int
-		announced   bool
-		ok          bool
-	}{
-		{0, 1, false, true}, {0, 1, true, true}, {1, 1, false, true}, {2, 1, false, false}, {2, 1, true, false},
-		{5000, 5000, false, true}, {5001, 5000, false, false}, {5000, 5000, true, true}, {100000, 99999, false, false},
-	} {
-		body := bytes.Repeat([]byte("x"), tc.size)
-		announced := int64(-1)
-		if tc.announced {
-			announced = int64(tc.size)
-		}
-		for _, r := range []io.Reader{bytes.NewReader(body), iotest.OneByteReader(bytes.NewReader(body)), iotest.DataErrReader(bytes.NewReader(body))} {
-			got, err := readLimited(r, announced, int64(tc.limit))
-			switch {
-			case tc.ok && (err != nil || !bytes.Equal(got, body)):
-				t.Errorf("size %d, limit %d: %d bytes, %v; want the body", tc.size, tc.limit, len(got), err)
-			case !tc.ok && !tooLarge(err):
-				t.Errorf("size %d, limit %d: %d bytes, %v; want too large", tc.size, tc.limit, len(got), err)
-			}
-		}
-	}
-	if _, err := readLimited(iotest.ErrReader(io.ErrUnexpectedEOF), -1, 10); err != io.ErrUnexpectedEOF {
-		t.Errorf("a failed read = %v, want it returned", err)
 	}
 }
