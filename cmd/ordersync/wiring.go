@@ -11,6 +11,8 @@ import (
 	"github.com/ordersync/ordersync/internal/logging"
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
+	"github.com/ordersync/ordersync/internal/onec/odata"
+	"github.com/ordersync/ordersync/internal/onec/wire"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/stock"
 	stocksnapshot "github.com/ordersync/ordersync/internal/stock/snapshot"
@@ -52,14 +54,19 @@ func claimIdleTimeout(cfg *config.Config) time.Duration {
 	return engine.CallBudget(cfg.OneC.Timeout) + 30*time.Second
 }
 
-// newClient builds the 1C client. onec.base_url is required for anything that talks
-// to 1C.
-func (a *app) newClient(cfg *config.Config, log *slog.Logger) (*httpservice.Client, error) {
+// newClient builds the 1C client of onec.interface. onec.base_url is required for
+// anything that talks to 1C.
+func (a *app) newClient(cfg *config.Config, log *slog.Logger) (onec.Closer, error) {
+	odataIface := cfg.OneC.Interface == config.InterfaceOData
 	if cfg.OneC.BaseURL == "" {
+		if odataIface {
+			return nil, usageError(errors.New("config: onec.base_url: is not set: give the base's standard OData root, " +
+				"e.g. http://1c.local/trade/odata/standard.odata"))
+		}
 		return nil, usageError(errors.New("config: onec.base_url: is not set: give the URL of the base's " +
 			"ordersync HTTP service, e.g. http://1c.local/trade/hs/ordersync/v1"))
 	}
-	c, err := httpservice.New(httpservice.Config{
+	w := wire.Config{
 		BaseURL:        cfg.OneC.BaseURL,
 		Username:       cfg.OneC.Username,
 		Password:       cfg.OneC.Password,
@@ -69,11 +76,36 @@ func (a *app) newClient(cfg *config.Config, log *slog.Logger) (*httpservice.Clie
 		GetRetries:     getRetries(cfg.OneC.GetRetries),
 		MaxResponse:    cfg.OneC.MaxResponse,
 		Logger:         log.With("component", "onec"),
-	})
+	}
+	var (
+		c   onec.Closer
+		err error
+	)
+	if odataIface {
+		c, err = newODataClient(w, cfg.OneC.OData)
+	} else {
+		c, err = httpservice.New(httpservice.Config(w))
+	}
 	if err != nil {
 		return nil, usageError(fmt.Errorf("config: onec: %w", err))
 	}
 	return c, nil
+}
+
+// newODataClient is the client of the standard OData interface with onec.odata's
+// profile and references.
+func newODataClient(w wire.Config, o config.OData) (*odata.Client, error) {
+	p, err := odata.ProfileNamed(o.Profile, o.Marker)
+	if err != nil {
+		return nil, err
+	}
+	sources := map[string]odata.SourceRefs{}
+	for name, s := range o.Sources {
+		sources[name] = odata.SourceRefs{Partner: s.Partner, Counterparty: s.Counterparty, Agreement: s.Agreement}
+	}
+	return odata.New(odata.Config{Wire: w, Profile: p, ItemsBy: o.ItemsBy,
+		Organization: o.Organization, Warehouse: o.Warehouse, Currency: o.Currency, PriceType: o.PriceType,
+		Sources: sources, CancelReason: o.CancelReason, CancelledState: o.CancelledState})
 }
 
 // getRetries maps the configured count to the client's convention, where 0 means

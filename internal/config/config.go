@@ -97,8 +97,11 @@ type Database struct {
 	ConnectTimeout time.Duration `koanf:"connect_timeout"`
 }
 
-// OneC is the 1C:Enterprise HTTP service (contract v1).
+// OneC is the 1C:Enterprise base: over ordersync's HTTP service (contract v1) or
+// the standard OData interface (Interface).
 type OneC struct {
+	// Interface is how ordersync talks to the base: httpservice or odata.
+	Interface      string        `koanf:"interface"`
 	BaseURL        string        `koanf:"base_url"` // required by `run`; absolute http(s) URL when set
 	Username       string        `koanf:"username"`
 	Password       string        `koanf:"password" secret:"true"`
@@ -121,6 +124,8 @@ type OneC struct {
 	// PingInterval is how often `run` pings 1C for its readiness (/readyz) and
 	// ordersync_onec_up.
 	PingInterval time.Duration `koanf:"ping_interval"`
+	// OData is read with Interface odata.
+	OData OData `koanf:"odata"`
 }
 
 // Worker is the engine's claim, retry and shutdown policy.
@@ -199,6 +204,8 @@ func defaults() Config {
 			ConnectTimeout: 5 * time.Minute,
 		},
 		OneC: OneC{
+			Interface:      InterfaceHTTPService,
+			OData:          OData{ItemsBy: "Артикул"},
 			Timeout:        30 * time.Second,
 			MaxConcurrency: 4,
 			SessionReuse:   true,
@@ -315,6 +322,7 @@ func entryDefaults() map[string]any {
 			Timeout: 10 * time.Second,
 			OnDead:  OnDeadBlock,
 		},
+		"onec.odata.sources": ODataSource{},
 	}
 }
 
@@ -524,6 +532,7 @@ func (o OneC) validate(p *problems) {
 		p.add("onec.settle_time", fmt.Sprintf("must be greater than onec.timeout (%s), and than any proxy timeout in front of 1C, got %s",
 			formatDuration(o.Timeout), formatDuration(o.SettleTime)))
 	}
+	o.validateInterface(p)
 	if o.LateVerify <= o.SettleTime {
 		p.add("onec.late_verify", fmt.Sprintf("must be greater than onec.settle_time (%s): it is the second look for a duplicate "+
 			"that a 1C slower than the settle time committed late, got %s", formatDuration(o.SettleTime), formatDuration(o.LateVerify)))

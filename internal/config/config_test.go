@@ -99,6 +99,8 @@ func TestDefaults(t *testing.T) {
 	want := Config{
 		Database: Database{URL: "", MaxConnections: 20, ConnectTimeout: 5 * time.Minute},
 		OneC: OneC{
+			Interface:      InterfaceHTTPService,
+			OData:          OData{ItemsBy: "Артикул"},
 			Timeout:        30 * time.Second,
 			MaxConcurrency: 4,
 			SessionReuse:   true,
@@ -307,6 +309,8 @@ log:
 	want := Config{
 		Database: Database{URL: "postgres://ordersync@db.example:5432/ordersync?sslmode=disable", MaxConnections: 9, ConnectTimeout: 5 * time.Minute},
 		OneC: OneC{
+			Interface:      InterfaceHTTPService,
+			OData:          OData{ItemsBy: "Артикул"},
 			BaseURL:        "https://1c.example/trade/hs/ordersync/v1",
 			Username:       "ordersync",
 			Password:       "s3cret",
@@ -413,6 +417,8 @@ func TestEnvNesting(t *testing.T) {
 	want := Config{
 		Database: Database{URL: "postgres://u@h/db", MaxConnections: 36, ConnectTimeout: 5 * time.Minute},
 		OneC: OneC{
+			Interface:      InterfaceHTTPService,
+			OData:          OData{ItemsBy: "Артикул"},
 			BaseURL:        "http://1c.local/trade/hs/ordersync/v1",
 			Username:       "svc",
 			Password:       "pw=with=equals",
@@ -944,6 +950,8 @@ func TestExampleFile(t *testing.T) {
 		"relay.destinations.*.events": true, "relay.destinations.*.connector": true,
 		"webhooks.sources.*.secrets": true, "stock.schedules": true, "connectors.kaspi.stores": true,
 		"connectors.ozon.stock_warehouses": true, "connectors.wildberries.stock_warehouses": true,
+		"onec.odata.profile": true, "onec.odata.organization": true, "onec.odata.warehouse": true, "onec.odata.currency": true,
+		"onec.odata.sources.*.partner": true, "onec.odata.sources.*.counterparty": true, "onec.odata.sources.*.agreement": true,
 	}
 	def := defaults()
 	def.derive()

@@ -66,6 +66,7 @@ func (e *Engine) orderOf(ctx context.Context, op journal.Operation) (order.Order
 
 func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op journal.Operation, o order.Order) Verdict {
 	extID := o.OneCExternalID()
+	req := ToCreateOrder(o, e.cfg.Location)
 
 	all, err := e.client.FindOrders(ctx, extID)
 	if err != nil {
@@ -74,7 +75,7 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 	found, others := sameExternalID(extID, all)
 	if len(found) > 0 {
 		res, ws := foundResult(extID, found, "1C already held the order: nothing was created", e.cfg.Now())
-		return Verdict{Result: res, Warnings: ws}
+		return e.settle(ctx, req, Verdict{Result: res, Warnings: ws})
 	}
 	if len(others) > 0 {
 		return caseConflict(extID, others, e.cfg.Now())
@@ -95,7 +96,6 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 		}
 		return v
 	}
-	req := ToCreateOrder(o, e.cfg.Location)
 	// The settle time counts from the moment the POST was written whole (the client
 	// stamps it on the attempt's recorder), not from before a wait for a free
 	// onec.max_concurrency slot; a client that does not stamp falls back to the
@@ -117,10 +117,15 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 			res.Found = true
 			res.Note = "1C answered 409: it already held the order, nothing was created"
 		}
-		return Verdict{Result: res, Ref: created.Ref}
+		return e.settle(ctx, req, Verdict{Result: res, Ref: created.Ref})
 	}
 
 	class := onec.ClassOf(err)
+	if u := onec.UnmatchedOf(err); u != nil {
+		// Refused before anything was written: the order waits for its items.
+		return Verdict{Class: class, Err: err, Warnings: []journal.Warning{{Code: journal.WarningUnmatchedSKU,
+			Message: "not created in 1C: " + u.Error(), Refs: []string{}, At: e.cfg.Now().UTC()}}}
+	}
 	var oe *onec.Error
 	if class == onec.Unknown && errors.As(err, &oe) && oe.Status == 500 && oe.API {
 		// The service's handler itself answered 500 with the contract's error after
@@ -136,7 +141,7 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 		case len(again) > 0:
 			log.WarnContext(ctx, "1C answered an error but holds the order", "err", err)
 			res, ws := foundResult(extID, again, "1C answered an error after creating the order: "+err.Error(), e.cfg.Now())
-			return Verdict{Result: res, Warnings: ws}
+			return e.settle(ctx, req, Verdict{Result: res, Warnings: ws})
 		case len(others) > 0:
 			return caseConflict(extID, others, e.cfg.Now())
 		default:
@@ -149,6 +154,27 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 		return Verdict{Class: class, Err: err, PostedAt: postedAt}
 	}
 	return Verdict{Class: class, Err: err}
+}
+
+// settle has the client make sure that the order of done, which 1C holds (found or
+// just created), is what req asks and is posted (onec.Client.SettleOrder). Until it
+// is, the operation is not done, so nothing tells a marketplace that 1C holds the
+// order: a difference is a mismatch_in_1c warning naming the fields, and the next
+// attempt finds the order and looks again; a posting that failed is tried again,
+// and the order is never created twice for it.
+func (e *Engine) settle(ctx context.Context, req onec.CreateOrder, done Verdict) Verdict {
+	res := done.Result
+	err := e.client.SettleOrder(ctx, onec.Order{Ref: res.Ref, Number: res.Number, Date: res.Date, ExternalID: req.ExternalID}, req)
+	if err == nil {
+		return done
+	}
+	v := Verdict{Class: onec.ClassOf(err), Ref: res.Ref, Warnings: done.Warnings,
+		Err: fmt.Errorf("1C holds the order as %s (№ %s), but it is not done: %w", res.Ref, res.Number, err)}
+	if m := onec.MismatchOf(err); m != nil {
+		v.Warnings = append(v.Warnings, journal.Warning{Code: journal.WarningMismatchIn1C, Message: m.Error(),
+			Refs: []string{res.Ref}, Numbers: []string{res.Number}, At: e.cfg.Now().UTC()})
+	}
+	return v
 }
 
 // sameExternalID splits what 1C found for extID into the orders whose external id is

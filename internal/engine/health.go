@@ -102,6 +102,10 @@ func (h *health) observe(ctx context.Context, op string, err error) {
 	if !errors.As(err, &oe) {
 		return
 	}
+	if oe.PerOrder {
+		h.answered(ctx, op) // 1C answered about this order alone
+		return
+	}
 	switch oe.Class {
 	case onec.Configuration, onec.Auth:
 		h.breaks(ctx, op, oe)
@@ -238,6 +242,12 @@ func (w watchedClient) ListOrders(ctx context.Context, q onec.ListQuery) ([]onec
 	v, err := w.Client.ListOrders(ctx, q)
 	w.h.observe(ctx, "list", err)
 	return v, err
+}
+
+func (w watchedClient) SettleOrder(ctx context.Context, o onec.Order, req onec.CreateOrder) error {
+	err := w.Client.SettleOrder(ctx, o, req)
+	w.h.observe(ctx, "settle", err)
+	return err
 }
 
 // watch applies left-over wakes each poll, pings 1C while it fails (BackoffMin after

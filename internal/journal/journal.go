@@ -59,6 +59,13 @@ const (
 	// seen (a tombstone: the create, if it ever comes, is not made), or a create met
 	// such a cancel and was not made.
 	WarningCancelBeforeCreate = "cancel_before_create"
+	// WarningMismatchIn1C: 1C holds the order otherwise than it was written (a read
+	// back over the standard OData interface found fields cut, ignored or broken):
+	// the order is not done until it matches.
+	WarningMismatchIn1C = "mismatch_in_1c"
+	// WarningUnmatchedSKU: a line's SKU matches no item of 1C's catalog (or several):
+	// the order is not created until it does.
+	WarningUnmatchedSKU = "unmatched_sku"
 )
 
 // Warning is something about a done operation that a person must look at: a

@@ -92,6 +92,13 @@ func (c *timedClient) ListOrders(ctx context.Context, q onec.ListQuery) ([]onec.
 	return v, err
 }
 
+func (c *timedClient) SettleOrder(ctx context.Context, o onec.Order, req onec.CreateOrder) error {
+	start := time.Now()
+	err := c.Client.SettleOrder(ctx, o, req)
+	c.m.observe(ctx, "settle", start, err)
+	return err
+}
+
 // observe records one call.
 func (m *Metrics) observe(ctx context.Context, endpoint string, start time.Time, err error) {
 	end := time.Now()
@@ -134,6 +141,9 @@ func judge(err error) (up bool, reason string) {
 	var e *onec.Error
 	if !errors.As(err, &e) {
 		return false, err.Error()
+	}
+	if e.PerOrder {
+		return true, "" // 1C answered about this order alone
 	}
 	switch e.Class {
 	case onec.Configuration, onec.Auth:

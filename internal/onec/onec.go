@@ -129,6 +129,103 @@ type Client interface {
 	// first, with Total, Currency and Cancelled (reconciliation); an empty slice
 	// when there is none.
 	ListOrders(ctx context.Context, q ListQuery) ([]Order, error)
+	// SettleOrder makes sure that the order o, which 1C holds for req (found or just
+	// created), is what req asks and is posted, before the order is reported done.
+	// Over the HTTP service there is nothing to do: its module writes an order whole,
+	// in one transaction, or refuses it. Over the standard OData interface, which
+	// keeps a write in part and answers 200, the client reads the order back and
+	// compares it (a difference is a *Mismatch inside the *Error), and posts it.
+	SettleOrder(ctx context.Context, o Order, req CreateOrder) error
+}
+
+// Closer is a Client that keeps 1C sessions, which Close ends (both interfaces'
+// clients are).
+type Closer interface {
+	Client
+	Close(ctx context.Context) error
+}
+
+// Difference is one field that 1C holds otherwise than ordersync wrote it.
+type Difference struct {
+	Field string `json:"field"` // "Контрагент_Key", "Товары[2].Количество", …
+	Want  string `json:"wrote"`
+	Got   string `json:"holds"`
+}
+
+func (d Difference) String() string {
+	return fmt.Sprintf("%s: wrote %q, 1C holds %q", d.Field, d.Want, d.Got)
+}
+
+// Mismatch is an order that 1C holds otherwise than it was written: a read-back
+// found Differences. It is the cause (Err) of the *Error SettleOrder returns, whose
+// class says what is to be done: Configuration (an administrator publishes or maps
+// what Hint names; the order is looked at again) or Permanent.
+type Mismatch struct {
+	Ref, Number string
+	Differences []Difference
+	// Hint says what to publish, map or widen so that the order matches.
+	Hint string
+}
+
+func (m *Mismatch) Error() string {
+	parts := make([]string, len(m.Differences))
+	for i, d := range m.Differences {
+		parts[i] = d.String()
+	}
+	s := fmt.Sprintf("1C holds the order %s (№ %s) otherwise than it was written: %s", m.Ref, m.Number, strings.Join(parts, "; "))
+	if m.Hint != "" {
+		s += "; " + m.Hint
+	}
+	return s
+}
+
+// UnmatchedSKUs are an order's SKUs that match no item of 1C's catalog, or several:
+// the cause (Err) of a create's *Error over the standard OData interface, refused
+// before anything was written. Nothing is written with a broken or a guessed item.
+type UnmatchedSKUs struct {
+	// Field is onec.odata.items_by, Set the catalog.
+	Field, Set string
+	Missing    []string // SKUs no item has
+	Several    []string // SKUs more than one item has
+}
+
+func (u *UnmatchedSKUs) Error() string {
+	var parts []string
+	if len(u.Missing) > 0 {
+		parts = append(parts, fmt.Sprintf("no item of %s has %s %s: add the items in 1C, map the SKUs (connectors.sku_map), or set onec.odata.items_by",
+			u.Set, u.Field, quoteAll(u.Missing)))
+	}
+	if len(u.Several) > 0 {
+		parts = append(parts, fmt.Sprintf("several items of %s have %s %s: make it unique in 1C, or match by another field (onec.odata.items_by)",
+			u.Set, u.Field, quoteAll(u.Several)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}
+
+// UnmatchedOf returns the *UnmatchedSKUs err wraps, or nil.
+func UnmatchedOf(err error) *UnmatchedSKUs {
+	var u *UnmatchedSKUs
+	if errors.As(err, &u) {
+		return u
+	}
+	return nil
+}
+
+// MismatchOf returns the *Mismatch err wraps, or nil.
+func MismatchOf(err error) *Mismatch {
+	var m *Mismatch
+	if errors.As(err, &m) {
+		return m
+	}
+	return nil
 }
 
 // Class is how a failure must be treated.
@@ -180,7 +277,11 @@ type Error struct {
 	Code    string
 	Message string
 	Field   string
-	Err     error // the underlying cause, if any
+	// PerOrder: the failure is this order's alone (a SKU 1C has no item for, a
+	// field 1C kept otherwise than written). 1C itself answered, so it says nothing
+	// of 1C's health or of an endpoint, and other orders go on.
+	PerOrder bool
+	Err      error // the underlying cause, if any
 }
 
 func (e *Error) Error() string {

@@ -149,6 +149,8 @@ var ru = catalogue{
 	"warning_duplicate_in_1c": "В 1С несколько заказов с этим внешним номером",
 	"warning_deleted_in_1c":   "Заказ в 1С помечен на удаление",
 	"warning_missing_in_1c":   "Заказ больше не находится в 1С",
+	"warning_mismatch_in_1c":  "В 1С заказ записан не так, как его отправили",
+	"warning_unmatched_sku":   "Артикула нет в номенклатуре 1С",
 	"warning_refs":            "ссылки",
 	"warning_numbers":         "номера",
 
@@ -342,6 +344,8 @@ var en = catalogue{
 	"warning_duplicate_in_1c": "1C holds several orders with this external id",
 	"warning_deleted_in_1c":   "The order in 1C is marked for deletion",
 	"warning_missing_in_1c":   "The order is no longer found in 1C",
+	"warning_mismatch_in_1c":  "1C holds the order otherwise than it was written",
+	"warning_unmatched_sku":   "A SKU matches no item in 1C",
 	"warning_refs":            "refs",
 	"warning_numbers":         "numbers",
 

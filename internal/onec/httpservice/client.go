@@ -255,6 +255,10 @@ func (c *Client) ListOrders(ctx context.Context, q onec.ListQuery) ([]onec.Order
 	return c.listResult(k, ans)
 }
 
+// SettleOrder has nothing to do: the module writes an order whole, in one
+// transaction, and posts it as its configuration says, or refuses it.
+func (c *Client) SettleOrder(context.Context, onec.Order, onec.CreateOrder) error { return nil }
+
 // checkListQuery refuses a query 1C would answer 400 for, before it is sent.
 func checkListQuery(q onec.ListQuery) error {
 	if q.Source == "" {

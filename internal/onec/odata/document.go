@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
+
+	"github.com/ordersync/ordersync/internal/onec"
 )
 
 // Refs are the header's references, as GUIDs: the fixed ones of the base
@@ -192,15 +194,7 @@ func (p Profile) Parse(b []byte) (Document, error) {
 }
 
 // Difference is one field that 1C holds otherwise than ordersync wrote it.
-type Difference struct {
-	Field string // "Контрагент_Key", "Товары[2].Количество", …
-	Want  string
-	Got   string
-}
-
-func (d Difference) String() string {
-	return fmt.Sprintf("%s: wrote %q, 1C holds %q", d.Field, d.Want, d.Got)
-}
+type Difference = onec.Difference
 
 // Compare lists how got (read back) differs from want (written): the marker, the
 // date, each reference written, each row's item, quantity, price and amount, the
@@ -286,6 +280,40 @@ func (p Profile) CancelBody(raw []byte, reason, cancelledState string) ([]byte, 
 		return nil, fmt.Errorf("the %s profile says no way to cancel", p.Name)
 	}
 	return encode(out)
+}
+
+// IsCancelled reads a document as 1C answered it: for УТ every row Отменено, for
+// УНФ its state the cancelled one (cancelledState).
+func (p Profile) IsCancelled(raw []byte, cancelledState string) bool {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(raw, &doc) != nil {
+		return false
+	}
+	switch {
+	case p.Cancelled != "":
+		var rows []map[string]any
+		if json.Unmarshal(doc[p.Rows], &rows) != nil || len(rows) == 0 {
+			return false
+		}
+		for _, r := range rows {
+			if r[p.Cancelled] != true {
+				return false
+			}
+		}
+		return true
+	case p.Status != "":
+		var state string
+		return json.Unmarshal(doc[p.Status+"_Key"], &state) == nil && cancelledState != "" && state == cancelledState
+	}
+	return false
+}
+
+// cancelField names what a cancel writes, for a message.
+func (p Profile) cancelField() string {
+	if p.Cancelled != "" {
+		return p.Document + "_" + p.Rows + "_RowType." + p.Cancelled
+	}
+	return p.Document + "." + p.Status + "_Key"
 }
 
 // cancelReason is УТ's row field of the reason an order's row was cancelled.

@@ -2,7 +2,7 @@ package odata
 
 import (
 	"context"
-	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/ordersync/ordersync/internal/onec"
@@ -33,32 +33,47 @@ type Items struct {
 	known map[string]string
 }
 
-// Ref is the item of sku.
-func (it *Items) Ref(ctx context.Context, sku string) (string, error) {
-	it.mu.Lock()
-	ref, ok := it.known[sku]
-	it.mu.Unlock()
-	if ok {
-		return ref, nil
+// Match returns the item of each SKU, in order. The SKUs that match no item or
+// several are one error of the order's (onec.UnmatchedSKUs), naming them all.
+func (it *Items) Match(ctx context.Context, skus []string) ([]string, error) {
+	refs := make([]string, len(skus))
+	u := &onec.UnmatchedSKUs{Field: it.Field, Set: ItemsSet}
+	for i, sku := range skus {
+		it.mu.Lock()
+		ref, ok := it.known[sku]
+		it.mu.Unlock()
+		if ok {
+			refs[i] = ref
+			continue
+		}
+		found, err := it.Lookup(ctx, sku)
+		if err != nil {
+			return nil, err
+		}
+		switch len(found) {
+		case 0:
+			if !slices.Contains(u.Missing, sku) {
+				u.Missing = append(u.Missing, sku)
+			}
+			continue
+		case 1:
+		default:
+			if !slices.Contains(u.Several, sku) {
+				u.Several = append(u.Several, sku)
+			}
+			continue
+		}
+		it.mu.Lock()
+		if it.known == nil {
+			it.known = map[string]string{}
+		}
+		it.known[sku] = found[0]
+		it.mu.Unlock()
+		refs[i] = found[0]
 	}
-	refs, err := it.Lookup(ctx, sku)
-	if err != nil {
-		return "", err
+	if len(u.Missing)+len(u.Several) > 0 {
+		return nil, &onec.Error{Class: onec.Configuration, PerOrder: true, Op: "items", Path: "/" + ItemsSet,
+			Message: u.Error(), Err: u}
 	}
-	switch len(refs) {
-	case 0:
-		return "", &onec.Error{Class: onec.Configuration, Op: "items", Path: ItemsSet,
-			Message: fmt.Sprintf("no item of %s has %s %q: add it in 1C, or map the SKU (connectors.sku_map), or set onec.odata.items_by", ItemsSet, it.Field, sku)}
-	case 1:
-	default:
-		return "", &onec.Error{Class: onec.Configuration, Op: "items", Path: ItemsSet,
-			Message: fmt.Sprintf("several items of %s have %s %q: make it unique in 1C, or match by another field (onec.odata.items_by)", ItemsSet, it.Field, sku)}
-	}
-	it.mu.Lock()
-	if it.known == nil {
-		it.known = map[string]string{}
-	}
-	it.known[sku] = refs[0]
-	it.mu.Unlock()
-	return refs[0], nil
+	return refs, nil
 }

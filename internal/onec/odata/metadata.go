@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -16,11 +17,14 @@ type Metadata struct {
 	Sets       map[string]bool            // entity sets: "Document_ЗаказКлиента"
 	Properties map[string]map[string]bool // entity or row type → its properties
 	Posts      map[string]bool            // the types Post binds to
+	// MaxLength is a string property's length, by "Type.Property"; absent for an
+	// unlimited string or another type.
+	MaxLength map[string]int
 }
 
 // ReadMetadata reads a $metadata document from r, token by token.
 func ReadMetadata(r io.Reader) (Metadata, error) {
-	m := Metadata{Sets: map[string]bool{}, Properties: map[string]map[string]bool{}, Posts: map[string]bool{}}
+	m := Metadata{Sets: map[string]bool{}, Properties: map[string]map[string]bool{}, Posts: map[string]bool{}, MaxLength: map[string]int{}}
 	dec := xml.NewDecoder(r)
 	var (
 		typ      string // the EntityType or ComplexType being read
@@ -59,6 +63,9 @@ func ReadMetadata(r io.Reader) (Metadata, error) {
 			case "Property", "NavigationProperty":
 				if typ != "" {
 					m.Properties[typ][attr("Name")] = true
+					if n, err := strconv.Atoi(attr("MaxLength")); err == nil && n > 0 {
+						m.MaxLength[typ+"."+attr("Name")] = n
+					}
 				}
 			case "EntitySet":
 				m.Sets[attr("Name")] = true

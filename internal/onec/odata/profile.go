@@ -44,6 +44,36 @@ type Profile struct {
 	// Status, when set, is the header's order state reference (УНФ's
 	// СостояниеЗаказа).
 	Status string
+
+	// Stock is the balance register stock is read from; Prices the register of
+	// prices by price type (onec.odata.price_type).
+	Stock  StockRegister
+	Prices PriceRegister
+	// Catalogs are the catalogs the configured references are of.
+	Catalogs Catalogs
+}
+
+// Catalogs name the catalog each configured reference is an object of.
+type Catalogs struct {
+	Organization, Partner, Counterparty, Agreement, Currency, Warehouse, PriceType string
+	// CancelReason (УТ) and State (УНФ): what a cancel writes.
+	CancelReason, State string
+}
+
+// StockRegister is an accumulation register read through its Balance function.
+type StockRegister struct {
+	Register  string // AccumulationRegister_ТоварыНаСкладах
+	Warehouse string // the dimension the Condition names (Склад)
+	Item      string // the item dimension (Номенклатура)
+	Balance   string // the resource's balance property (ВНаличииBalance)
+}
+
+// PriceRegister is an information register read through its SliceLast function.
+type PriceRegister struct {
+	Register string // InformationRegister_ЦеныНоменклатуры
+	Kind     string // the price type dimension (ВидЦены)
+	Item     string // the item dimension (Номенклатура)
+	Price    string // the resource (Цена)
 }
 
 // Profiles are the configurations ordersync writes to, by Name. КА 2 and ERP 2
@@ -62,6 +92,12 @@ var Profiles = map[string]Profile{
 
 		Item: "Номенклатура", Quantity: "Количество", Price: "Цена", Amount: "Сумма",
 		RowWarehouse: "Склад", Cancelled: "Отменено",
+
+		Stock:  StockRegister{Register: "AccumulationRegister_ТоварыНаСкладах", Warehouse: "Склад", Item: "Номенклатура", Balance: "ВНаличииBalance"},
+		Prices: PriceRegister{Register: "InformationRegister_ЦеныНоменклатуры", Kind: "ВидЦены", Item: "Номенклатура", Price: "Цена"},
+		Catalogs: Catalogs{Organization: "Catalog_Организации", Partner: "Catalog_Партнеры", Counterparty: "Catalog_Контрагенты",
+			Agreement: "Catalog_СоглашенияСКлиентами", Currency: "Catalog_Валюты", Warehouse: "Catalog_Склады",
+			PriceType: "Catalog_ВидыЦен", CancelReason: "Catalog_ПричиныОтменыЗаказовКлиентов"},
 	},
 	"unf": {
 		Name:     "unf",
@@ -78,6 +114,12 @@ var Profiles = map[string]Profile{
 
 		Item: "Номенклатура", Quantity: "Количество", Price: "Цена", Amount: "Сумма",
 		Status: "СостояниеЗаказа",
+
+		Stock:  StockRegister{Register: "AccumulationRegister_ЗапасыНаСкладах", Warehouse: "СтруктурнаяЕдиница", Item: "Номенклатура", Balance: "КоличествоBalance"},
+		Prices: PriceRegister{Register: "InformationRegister_ЦеныНоменклатуры", Kind: "ВидЦен", Item: "Номенклатура", Price: "Цена"},
+		Catalogs: Catalogs{Organization: "Catalog_Организации", Counterparty: "Catalog_Контрагенты",
+			Agreement: "Catalog_ДоговорыКонтрагентов", Currency: "Catalog_Валюты", Warehouse: "Catalog_СтруктурныеЕдиницы",
+			PriceType: "Catalog_ВидыЦен", State: "Catalog_СостоянияЗаказовПокупателей"},
 	},
 }
 

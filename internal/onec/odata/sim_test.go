@@ -184,7 +184,7 @@ func TestItemsAgainstTheSimulator(t *testing.T) {
 	}}
 	ctx := context.Background()
 	for range 3 {
-		if got, err := items.Ref(ctx, "ART-1"); err != nil || got != ref {
+		if got, err := items.Match(ctx, []string{"ART-1", "ART-1"}); err != nil || got[0] != ref || got[1] != ref {
 			t.Fatalf("ART-1: %s %v, want %s", got, err, ref)
 		}
 	}
@@ -193,9 +193,14 @@ func TestItemsAgainstTheSimulator(t *testing.T) {
 	}
 	for sku, want := range map[string]string{"ART-9": `no item of Catalog_Номенклатура has Артикул "ART-9"`,
 		"ART-2": `several items of Catalog_Номенклатура have Артикул "ART-2"`} {
-		_, err := items.Ref(ctx, sku)
-		if onec.ClassOf(err) != onec.Configuration || err == nil || !strings.Contains(err.Error(), want) {
+		_, err := items.Match(ctx, []string{"ART-1", sku})
+		if onec.ClassOf(err) != onec.Configuration || onec.UnmatchedOf(err) == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("%s: %v, want a configuration error %q", sku, err, want)
 		}
+	}
+	// Both at once: one error naming each.
+	_, err := items.Match(ctx, []string{"ART-9", "ART-2", "ART-9"})
+	if u := onec.UnmatchedOf(err); u == nil || len(u.Missing) != 1 || len(u.Several) != 1 {
+		t.Fatalf("two unmatched SKUs: %v, want one error naming ART-9 missing and ART-2 several", err)
 	}
 }

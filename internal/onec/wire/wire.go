@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -121,6 +122,12 @@ type Call struct {
 	Header map[string]string
 	// Accept lists the statuses the caller decodes itself; by default only 200.
 	Accept func(status int) bool
+	// Stream, when set on a GET, is handed the body of a 200 answer as it arrives
+	// (at most onec.max_response of it) instead of the body being read whole: a
+	// large answer ($metadata) is never held. The Answer's Body is then empty and
+	// Read counts the bytes. A failure to read the body is Transient; Stream's own
+	// error (the body does not parse) is Permanent.
+	Stream func(body io.Reader) error
 }
 
 // Accepts reports whether the caller decodes an answer of status itself.
@@ -139,6 +146,8 @@ type Answer struct {
 	Status int
 	Body   []byte
 	Header http.Header
+	// Read is how many bytes of a streamed body (Call.Stream) were read.
+	Read int64
 }
 
 // Judge is what a client says of an answer: success, or a classified *onec.Error.
@@ -463,9 +472,15 @@ func (c *Conn) exchange(ctx context.Context, k Call, s *slot) (ans Answer, sentC
 		herr = errors.New("no response") // not expected from resty; never read a nil response
 	}
 	var raw []byte
+	var streamed *streamError
+	var read int64
 	if herr == nil {
 		defer hr.Body.Close() // before reading to the end: the connection is closed, never reused half-read
-		raw, herr = readBody(hr, c.cfg.MaxResponse)
+		if k.Stream != nil && k.Idempotent() && hr.StatusCode == http.StatusOK {
+			read, streamed, herr = c.stream(hr, k.Stream)
+		} else {
+			raw, herr = readBody(hr, c.cfg.MaxResponse)
+		}
 	} else if hr != nil && hr.Body != nil {
 		hr.Body.Close()
 	}
@@ -474,6 +489,13 @@ func (c *Conn) exchange(ctx context.Context, k Call, s *slot) (ans Answer, sentC
 	x := onec.Exchange{Method: k.Method, Path: c.basePath + path, RequestSHA256: onec.Digest(k.Body)}
 	var big *tooLargeError
 	switch {
+	case streamed != nil:
+		c.keepSession(s, hr)
+		e := &onec.Error{Class: onec.Permanent, Op: k.Op, Path: k.Path, Status: hr.StatusCode,
+			Message: "1C's answer does not read: " + streamed.err.Error(), Err: streamed.err}
+		x.Status, x.Error = hr.StatusCode, e.Error()
+		onec.RecorderFrom(ctx).Add(x)
+		return Answer{}, sentCookie, e
 	case errors.As(herr, &big):
 		// 1C answered in full (it has finished with the request, and its session is
 		// free again): only the body is too large to read.
@@ -501,7 +523,51 @@ func (c *Conn) exchange(ctx context.Context, k Call, s *slot) (ans Answer, sentC
 	c.log.DebugContext(ctx, "1c exchange", "op", k.Op, "method", k.Method, "path", x.Path,
 		"status", x.Status, "duration_ms", elapsed.Milliseconds(), "session_reused", sentCookie)
 	c.keepSession(s, hr)
-	return answerOf(hr.StatusCode, raw, hr.Header), sentCookie, nil
+	ans = answerOf(hr.StatusCode, raw, hr.Header)
+	ans.Read = read
+	return ans, sentCookie, nil
+}
+
+// streamError is Stream's own error: the body arrived and does not parse.
+type streamError struct{ err error }
+
+// stream hands the body of hr to fn, counted and bounded by onec.max_response. A
+// failure to read is returned as herr (a transport failure: Transient, retried);
+// fn's own error as streamed.
+func (c *Conn) stream(hr *http.Response, fn func(io.Reader) error) (read int64, streamed *streamError, herr error) {
+	if hr.ContentLength > c.cfg.MaxResponse {
+		return 0, nil, &tooLargeError{announced: hr.ContentLength}
+	}
+	cr := &countingReader{r: hr.Body, limit: c.cfg.MaxResponse}
+	err := fn(cr)
+	switch {
+	case cr.err != nil:
+		return cr.n, nil, cr.err
+	case err != nil:
+		return cr.n, &streamError{err: err}, nil
+	}
+	return cr.n, nil, nil
+}
+
+// countingReader counts what is read through it, and fails past limit.
+type countingReader struct {
+	r     io.Reader
+	n     int64
+	limit int64
+	err   error // the first failure to read, not io.EOF
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if c.n > c.limit {
+		c.err = &tooLargeError{announced: -1, read: c.n}
+		return n, c.err
+	}
+	if err != nil && err != io.EOF && c.err == nil {
+		c.err = err
+	}
+	return n, err
 }
 
 // keepSession takes the session cookie 1C set, or the end of the session it
