@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,23 @@ func call(t *testing.T, s *Server, method, path, body string) reply {
 	r := reply{status: resp.StatusCode, header: resp.Header, raw: string(b)}
 	_ = json.Unmarshal(b, &r.body)
 	return r
+}
+
+// esc escapes a query value with spaces as %20, as 1C reads a '+' as a plus.
+func esc(v string) string { return strings.ReplaceAll(url.QueryEscape(v), "+", "%20") }
+
+// values is a listing's value array.
+func values(t *testing.T, r reply) []map[string]any {
+	t.Helper()
+	v, ok := r.body["value"].([]any)
+	if r.status != http.StatusOK || !ok {
+		t.Fatalf("listing: %d %s", r.status, r.raw)
+	}
+	out := make([]map[string]any, len(v))
+	for i, e := range v {
+		out[i] = e.(map[string]any)
+	}
+	return out
 }
 
 func odataCode(r reply) string {
@@ -136,7 +154,6 @@ func TestFilterQuotesPlusAndLongQueries(t *testing.T) {
 	find := func(q string) reply {
 		return call(t, s, http.MethodGet, orders+"?$format=json&$filter="+q, "")
 	}
-	esc := func(v string) string { return strings.ReplaceAll(url.QueryEscape(v), "+", "%20") }
 	if r := find(esc(Marker + " eq 'site:O''Brien 1+1'")); r.status != 200 || len(r.body["value"].([]any)) != 1 {
 		t.Fatalf("found %d %s, want the order", r.status, r.raw)
 	}
@@ -215,5 +232,163 @@ func TestFaults(t *testing.T) {
 	eventually.True(t, "the slow create committed after the client gave up", func() bool { return s.CountMarker("kaspi:2") == 1 })
 	if err := s.Faults.Check(1, sim.Fault{Op: "cancel", Status: 500}); err == nil {
 		t.Fatal("a fault of an operation the simulator has not was accepted")
+	}
+}
+
+const unfOrder = `{"Date":"2026-12-01T10:00:00","Комментарий":"kaspi:7","НомерПоДаннымКлиента":"ut11 only",
+"ВидОперации":"ЗаказНаПродажу","СостояниеЗаказа_Key":"6f1c2a10-0000-4000-8000-0000000000d1",
+"Запасы":[{"LineNumber":"1","Номенклатура_Key":"6f1c2a10-0000-4000-8000-0000000000a1","Количество":2,"Цена":10,"Сумма":20,"Отменено":true}]}`
+
+func TestProfiles(t *testing.T) {
+	unf := start(t, Options{Profile: "unf"})
+	if unf.OrderSet() != UNFOrders || unf.RowsPart() != UNFRows || unf.MarkerField() != UNFMarker {
+		t.Fatalf("unf serves %s/%s marked by %s", unf.OrderSet(), unf.RowsPart(), unf.MarkerField())
+	}
+	r := call(t, unf, http.MethodPost, url.PathEscape(UNFOrders)+"?$format=json", unfOrder)
+	if r.status != http.StatusCreated {
+		t.Fatalf("unf create: %d %s", r.status, r.raw)
+	}
+	row := r.body[UNFRows].([]any)[0].(map[string]any)
+	if r.body["НомерПоДаннымКлиента"] != nil || r.body["Склад_Key"] != nil || row["Отменено"] != nil ||
+		r.body["Договор_Key"] != zeroRef || r.body["ВидОперации"] != "ЗаказНаПродажу" || row["Цена"] != 10.0 {
+		t.Fatalf("unf order %v: want УНФ's fields only, the unwritten empty", r.body)
+	}
+	if unf.CountMarker("kaspi:7") != 1 || len(unf.Orders()) != 1 {
+		t.Fatalf("unf holds %d orders marked kaspi:7 in Комментарий, want 1", unf.CountMarker("kaspi:7"))
+	}
+	if r := call(t, unf, http.MethodGet, orders, ""); r.status != 400 || odataCode(r) != "8" {
+		t.Fatalf("УТ's order set in УНФ: %d %s, want 400 code 8", r.status, r.raw)
+	}
+
+	ut := start(t, Options{Marker: "Комментарий"})
+	r = call(t, ut, http.MethodPost, orders, order1)
+	if r.status != 201 || r.body["Партнер_Key"] != zeroRef || r.body["Статус"] != "" || r.body["Posted"] != false {
+		t.Fatalf("ut11 create: %d %v; want every field, the unwritten empty", r.status, r.body)
+	}
+	if ut.CountMarker("Заказ покупателя Иванова") != 1 || ut.CountMarker("kaspi:1") != 0 {
+		t.Fatal("Options.Marker does not name the field CountMarker counts by")
+	}
+	if !slices.Contains(ut.Catalogs(), Agreements) || slices.Contains(unf.Catalogs(), Agreements) ||
+		!slices.Contains(unf.Catalogs(), Contracts) {
+		t.Fatalf("catalogs: ut11 %v, unf %v", ut.Catalogs(), unf.Catalogs())
+	}
+}
+
+func TestPatchUnpostAndValues(t *testing.T) {
+	s := start(t, Options{})
+	r := call(t, s, http.MethodPost, orders, strings.Replace(order1, `"Date":"2026-12-01T10:00:00"`,
+		`"Date":"2026-12-01T10:00:00Z","СуммаДокумента":"двадцать","Контрагент_Key":"6f1c2a10-0000-4000-8000-00000000ffff"`, 1))
+	if r.status != 201 || r.body["Date"] != "2026-12-01T10:00:00" || r.body["СуммаДокумента"] != 0.0 ||
+		r.body["Контрагент_Key"] != "6f1c2a10-0000-4000-8000-00000000ffff" || r.body["DataVersion"] != "AAAAAAAAAAE=" {
+		t.Fatalf("create %d %v: want the zone dropped, a string in a number left 0, a broken ref kept", r.status, r.body)
+	}
+	ref := r.body["Ref_Key"].(string)
+	for _, bad := range []string{`{"Контрагент_Key":"Иванов"}`, `{"DeletionMark":"нет"}`, `{"Date":"1 декабря"}`} {
+		if r := call(t, s, http.MethodPatch, orders+"(guid'"+ref+"')", bad); r.status != 400 || odataCode(r) != "1" {
+			t.Fatalf("patch %s: %d %s, want 400 code 1", bad, r.status, r.raw)
+		}
+	}
+	r = call(t, s, http.MethodPatch, orders+"(guid'"+ref+"')?$format=json", `{"Комментарий":"другой","Ref_Key":"`+zeroRef+`","Number":"X"}`)
+	if r.status != 200 || r.body["Комментарий"] != "другой" || r.body["Ref_Key"] != ref || r.body["Number"] != "КА-000001" ||
+		r.body["DataVersion"] != "AAAAAAAAAAI=" {
+		t.Fatalf("patch: %d %v; want the comment written, the key and number kept, the version grown", r.status, r.body)
+	}
+	post := orders + "(guid'" + ref + "')/"
+	if r := call(t, s, http.MethodPost, post+"Post", ""); r.status != 400 || odataCode(r) != "12" {
+		t.Fatalf("post without its mode: %d %s, want 400 code 12", r.status, r.raw)
+	}
+	if r := call(t, s, http.MethodPost, post+"Post()?PostingModeOperational=true", ""); r.status != 200 || !s.Posted(ref) {
+		t.Fatalf("post(): %d %s", r.status, r.raw)
+	}
+	if r := call(t, s, http.MethodPost, post+"Unpost", ""); r.status != 200 || s.Posted(ref) {
+		t.Fatalf("unpost: %d %s", r.status, r.raw)
+	}
+	if r := call(t, s, http.MethodPost, post+"Провести", ""); r.status != 400 || odataCode(r) != "6" {
+		t.Fatalf("an unknown function: %d %s, want 400 code 6", r.status, r.raw)
+	}
+	if d, ok := s.Order(ref); !ok || d["DataVersion"] != "AAAAAAAAAAQ=" {
+		t.Fatalf("order after a patch, a post and an unpost: %v %v", d, ok)
+	}
+	if _, ok := s.Order(zeroRef); ok || s.Posted(zeroRef) {
+		t.Fatal("a missing order is found")
+	}
+	if r := call(t, s, http.MethodPost, orders, `{"Товары":[{"LineNumber":"1","Отменено":"да"}]}`); r.status != 400 || len(s.Orders()) != 1 {
+		t.Fatalf("a row's boolean given a string: %d %s, want 400 and nothing created", r.status, r.raw)
+	}
+}
+
+func TestDeleteRemovesTheObject(t *testing.T) {
+	s := start(t, Options{})
+	ref := call(t, s, http.MethodPost, orders, order1).body["Ref_Key"].(string)
+	item := s.AddItem("ART-1", "Чайник")
+	for _, p := range []string{orders + "(guid'" + ref + "')", url.PathEscape(Items) + "(guid'" + item + "')"} {
+		if r := call(t, s, http.MethodDelete, p, ""); r.status != http.StatusNoContent {
+			t.Fatalf("delete %s: %d %s", p, r.status, r.raw)
+		}
+		if r := call(t, s, http.MethodGet, p, ""); r.status != 404 || odataCode(r) != "9" {
+			t.Fatalf("read after delete: %d %s, want 404 code 9", r.status, r.raw)
+		}
+		if r := call(t, s, http.MethodDelete, p, ""); r.status != 404 || odataCode(r) != "9" {
+			t.Fatalf("delete again: %d %s, want 404 code 9", r.status, r.raw)
+		}
+	}
+	if s.Deletes() != 2 || s.CountMarker("kaspi:1") != 0 || len(s.Orders()) != 0 {
+		t.Fatalf("%d deleted, %d orders left; want both gone, no deletion mark", s.Deletes(), len(s.Orders()))
+	}
+}
+
+func TestCreateFaultsCommit(t *testing.T) {
+	s := start(t, Options{})
+	s.Faults.Add(1, sim.Fault{Op: "create", Kind: MangledLocation})
+	r := call(t, s, http.MethodPost, orders, order1)
+	loc := r.header.Get("Location")
+	if r.status != http.StatusCreated || json.Valid([]byte(r.raw)) || s.CountMarker("kaspi:1") != 1 {
+		t.Fatalf("mangled location: %d %q; want 201, a body cut short and the order committed", r.status, r.raw)
+	}
+	want := s.URL() + "/" + Orders + "(guid'" + s.Orders()[0]["Ref_Key"].(string) + "')"
+	if loc != Latin1Mojibake(want) || strings.Contains(loc, "ЗаказКлиента") || !strings.Contains(loc, "Ð") {
+		t.Fatalf("Location %q: want %q read as latin-1", loc, want)
+	}
+
+	s.Faults.Add(1, sim.Fault{Op: "create", Kind: GatewayAfterCreate})
+	r = call(t, s, http.MethodPost, orders, strings.Replace(order1, "kaspi:1", "kaspi:2", 1))
+	if r.status != http.StatusBadGateway || !strings.Contains(r.header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(r.raw, "502 Bad Gateway") || s.CountMarker("kaspi:2") != 1 {
+		t.Fatalf("gateway after create: %d %s; want the proxy's 502 page and the order committed", r.status, r.raw)
+	}
+
+	// A fault narrowed to one marker lets the others through.
+	s.Faults.Add(1, sim.Fault{Op: "create", ExternalID: "kaspi:4", Status: 503})
+	if r := call(t, s, http.MethodPost, orders, strings.Replace(order1, "kaspi:1", "kaspi:3", 1)); r.status != 201 {
+		t.Fatalf("another marker's create: %d", r.status)
+	}
+	if r := call(t, s, http.MethodPost, orders, strings.Replace(order1, "kaspi:1", "kaspi:4", 1)); r.status != 503 || s.CountMarker("kaspi:4") != 0 {
+		t.Fatalf("the marker's create: %d, held %d", r.status, s.CountMarker("kaspi:4"))
+	}
+	if s.Creates() != 3 {
+		t.Fatalf("%d creates reached 1C, want 3 (the refused one did not)", s.Creates())
+	}
+	for _, bad := range []sim.Fault{{Op: "post", Kind: MangledLocation}, {Op: "create", Kind: GatewayAfterCreate, Status: 502},
+		{Op: "stock", ExternalID: "x", Status: 500}, {Op: "read", Status: 503, RetryAfter: time.Second}, {Op: "create", Kind: sim.Malformed}} {
+		if err := s.Faults.Check(1, bad); err == nil {
+			t.Fatalf("%+v was accepted", bad)
+		}
+	}
+}
+
+func TestPostFaultClearsAfterItsAttempts(t *testing.T) {
+	s := start(t, Options{})
+	ref := call(t, s, http.MethodPost, orders, order1).body["Ref_Key"].(string)
+	const refused = `{"odata.error":{"code":"-1","message":{"lang":"ru","value":"Не удалось провести \"Заказ клиента\""}}}`
+	s.Faults.Add(2, sim.Fault{Op: "post", Status: 500, Body: refused})
+	post := orders + "(guid'" + ref + "')/Post?PostingModeOperational=false"
+	for i := range 2 {
+		r := call(t, s, http.MethodPost, post, "")
+		if r.status != 500 || r.raw != refused || s.Posted(ref) {
+			t.Fatalf("attempt %d: %d %s, want 1C's error and the order not posted", i+1, r.status, r.raw)
+		}
+	}
+	if r := call(t, s, http.MethodPost, post, ""); r.status != 200 || !s.Posted(ref) || s.Faults.Pending() != 0 {
+		t.Fatalf("third attempt: %d %s posted %v, %d faults left; want posted, none left", r.status, r.raw, s.Posted(ref), s.Faults.Pending())
 	}
 }
