@@ -110,6 +110,8 @@ func (c *Client) call(op, method, full string, body []byte) wire.Call {
 		k.EmptyBody = true
 	case method == http.MethodPost:
 		k.Accept = func(st int) bool { return st == http.StatusOK || st == http.StatusCreated }
+	case method == http.MethodDelete:
+		k.Accept = func(st int) bool { return st == http.StatusOK || st == http.StatusNoContent }
 	}
 	return k
 }

@@ -93,6 +93,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -126,7 +127,10 @@ type Options struct {
 	// under "<Document>_<Rows>", and the tabular part itself is a field of the
 	// document.
 	UnpublishedFields map[string][]string
-	Logger            *slog.Logger
+	// Latency is added to every request before it is served (a base across a
+	// network, a busy server).
+	Latency time.Duration
+	Logger  *slog.Logger
 }
 
 // Doc is an object as the simulator holds it: its fields as JSON values.
@@ -377,6 +381,15 @@ func (c *request) list(set string, page []Doc, n int, counted bool) {
 
 // ServeHTTP routes a request of the publication.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if d := s.opts.Latency; d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
 	if len(r.URL.RawQuery)+len(r.URL.EscapedPath()) > maxRequestLine {
 		iis404(w)
 		return
