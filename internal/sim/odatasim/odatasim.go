@@ -138,9 +138,10 @@ type Doc map[string]any
 
 // Server is the simulated base.
 type Server struct {
-	opts Options
-	prof profile
-	srv  sim.Server
+	lengths sync.Mutex // guards opts.MaxLength
+	opts    Options
+	prof    profile
+	srv     sim.Server
 	// Faults are queued with the operations of the package comment.
 	Faults *sim.Faults
 

@@ -238,9 +238,24 @@ func (s *Server) value(f field, v any) (any, *apiError) {
 	return empty(f.edm), nil
 }
 
+// SetMaxLength changes a string field's length (0: unlimited), as an
+// administrator widening it in the configurator; what is stored stays as it is.
+func (s *Server) SetMaxLength(field string, n int) {
+	s.lengths.Lock()
+	defer s.lengths.Unlock()
+	m := maps.Clone(s.opts.MaxLength)
+	if m == nil {
+		m = map[string]int{}
+	}
+	m[field] = n
+	s.opts.MaxLength = m
+}
+
 // cut truncates a string field to its MaxLength, silently.
 func (s *Server) cut(field, str string) string {
+	s.lengths.Lock()
 	max := s.opts.MaxLength[field]
+	s.lengths.Unlock()
 	if max <= 0 || utf8.RuneCountInString(str) <= max {
 		return str
 	}
