@@ -1,0 +1,87 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ordersync/ordersync/internal/engine"
+	"github.com/ordersync/ordersync/internal/eventually"
+	"github.com/ordersync/ordersync/internal/onec"
+	"github.com/ordersync/ordersync/internal/onec/httpservice"
+	"github.com/ordersync/ordersync/internal/onec/odata"
+	"github.com/ordersync/ordersync/internal/onec/wire"
+	"github.com/ordersync/ordersync/internal/sim/odatasim"
+	"github.com/ordersync/ordersync/internal/sim/onecsim"
+)
+
+// BenchmarkCreatesByInterface drains registered orders through each 1C interface
+// in the same run, against its simulator with the same latency on every request:
+// the HTTP service costs a find and a create per order; the standard OData
+// interface a find, the create, a read-back, the post and a read-back after it
+// (the item lookup is cached after the first order). ideal is what the latency
+// alone allows at that concurrency for the interface's requests per order.
+func BenchmarkCreatesByInterface(b *testing.B) {
+	const (
+		latency = 200 * time.Millisecond
+		workers = 8
+	)
+	for _, tc := range []struct {
+		name     string
+		requests int
+		client   func(b *testing.B) (onec.Client, func() int)
+	}{
+		{"interface=httpservice", 2, func(b *testing.B) (onec.Client, func() int) {
+			s := onecsim.New(onecsim.Options{Latency: latency})
+			if err := s.Start("127.0.0.1:0"); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(s.Close)
+			c, err := httpservice.New(httpservice.Config{BaseURL: s.URL(), MaxConcurrency: workers, SessionReuse: true, Timeout: 10 * time.Second})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return c, s.Count
+		}},
+		{"interface=odata", 5, func(b *testing.B) (onec.Client, func() int) {
+			s := odatasim.New(odatasim.Options{Latency: latency})
+			if err := s.Start("127.0.0.1:0"); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(s.Close)
+			base := s.Seed([]string{"site"}, []string{"SKU-8812"})
+			c, err := odata.New(odata.Config{
+				Wire:    wire.Config{BaseURL: s.URL(), MaxConcurrency: workers, Timeout: 10 * time.Second},
+				Profile: odata.Profiles["ut11"], Organization: base.Organization, Warehouse: base.Warehouse, Currency: base.Currency,
+				Sources: map[string]odata.SourceRefs{"site": {Partner: base.Sources["site"].Partner, Counterparty: base.Sources["site"].Counterparty}},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return c, func() int { return len(s.Orders()) }
+		}},
+	} {
+		b.Run(tc.name+"/latency=200ms/max_concurrency=8", func(b *testing.B) {
+			st := newBenchStore(b, "postgres", workers)
+			c, count := tc.client(b)
+			n := max(b.N, 10*workers)
+			benchOrders(b, st.journal, n)
+			st.analyze(b)
+			e := engine.New(st.journal, c, engine.Config{Workers: workers, PollInterval: time.Millisecond})
+			b.ResetTimer()
+			start := time.Now()
+			e.Start(context.Background())
+			eventually.True(b, "every order done", func() bool { return e.Stats().Done >= int64(n) })
+			elapsed := time.Since(start)
+			b.StopTimer()
+			e.Stop()
+			if got := count(); got != n {
+				b.Fatalf("1C holds %d orders, want %d", got, n)
+			}
+			rate := float64(n) / elapsed.Seconds()
+			b.ReportMetric(rate, "orders/s")
+			ideal := float64(workers) / (float64(tc.requests) * latency.Seconds())
+			b.ReportMetric(100*rate/ideal, "%-of-ideal")
+		})
+	}
+}
