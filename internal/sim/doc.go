@@ -4,7 +4,8 @@
 // faults between two real programs (TCPProxy).
 //
 // The simulators are one package each: onecsim, an in-memory 1C:Enterprise base
-// publishing contract v1 (deploy/1c/openapi.yaml); kaspisim, ozonsim and wbsim, the
+// publishing contract v1 (deploy/1c/openapi.yaml); odatasim, a base publishing
+// 1C's standard OData interface (УТ 11 or УНФ) with its silent failures; kaspisim, ozonsim and wbsim, the
 // Kaspi.kz, Ozon and Wildberries APIs with their documented shapes, pagination and
 // limits, and a record of the acknowledgements received; bitrix24sim, a Bitrix24
 // portal's REST API; webhooksim, a webhook receiver that checks Standard Webhooks

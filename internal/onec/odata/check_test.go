@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/sim"
 	"github.com/ordersync/ordersync/internal/sim/odatasim"
@@ -82,6 +84,14 @@ func TestStockFromTheBalanceRegister(t *testing.T) {
 	}
 	if len(got) != 2 || got["SKU-1"] != "7" || got["SKU-2"] != "0.5" || st.Warehouse != testWh {
 		t.Fatalf("stock %+v", st)
+	}
+	// A schedule may name the warehouse by its name (or code) rather than its GUID.
+	st, err = w.client.Stock(context.Background(), "Второй склад")
+	if err != nil || st.Warehouse != other || len(st.Items) != 1 || !st.Items[0].Quantity.Equal(decimal.NewFromInt(100)) {
+		t.Fatalf("stock of a warehouse by name: %+v %v", st, err)
+	}
+	if _, err := w.client.Stock(context.Background(), "WH-NONE"); onec.ClassOf(err) != onec.Configuration || !strings.Contains(err.Error(), `"WH-NONE"`) {
+		t.Fatalf("stock of an unknown warehouse: %v", err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
 	"github.com/ordersync/ordersync/internal/onec"
@@ -471,10 +472,9 @@ func (c *Client) CancelOrder(ctx context.Context, externalID, reason string) (on
 // from the profile's balance register, with each item's SKU by onec.odata.items_by
 // and, when onec.odata.price_type is set, its price from the price register.
 func (c *Client) Stock(ctx context.Context, warehouse string) (onec.Stock, error) {
-	wh := cmp.Or(warehouse, c.cfg.Warehouse)
-	if wh == "" {
-		return onec.Stock{}, &onec.Error{Class: onec.Configuration, Op: "stock",
-			Message: "no warehouse: set onec.odata.warehouse, or name the warehouse's GUID in the stock schedule"}
+	wh, err := c.warehouse(ctx, warehouse)
+	if err != nil {
+		return onec.Stock{}, err
 	}
 	if c.p.Stock.Register == "" {
 		return onec.Stock{}, &onec.Error{Class: onec.Configuration, Op: "stock",
@@ -483,7 +483,7 @@ func (c *Client) Stock(ctx context.Context, warehouse string) (onec.Stock, error
 	qty := map[string]decimal.Decimal{}
 	var order []string
 	set := c.p.Stock.Register + "/Balance(Condition='" + strings.ReplaceAll(c.p.Stock.Warehouse+"_Key eq "+GUID(wh), "'", "''") + "')"
-	err := c.list(ctx, "stock", set, Query{OrderBy: c.p.Stock.Item + "_Key"}, func(raw json.RawMessage) error {
+	err = c.list(ctx, "stock", set, Query{OrderBy: c.p.Stock.Item + "_Key"}, func(raw json.RawMessage) error {
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &m); err != nil {
 			return err
@@ -521,6 +521,52 @@ func (c *Client) Stock(ctx context.Context, warehouse string) (onec.Stock, error
 		out.Items = append(out.Items, onec.StockItem{SKU: sku, Quantity: qty[item], Price: prices[item]})
 	}
 	return out, nil
+}
+
+// warehouse is the GUID of a stock schedule's warehouse: "" is
+// onec.odata.warehouse, a GUID is itself, anything else the warehouse catalog's
+// element of that Code, or else of that name.
+func (c *Client) warehouse(ctx context.Context, w string) (string, error) {
+	if w == "" {
+		w = c.cfg.Warehouse
+	}
+	if w == "" {
+		return "", &onec.Error{Class: onec.Configuration, Op: "stock",
+			Message: "no warehouse: set onec.odata.warehouse, or name the warehouse (its GUID, code or name) in the stock schedule"}
+	}
+	if _, err := uuid.Parse(w); err == nil && len(w) == 36 {
+		return w, nil
+	}
+	set := c.p.Catalogs.Warehouse
+	for _, field := range []string{"Code", "Description"} {
+		full, err := c.urls.List(set, Query{Filter: field + " eq " + Literal(w) + " and DeletionMark eq false", Select: []string{"Ref_Key"}, Top: 2})
+		if err != nil {
+			return "", &onec.Error{Class: onec.Configuration, Op: "stock", Message: err.Error(), Err: err}
+		}
+		ans, err := c.get(ctx, "stock", full)
+		if err != nil {
+			return "", err
+		}
+		var page struct {
+			Value []struct {
+				Ref string `json:"Ref_Key"`
+			} `json:"value"`
+		}
+		if err := json.Unmarshal(ans.Body, &page); err != nil {
+			return "", c.notOData("stock", full, ans, err)
+		}
+		switch len(page.Value) {
+		case 0:
+			continue
+		case 1:
+			return page.Value[0].Ref, nil
+		default:
+			return "", &onec.Error{Class: onec.Configuration, Op: "stock", Path: "/" + set,
+				Message: fmt.Sprintf("several warehouses of %s have %s %q: name the warehouse by its GUID in the stock schedule", set, field, w)}
+		}
+	}
+	return "", &onec.Error{Class: onec.Configuration, Op: "stock", Path: "/" + set,
+		Message: fmt.Sprintf("no warehouse of %s has the code or name %q: name it by its GUID, code or name (`ordersync onec refs %s`)", set, w, set)}
 }
 
 // skusOf maps every item of the catalog to its SKU (onec.odata.items_by).

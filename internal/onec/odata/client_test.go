@@ -237,3 +237,57 @@ func TestCancelMarksEveryRow(t *testing.T) {
 		t.Fatal("cancel of an order 1C does not hold succeeded")
 	}
 }
+
+// A marker 1C cut cannot be found again: the order is failed (Permanent), never
+// retried into a second document.
+func TestACutMarkerFailsTheOrder(t *testing.T) {
+	w := newWorld(t, odatasim.Options{MaxLength: map[string]int{"НомерПоДаннымКлиента": 10}}, 5*time.Second)
+	_, err := w.create(testOrder("512344199"))
+	if m := onec.MismatchOf(err); m == nil || onec.ClassOf(err) != onec.Permanent || !strings.Contains(err.Error(), "onec.odata.marker") {
+		t.Fatalf("a cut marker: %v, want a permanent mismatch naming onec.odata.marker", err)
+	}
+}
+
+// The УНФ profile end to end against the simulated УНФ base: its document and
+// tabular part, the marker in the comment, the counterparty and contract, and a
+// cancel by the order's state.
+func TestUNFProfile(t *testing.T) {
+	s := startSim(t, odatasim.Options{Profile: "unf"})
+	base := s.Seed([]string{"kaspi"}, []string{"SKU-1", "SKU-2"})
+	p, err := ProfileNamed("unf", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{
+		Wire:    wire.Config{BaseURL: s.URL(), Username: "odata", Password: "s3cret", Timeout: 5 * time.Second, GetRetries: -1},
+		Profile: p, Organization: base.Organization, Warehouse: base.Warehouse, Currency: base.Currency,
+		CancelledState: base.CancelledState,
+		Sources:        map[string]SourceRefs{"kaspi": {Counterparty: base.Sources["kaspi"].Counterparty, Agreement: base.Sources["kaspi"].Agreement}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	req := testOrder("700")
+	created, err := c.CreateOrder(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SettleOrder(ctx, onec.Order{Ref: created.Ref}, req); err != nil {
+		t.Fatal(err)
+	}
+	d, ok := s.Order(created.Ref)
+	if !ok || !s.Posted(created.Ref) || d["Комментарий"] != req.ExternalID || len(d["Запасы"].([]any)) != 2 ||
+		d["Договор_Key"] != base.Sources["kaspi"].Agreement || d["СтруктурнаяЕдиницаРезерв_Key"] != base.Warehouse {
+		t.Fatalf("1C holds %v", d)
+	}
+	if found, err := c.FindOrders(ctx, req.ExternalID); err != nil || len(found) != 1 {
+		t.Fatalf("find: %v %v", found, err)
+	}
+	if _, err := c.CancelOrder(ctx, req.ExternalID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := s.Order(created.Ref); d["СостояниеЗаказа_Key"] != base.CancelledState {
+		t.Fatalf("after the cancel the state is %v, want %s", d["СостояниеЗаказа_Key"], base.CancelledState)
+	}
+}
