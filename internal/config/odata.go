@@ -109,3 +109,28 @@ func (o OneC) validateInterface(p *problems) {
 		guid(key+".agreement", s.Agreement, false)
 	}
 }
+
+// checkODataSources: over the OData interface every source that registers orders
+// by itself (an enabled connector, a webhook source) has the references its orders
+// are written with, so that none of its orders waits for them at run time.
+func (c *Config) checkODataSources(p *problems) {
+	if c.OneC.Interface != InterfaceOData || len(c.OneC.OData.Sources) == 0 {
+		return // reported under onec.odata.sources
+	}
+	var need []string
+	for name, on := range map[string]bool{"kaspi": c.Connectors.Kaspi.Enabled, "ozon": c.Connectors.Ozon.Enabled,
+		"wb": c.Connectors.Wildberries.Enabled, "bitrix24": c.Webhooks.Bitrix24.Enabled} {
+		if on {
+			need = append(need, name)
+		}
+	}
+	for name := range c.Webhooks.Sources {
+		need = append(need, name)
+	}
+	slices.Sort(need)
+	for _, name := range need {
+		if _, ok := c.OneC.OData.Sources[name]; !ok {
+			p.add("onec.odata.sources."+name, fmt.Sprintf("is not set, and %s's orders go to 1C: give its counterparty (and partner, for ut11)", name))
+		}
+	}
+}

@@ -47,4 +47,8 @@ func TestODataKeys(t *testing.T) {
 
 	_, err = loadYAML(t, odataYAML, "ORDERSYNC_ONEC__ODATA__PROFILE=unf")
 	wantProblem(t, err, "onec.odata.cancelled_state", "required")
+
+	_, err = loadYAML(t, odataYAML, "ORDERSYNC_CONNECTORS__OZON__ENABLED=true", "ORDERSYNC_CONNECTORS__OZON__CLIENT_ID=1",
+		"ORDERSYNC_CONNECTORS__OZON__API_KEY=k", "ORDERSYNC_CONNECTORS__OZON__WAREHOUSE=WH1")
+	wantProblem(t, err, "onec.odata.sources.ozon", "ozon's orders go to 1C")
 }

@@ -9,7 +9,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
@@ -60,6 +62,9 @@ type Client struct {
 	conn  *wire.Conn
 	urls  URLs
 	items *Items
+	// refKeySaid is set once the log has said whether the base keeps a client's
+	// Ref_Key, which the first create shows.
+	refKeySaid atomic.Bool
 }
 
 // New checks cfg and returns a client. Errors name the configuration key at fault.
@@ -303,6 +308,13 @@ func (c *Client) CreateOrder(ctx context.Context, req onec.CreateOrder) (onec.Cr
 		return onec.Created{}, &onec.Error{Class: onec.Unknown, Op: "create", Path: "/" + c.p.Document, Status: ans.Status,
 			Message: fmt.Sprintf("1C answered %d to the create with a body that does not read as the order: it may have been created, so it is looked up by its marker before it is created again (%s)",
 				ans.Status, onec.Snippet(ans.Body)), Err: perr}
+	}
+	if log := c.cfg.Wire.Logger; log != nil && c.refKeySaid.CompareAndSwap(false, true) {
+		if got.Ref == d.Ref {
+			log.InfoContext(ctx, "the 1C base keeps a client's Ref_Key on create: a create repeated after a lost answer is refused by 1C (key exists) and taken as found")
+		} else {
+			log.InfoContext(ctx, "the 1C base ignores a client's Ref_Key on create: a create repeated after a lost answer is prevented by the find by marker alone")
+		}
 	}
 	return onec.Created{Ref: got.Ref, Number: got.Number, Date: got.Date}, nil
 }
@@ -569,9 +581,25 @@ func (c *Client) warehouse(ctx context.Context, w string) (string, error) {
 		Message: fmt.Sprintf("no warehouse of %s has the code or name %q: name it by its GUID, code or name (`ordersync onec refs %s`)", set, w, set)}
 }
 
-// skusOf maps every item of the catalog to its SKU (onec.odata.items_by).
+// skusOf maps every item of the catalog to its SKU (onec.odata.items_by): by
+// barcode, the first of its barcodes in the register.
 func (c *Client) skusOf(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
+	if c.cfg.ItemsBy == ByBarcode {
+		r := c.p.Barcodes
+		err := c.list(ctx, "stock", r.Register, Query{Select: []string{r.Barcode, r.Item + "_Key"}, OrderBy: r.Barcode}, func(raw json.RawMessage) error {
+			var m map[string]any
+			if err := json.Unmarshal(raw, &m); err != nil {
+				return err
+			}
+			item, _ := m[r.Item+"_Key"].(string)
+			if code, _ := m[r.Barcode].(string); code != "" && out[item] == "" {
+				out[item] = code
+			}
+			return nil
+		})
+		return out, err
+	}
 	err := c.list(ctx, "stock", ItemsSet, Query{Select: []string{"Ref_Key", c.cfg.ItemsBy}, OrderBy: "Ref_Key"}, func(raw json.RawMessage) error {
 		var m map[string]any
 		if err := json.Unmarshal(raw, &m); err != nil {
@@ -639,8 +667,12 @@ func (c *Client) ListOrders(ctx context.Context, q onec.ListQuery) ([]onec.Order
 	return out, nil
 }
 
-// lookupItem lists the items whose items_by field is sku (ItemQuery).
+// lookupItem lists the items whose items_by field is sku (ItemQuery), or, by
+// barcode, the items the barcodes register gives for it.
 func (c *Client) lookupItem(ctx context.Context, sku string) ([]string, error) {
+	if c.cfg.ItemsBy == ByBarcode {
+		return c.lookupBarcode(ctx, sku)
+	}
 	full, err := c.urls.ItemQuery(c.cfg.ItemsBy, sku)
 	if err != nil {
 		return nil, &onec.Error{Class: onec.Configuration, PerOrder: true, Op: "items", Path: "/" + ItemsSet, Message: err.Error(), Err: err}
@@ -660,6 +692,33 @@ func (c *Client) lookupItem(ctx context.Context, sku string) ([]string, error) {
 	refs := make([]string, len(page.Value))
 	for i, v := range page.Value {
 		refs[i] = v.Ref
+	}
+	return refs, nil
+}
+
+// lookupBarcode lists the items barcode is the barcode of (two at most: one
+// item's several packagings count once).
+func (c *Client) lookupBarcode(ctx context.Context, barcode string) ([]string, error) {
+	r := c.p.Barcodes
+	full, err := c.urls.List(r.Register, Query{Filter: r.Barcode + " eq " + Literal(barcode), Select: []string{r.Item + "_Key"}, Top: 10})
+	if err != nil {
+		return nil, &onec.Error{Class: onec.Configuration, PerOrder: true, Op: "items", Path: "/" + r.Register, Message: err.Error(), Err: err}
+	}
+	ans, err := c.get(ctx, "items", full)
+	if err != nil {
+		return nil, err
+	}
+	var page struct {
+		Value []map[string]any `json:"value"`
+	}
+	if err := json.Unmarshal(ans.Body, &page); err != nil {
+		return nil, c.notOData("items", full, ans, err)
+	}
+	var refs []string
+	for _, v := range page.Value {
+		if ref, _ := v[r.Item+"_Key"].(string); ref != "" && !slices.Contains(refs, ref) {
+			refs = append(refs, ref)
+		}
 	}
 	return refs, nil
 }

@@ -291,3 +291,30 @@ func TestUNFProfile(t *testing.T) {
 		t.Fatalf("after the cancel the state is %v, want %s", d["СостояниеЗаказа_Key"], base.CancelledState)
 	}
 }
+
+// With onec.odata.items_by Штрихкод a SKU is the barcode of an item in the
+// barcodes register; an unknown barcode is an unmatched SKU.
+func TestItemsByBarcode(t *testing.T) {
+	w := newWorld(t, odatasim.Options{}, 5*time.Second)
+	w.client.cfg.ItemsBy = ByBarcode
+	w.client.items = &Items{Field: ByBarcode, Lookup: w.client.lookupItem}
+	w.sim.AddBarcode("4607000000011", w.items["SKU-1"])
+	w.sim.AddBarcode("4607000000012", w.items["SKU-1"]) // a second packaging of the same item
+	d := decimal.RequireFromString
+	req := testOrder("512344200", onec.Line{SKU: "4607000000012", Quantity: d("1"), Price: d("10"), Amount: d("10")})
+	created, err := w.create(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row := w.order(created.Ref)["Товары"].([]any)[0].(map[string]any); row["Номенклатура_Key"] != w.items["SKU-1"] {
+		t.Fatalf("row %v, want SKU-1's item", row)
+	}
+	_, err = w.client.CreateOrder(context.Background(), testOrder("512344201", onec.Line{SKU: "0000", Quantity: d("1"), Price: d("1"), Amount: d("1")}))
+	if u := onec.UnmatchedOf(err); u == nil || u.Missing[0] != "0000" {
+		t.Fatalf("an unknown barcode: %v", err)
+	}
+	w.sim.SetStock(testWh, w.items["SKU-1"], "3")
+	if st, err := w.client.Stock(context.Background(), ""); err != nil || len(st.Items) != 1 || st.Items[0].SKU != "4607000000011" {
+		t.Fatalf("stock by barcode: %+v %v", st, err)
+	}
+}

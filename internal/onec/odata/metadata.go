@@ -153,6 +153,9 @@ func (p Profile) Needs(m Metadata, itemsBy string) []Missing {
 	}
 	const items = "Catalog_Номенклатура"
 	switch {
+	case itemsBy == ByBarcode && !m.Sets[p.Barcodes.Register]:
+		out = append(out, Missing{Set: p.Barcodes.Register, Why: "onec.odata.items_by Штрихкод: the SKUs are matched to items by the barcodes in it"})
+	case itemsBy == ByBarcode:
 	case !m.Sets[items]:
 		out = append(out, Missing{Set: items, Why: "the order's SKUs are matched to items in it"})
 	case itemsBy != "" && !m.Properties[items][itemsBy]:

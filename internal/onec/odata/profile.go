@@ -51,6 +51,18 @@ type Profile struct {
 	Prices PriceRegister
 	// Catalogs are the catalogs the configured references are of.
 	Catalogs Catalogs
+	// Barcodes is the register of the items' barcodes, for onec.odata.items_by
+	// Штрихкод.
+	Barcodes BarcodeRegister
+}
+
+// ByBarcode is the onec.odata.items_by that matches a SKU to the item whose
+// barcode it is, in the profile's barcodes register.
+const ByBarcode = "Штрихкод"
+
+// BarcodeRegister is an information register of barcodes: the barcode, the item.
+type BarcodeRegister struct {
+	Register, Barcode, Item string
 }
 
 // Catalogs name the catalog each configured reference is an object of.
@@ -98,6 +110,7 @@ var Profiles = map[string]Profile{
 		Catalogs: Catalogs{Organization: "Catalog_Организации", Partner: "Catalog_Партнеры", Counterparty: "Catalog_Контрагенты",
 			Agreement: "Catalog_СоглашенияСКлиентами", Currency: "Catalog_Валюты", Warehouse: "Catalog_Склады",
 			PriceType: "Catalog_ВидыЦен", CancelReason: "Catalog_ПричиныОтменыЗаказовКлиентов"},
+		Barcodes: BarcodeRegister{Register: "InformationRegister_ШтрихкодыНоменклатуры", Barcode: "Штрихкод", Item: "Номенклатура"},
 	},
 	"unf": {
 		Name:     "unf",
@@ -120,6 +133,7 @@ var Profiles = map[string]Profile{
 		Catalogs: Catalogs{Organization: "Catalog_Организации", Counterparty: "Catalog_Контрагенты",
 			Agreement: "Catalog_ДоговорыКонтрагентов", Currency: "Catalog_Валюты", Warehouse: "Catalog_СтруктурныеЕдиницы",
 			PriceType: "Catalog_ВидыЦен", State: "Catalog_СостоянияЗаказовПокупателей"},
+		Barcodes: BarcodeRegister{Register: "InformationRegister_ШтрихкодыНоменклатуры", Barcode: "Штрихкод", Item: "Номенклатура"},
 	},
 }
 

@@ -22,6 +22,9 @@ const (
 	Rows    = "Товары"
 	Marker  = "НомерПоДаннымКлиента"
 	Article = "Артикул"
+	// Barcodes is the register of the items' barcodes, Barcode its dimension.
+	Barcodes = "InformationRegister_ШтрихкодыНоменклатуры"
+	Barcode  = "Штрихкод"
 
 	Partners      = "Catalog_Партнеры"
 	Agreements    = "Catalog_СоглашенияСКлиентами"
@@ -64,6 +67,7 @@ type profile struct {
 	header, row                          []field // the header's fields with Date, the rows' without LineNumber
 	catalogs                             []string
 	register                             string // "" when the profile serves no stock
+	barcodes                             bool   // the items' barcodes register is served
 }
 
 var profiles = map[string]profile{
@@ -78,6 +82,7 @@ var profiles = map[string]profile{
 		catalogs: []string{Organizations, Partners, Counterparties, Agreements, Currencies, Warehouses,
 			PriceTypes, CancelReasons},
 		register: Stock,
+		barcodes: true,
 	},
 	"unf": {
 		document: UNFOrders, rows: UNFRows, marker: UNFMarker, numberPrefix: "ЗП-",
@@ -131,6 +136,10 @@ func (e *entitySet) find(ref string) (int, Doc) {
 	return -1, nil
 }
 
+// barcodeFields are the barcodes register's record: the barcode (its dimension)
+// and the item it is of.
+var barcodeFields = []field{{Barcode, edmString}, {"Номенклатура_Key", edmGuid}}
+
 var catalogFields = []field{{"Ref_Key", edmGuid}, {"DataVersion", edmString}, {"DeletionMark", edmBoolean},
 	{"Code", edmString}, {"Description", edmString}}
 
@@ -160,6 +169,9 @@ func buildSets(p profile, opts Options) map[string]*entitySet {
 	add(&entitySet{name: Items, fields: append(slices.Clone(catalogFields), field{Article, edmString})})
 	for _, c := range p.catalogs {
 		add(&entitySet{name: c, fields: catalogFields})
+	}
+	if p.barcodes {
+		add(&entitySet{name: Barcodes, fields: barcodeFields})
 	}
 	return sets
 }

@@ -86,3 +86,14 @@ func (b Base) Environ(url string) []string {
 	}
 	return env
 }
+
+// AddBarcode records barcode as the item's (ut11's barcodes register).
+func (s *Server) AddBarcode(barcode, itemRef string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	es := s.sets[Barcodes]
+	if es == nil {
+		panic("odatasim: profile " + s.opts.Profile + " has no barcodes register")
+	}
+	es.docs = append(es.docs, Doc{Barcode: barcode, "Номенклатура_Key": itemRef})
+}
