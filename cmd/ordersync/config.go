@@ -17,6 +17,9 @@ func (a *app) configCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := a.loadConfig()
+			if err == nil {
+				err = cfg.ODataNeeds() // what writing orders needs, which run will ask
+			}
 			if err != nil {
 				var ce *config.Error
 				if errors.As(err, &ce) {

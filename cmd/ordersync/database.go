@@ -69,6 +69,10 @@ var commandUses = map[string]dbUse{
 	// It reads the journal and asks 1C and the marketplace for their lists.
 	"reconcile": {secrets: true},
 
+	// They read $metadata and the catalogs of 1C; the probe writes one draft there.
+	"onec check": {secrets: true},
+	"onec refs":  {secrets: true},
+
 	"ui hash-password": {},
 
 	"sim onec": {},

@@ -36,7 +36,7 @@ does, a create repeated after a lost answer is refused by 1C itself.
 Exit status 0 when nothing is missing, 1 otherwise. Needs onec.interface odata.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.odataClient()
+			c, cfg, err := a.odataClient()
 			if err != nil {
 				return err
 			}
@@ -47,7 +47,16 @@ Exit status 0 when nothing is missing, 1 otherwise. Needs onec.interface odata.`
 				return fmt.Errorf("onec check: %w", err)
 			}
 			a.printCheck(rep)
-			if n := rep.Problems(); n > 0 {
+			n := rep.Problems()
+			var unset *config.Error
+			if errors.As(cfg.ODataNeeds(), &unset) {
+				fmt.Fprintln(a.stdout, "\nnot configured (orders cannot be written until they are):")
+				for _, p := range unset.Problems {
+					fmt.Fprintf(a.stdout, "  - %s\n", p)
+				}
+				n += len(unset.Problems)
+			}
+			if n > 0 {
 				return &exitError{code: exitFailed, err: fmt.Errorf("onec check: %d problems", n)}
 			}
 			return nil
@@ -68,7 +77,7 @@ them to the names that hold the text (1C compares it without regard to case).`,
   ordersync onec refs Catalog_Склады`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.odataClient()
+			c, _, err := a.odataClient()
 			if err != nil {
 				return err
 			}
@@ -99,23 +108,23 @@ them to the names that hold the text (1C compares it without regard to case).`,
 }
 
 // odataClient is the OData client of the configuration, for the onec commands.
-func (a *app) odataClient() (*odata.Client, error) {
+func (a *app) odataClient() (*odata.Client, *config.Config, error) {
 	cfg, err := a.loadConfig()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if cfg.OneC.Interface != config.InterfaceOData {
-		return nil, usageError(errors.New("onec: the onec commands read the standard OData interface: set onec.interface to odata (with onec.odata.profile and onec.base_url …/odata/standard.odata)"))
+		return nil, nil, usageError(errors.New("onec: the onec commands read the standard OData interface: set onec.interface to odata (with onec.odata.profile and onec.base_url …/odata/standard.odata)"))
 	}
 	log, err := a.logger(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	c, err := a.newClient(cfg, log)
+	c, err := a.buildClient(cfg, log)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return c.(*odata.Client), nil
+	return c.(*odata.Client), cfg, nil
 }
 
 // printCheck writes onec check's screen.

@@ -57,6 +57,15 @@ func claimIdleTimeout(cfg *config.Config) time.Duration {
 // newClient builds the 1C client of onec.interface. onec.base_url is required for
 // anything that talks to 1C.
 func (a *app) newClient(cfg *config.Config, log *slog.Logger) (onec.Closer, error) {
+	if err := cfg.ODataNeeds(); err != nil {
+		return nil, usageError(fmt.Errorf("config: %w", err))
+	}
+	return a.buildClient(cfg, log)
+}
+
+// buildClient is newClient without asking for what writing orders needs: for
+// the onec commands, which help fill it in.
+func (a *app) buildClient(cfg *config.Config, log *slog.Logger) (onec.Closer, error) {
 	odataIface := cfg.OneC.Interface == config.InterfaceOData
 	if cfg.OneC.BaseURL == "" {
 		if odataIface {

@@ -393,7 +393,6 @@ func (c *Config) validate(p *problems) {
 	c.Stock.validate(p)
 	c.checkConnectorDestinations(p)
 	c.checkWebhookNeeds(p)
-	c.checkODataSources(p)
 	c.checkStockNeeds(p)
 }
 

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -34,7 +35,7 @@ type OData struct {
 	CancelReason   string `koanf:"cancel_reason"`
 	CancelledState string `koanf:"cancelled_state"`
 	// Sources are the references each source's orders are written with, by source
-	// (kaspi, ozon, wildberries, bitrix24, or a webhook source's name).
+	// (kaspi, ozon, wb for Wildberries, bitrix24, or a webhook source's name).
 	Sources map[string]ODataSource `koanf:"sources" name:"[a-z0-9_-]{1,64}"`
 }
 
@@ -71,43 +72,74 @@ func (o OneC) validateInterface(p *problems) {
 	if o.BaseURL != "" && !strings.Contains(o.BaseURL, "/odata/standard.odata") {
 		p.add("onec.base_url", fmt.Sprintf("with onec.interface odata it is the publication's standard OData root, e.g. http://1c.local/trade/odata/standard.odata, got %q", o.BaseURL))
 	}
-	guid := func(key, v string, required bool) {
-		switch {
-		case v == "" && required:
-			p.add(key, "is required with onec.interface odata: the GUID of the 1C object (`ordersync onec refs` lists them)")
-		case v != "":
-			if _, err := uuid.Parse(v); err != nil || len(v) != 36 {
-				p.add(key, fmt.Sprintf("must be a GUID such as 8d04ce3c-1bd6-11e9-80c8-00155d000a04, got %q", v))
-			}
+	// Formats only: which references are required is ODataNeeds', asked by the
+	// commands that write orders, so that `ordersync onec refs` can be run to find
+	// the GUIDs before they are filled in.
+	guid := func(key, v string) {
+		if v == "" {
+			return
+		}
+		if _, err := uuid.Parse(v); err != nil || len(v) != 36 {
+			p.add(key, fmt.Sprintf("must be a GUID such as 8d04ce3c-1bd6-11e9-80c8-00155d000a04, got %q", v))
 		}
 	}
-	guid("onec.odata.organization", d.Organization, true)
-	guid("onec.odata.warehouse", d.Warehouse, prof.warehouse)
-	guid("onec.odata.currency", d.Currency, true)
-	guid("onec.odata.price_type", d.PriceType, false)
-	guid("onec.odata.cancel_reason", d.CancelReason, false)
-	guid("onec.odata.cancelled_state", d.CancelledState, d.Profile == "unf")
+	guid("onec.odata.organization", d.Organization)
+	guid("onec.odata.warehouse", d.Warehouse)
+	guid("onec.odata.currency", d.Currency)
+	guid("onec.odata.price_type", d.PriceType)
+	guid("onec.odata.cancel_reason", d.CancelReason)
+	guid("onec.odata.cancelled_state", d.CancelledState)
 	if strings.ContainsAny(d.ItemsBy, " '()") {
-		p.add("onec.odata.items_by", fmt.Sprintf("must be a field name of Catalog_Номенклатура, got %q", d.ItemsBy))
+		p.add("onec.odata.items_by", fmt.Sprintf("must be a field name of Catalog_Номенклатура, or Штрихкод, got %q", d.ItemsBy))
 	}
 	if strings.ContainsAny(d.Marker, " '()") {
 		p.add("onec.odata.marker", fmt.Sprintf("must be a field name of the order document, got %q", d.Marker))
 	}
-	if len(d.Sources) == 0 {
-		p.add("onec.odata.sources", "needs an entry for each source whose orders go to 1C (onec.odata.sources.kaspi.counterparty, …)")
-	}
-	names := make([]string, 0, len(d.Sources))
-	for name := range d.Sources {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(d.Sources)) {
 		s := d.Sources[name]
 		key := "onec.odata.sources." + name
-		guid(key+".partner", s.Partner, prof.partner)
-		guid(key+".counterparty", s.Counterparty, true)
-		guid(key+".agreement", s.Agreement, false)
+		guid(key+".partner", s.Partner)
+		guid(key+".counterparty", s.Counterparty)
+		guid(key+".agreement", s.Agreement)
+		if s.Partner != "" && ok && !prof.partner {
+			p.add(key+".partner", fmt.Sprintf("the %s profile's orders have no partner: remove it", d.Profile))
+		}
 	}
+}
+
+// ODataNeeds says which references the OData interface needs to write orders
+// that the configuration does not set (nil with another interface): the
+// organization, the currency, the warehouse (ut11), the cancelled state (unf), and
+// each source's counterparty (and partner, for ut11). The commands that write
+// orders ask it; `ordersync onec refs` and `onec check` do not, so that they help
+// fill these in.
+func (c *Config) ODataNeeds() error {
+	o := c.OneC
+	if o.Interface != InterfaceOData {
+		return nil
+	}
+	var p problems
+	prof := odataProfiles[o.OData.Profile]
+	need := func(key, v string, required bool) {
+		if v == "" && required {
+			p.add(key, "is required with onec.interface odata: the GUID of the 1C object (`ordersync onec refs` lists them)")
+		}
+	}
+	need("onec.odata.organization", o.OData.Organization, true)
+	need("onec.odata.warehouse", o.OData.Warehouse, prof.warehouse)
+	need("onec.odata.currency", o.OData.Currency, true)
+	need("onec.odata.cancelled_state", o.OData.CancelledState, o.OData.Profile == "unf")
+	if len(o.OData.Sources) == 0 {
+		p.add("onec.odata.sources", "needs an entry for each source whose orders go to 1C (onec.odata.sources.kaspi.counterparty, …)")
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.OData.Sources)) {
+		s := o.OData.Sources[name]
+		key := "onec.odata.sources." + name
+		need(key+".partner", s.Partner, prof.partner)
+		need(key+".counterparty", s.Counterparty, true)
+	}
+	c.checkODataSources(&p)
+	return p.err()
 }
 
 // checkODataSources: over the OData interface every source that registers orders

@@ -42,13 +42,22 @@ func TestODataKeys(t *testing.T) {
 	_, err = loadYAML(t, odataYAML, "ORDERSYNC_ONEC__ODATA__ORGANIZATION=ООО Ромашка")
 	wantProblem(t, err, "onec.odata.organization", "GUID", "ООО Ромашка")
 
-	_, err = loadYAML(t, odataYAML, "ORDERSYNC_ONEC__ODATA__SOURCES__KASPI__PARTNER=")
+	// What writing orders needs is asked by the commands that write them, so
+	// that onec refs runs before the GUIDs are filled in.
+	cfg = mustLoadYAML(t, odataYAML, "ORDERSYNC_ONEC__ODATA__SOURCES__KASPI__PARTNER=", "ORDERSYNC_ONEC__ODATA__CURRENCY=")
+	err = cfg.ODataNeeds()
 	wantProblem(t, err, "onec.odata.sources.kaspi.partner", "required", "onec refs")
+	wantProblem(t, err, "onec.odata.currency", "required")
+	if err := mustLoadYAML(t, odataYAML).ODataNeeds(); err != nil {
+		t.Fatalf("a complete configuration needs %v", err)
+	}
 
+	cfg = mustLoadYAML(t, odataYAML, "ORDERSYNC_ONEC__ODATA__PROFILE=unf", "ORDERSYNC_ONEC__ODATA__SOURCES__KASPI__PARTNER=")
+	wantProblem(t, cfg.ODataNeeds(), "onec.odata.cancelled_state", "required")
 	_, err = loadYAML(t, odataYAML, "ORDERSYNC_ONEC__ODATA__PROFILE=unf")
-	wantProblem(t, err, "onec.odata.cancelled_state", "required")
+	wantProblem(t, err, "onec.odata.sources.kaspi.partner", "no partner")
 
-	_, err = loadYAML(t, odataYAML, "ORDERSYNC_CONNECTORS__OZON__ENABLED=true", "ORDERSYNC_CONNECTORS__OZON__CLIENT_ID=1",
+	cfg = mustLoadYAML(t, odataYAML, "ORDERSYNC_CONNECTORS__OZON__ENABLED=true", "ORDERSYNC_CONNECTORS__OZON__CLIENT_ID=1",
 		"ORDERSYNC_CONNECTORS__OZON__API_KEY=k", "ORDERSYNC_CONNECTORS__OZON__WAREHOUSE=WH1")
-	wantProblem(t, err, "onec.odata.sources.ozon", "ozon's orders go to 1C")
+	wantProblem(t, cfg.ODataNeeds(), "onec.odata.sources.ozon", "ozon's orders go to 1C")
 }

@@ -115,7 +115,7 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 		res := &journal.Result{Ref: created.Ref, Number: created.Number, Date: created.Date}
 		if created.Existing {
 			res.Found = true
-			res.Note = "1C answered 409: it already held the order, nothing was created"
+			res.Note = "1C answered that it already held the order (the HTTP service's 409, or the OData interface's \"key exists\"): nothing was created"
 		}
 		return e.settle(ctx, req, Verdict{Result: res, Ref: created.Ref})
 	}

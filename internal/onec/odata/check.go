@@ -68,7 +68,7 @@ func (c *Client) refsOf() []Ref {
 	cat := c.p.Catalogs
 	var out []Ref
 	add := func(key, set, guid string) {
-		if guid != "" {
+		if guid != "" && set != "" {
 			out = append(out, Ref{Key: key, Set: set, GUID: guid})
 		}
 	}
