@@ -8,11 +8,9 @@ import (
 	"github.com/ordersync/ordersync/internal/engine"
 	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/onec"
-	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/onec/odata"
 	"github.com/ordersync/ordersync/internal/onec/wire"
 	"github.com/ordersync/ordersync/internal/sim/odatasim"
-	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
 // BenchmarkCreatesByInterface drains registered orders through each 1C interface
@@ -32,15 +30,7 @@ func BenchmarkCreatesByInterface(b *testing.B) {
 		client   func(b *testing.B) (onec.Client, func() int)
 	}{
 		{"interface=httpservice", 2, func(b *testing.B) (onec.Client, func() int) {
-			s := onecsim.New(onecsim.Options{Latency: latency})
-			if err := s.Start("127.0.0.1:0"); err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(s.Close)
-			c, err := httpservice.New(httpservice.Config{BaseURL: s.URL(), MaxConcurrency: workers, SessionReuse: true, Timeout: 10 * time.Second})
-			if err != nil {
-				b.Fatal(err)
-			}
+			s, c := benchOneC(b, map[string]time.Duration{"find": latency, "create": latency}, workers)
 			return c, s.Count
 		}},
 		{"interface=odata", 5, func(b *testing.B) (onec.Client, func() int) {

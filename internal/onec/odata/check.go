@@ -210,22 +210,16 @@ func (c *Client) Refs(ctx context.Context, catalog, text string, limit int) ([]C
 	if err != nil {
 		return nil, err
 	}
-	ans, err := c.get(ctx, "refs", full)
+	found, err := getPage[struct {
+		Ref         string `json:"Ref_Key"`
+		Code        any    `json:"Code"`
+		Description string `json:"Description"`
+	}](ctx, c, "refs", full)
 	if err != nil {
 		return nil, err
 	}
-	var page struct {
-		Value []struct {
-			Ref         string `json:"Ref_Key"`
-			Code        any    `json:"Code"`
-			Description string `json:"Description"`
-		} `json:"value"`
-	}
-	if err := json.Unmarshal(ans.Body, &page); err != nil {
-		return nil, c.notOData("refs", full, ans, err)
-	}
-	out := make([]Candidate, len(page.Value))
-	for i, v := range page.Value {
+	out := make([]Candidate, len(found))
+	for i, v := range found {
 		code := ""
 		if v.Code != nil {
 			code = fmt.Sprint(v.Code)

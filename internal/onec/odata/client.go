@@ -130,25 +130,39 @@ func (c *Client) list(ctx context.Context, op, set string, q Query, each func(js
 		if err != nil {
 			return &onec.Error{Class: onec.Permanent, Op: op, Path: "/" + set, Message: err.Error(), Err: err}
 		}
-		ans, err := c.get(ctx, op, full)
+		values, err := getPage[json.RawMessage](ctx, c, op, full)
 		if err != nil {
 			return err
 		}
-		var page struct {
-			Value []json.RawMessage `json:"value"`
-		}
-		if err := json.Unmarshal(ans.Body, &page); err != nil {
-			return c.notOData(op, full, ans, err)
-		}
-		for _, v := range page.Value {
+		for _, v := range values {
 			if err := each(v); err != nil {
 				return err
 			}
 		}
-		if len(page.Value) < pageSize {
+		if len(values) < pageSize {
 			return nil
 		}
 	}
+}
+
+// keyed is an object of a listing read for its Ref_Key alone.
+type keyed struct {
+	Ref string `json:"Ref_Key"`
+}
+
+// getPage GETs one page of a listing (full, one of URLs') and decodes its value.
+func getPage[T any](ctx context.Context, c *Client, op, full string) ([]T, error) {
+	ans, err := c.get(ctx, op, full)
+	if err != nil {
+		return nil, err
+	}
+	var page struct {
+		Value []T `json:"value"`
+	}
+	if err := json.Unmarshal(ans.Body, &page); err != nil {
+		return nil, c.notOData(op, full, ans, err)
+	}
+	return page.Value, nil
 }
 
 // notOData is an answer of 200 that is not the standard interface's JSON: a
@@ -555,23 +569,15 @@ func (c *Client) warehouse(ctx context.Context, w string) (string, error) {
 		if err != nil {
 			return "", &onec.Error{Class: onec.Configuration, Op: "stock", Message: err.Error(), Err: err}
 		}
-		ans, err := c.get(ctx, "stock", full)
+		found, err := getPage[keyed](ctx, c, "stock", full)
 		if err != nil {
 			return "", err
 		}
-		var page struct {
-			Value []struct {
-				Ref string `json:"Ref_Key"`
-			} `json:"value"`
-		}
-		if err := json.Unmarshal(ans.Body, &page); err != nil {
-			return "", c.notOData("stock", full, ans, err)
-		}
-		switch len(page.Value) {
+		switch len(found) {
 		case 0:
 			continue
 		case 1:
-			return page.Value[0].Ref, nil
+			return found[0].Ref, nil
 		default:
 			return "", &onec.Error{Class: onec.Configuration, Op: "stock", Path: "/" + set,
 				Message: fmt.Sprintf("several warehouses of %s have %s %q: name the warehouse by its GUID in the stock schedule", set, field, w)}
@@ -677,20 +683,12 @@ func (c *Client) lookupItem(ctx context.Context, sku string) ([]string, error) {
 	if err != nil {
 		return nil, &onec.Error{Class: onec.Configuration, PerOrder: true, Op: "items", Path: "/" + ItemsSet, Message: err.Error(), Err: err}
 	}
-	ans, err := c.get(ctx, "items", full)
+	found, err := getPage[keyed](ctx, c, "items", full)
 	if err != nil {
 		return nil, err
 	}
-	var page struct {
-		Value []struct {
-			Ref string `json:"Ref_Key"`
-		} `json:"value"`
-	}
-	if err := json.Unmarshal(ans.Body, &page); err != nil {
-		return nil, c.notOData("items", full, ans, err)
-	}
-	refs := make([]string, len(page.Value))
-	for i, v := range page.Value {
+	refs := make([]string, len(found))
+	for i, v := range found {
 		refs[i] = v.Ref
 	}
 	return refs, nil
@@ -704,18 +702,12 @@ func (c *Client) lookupBarcode(ctx context.Context, barcode string) ([]string, e
 	if err != nil {
 		return nil, &onec.Error{Class: onec.Configuration, PerOrder: true, Op: "items", Path: "/" + r.Register, Message: err.Error(), Err: err}
 	}
-	ans, err := c.get(ctx, "items", full)
+	found, err := getPage[map[string]any](ctx, c, "items", full)
 	if err != nil {
 		return nil, err
 	}
-	var page struct {
-		Value []map[string]any `json:"value"`
-	}
-	if err := json.Unmarshal(ans.Body, &page); err != nil {
-		return nil, c.notOData("items", full, ans, err)
-	}
 	var refs []string
-	for _, v := range page.Value {
+	for _, v := range found {
 		if ref, _ := v[r.Item+"_Key"].(string); ref != "" && !slices.Contains(refs, ref) {
 			refs = append(refs, ref)
 		}
