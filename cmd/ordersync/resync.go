@@ -159,7 +159,10 @@ func (a *app) printResync(o resyncOutput) {
 	}
 	if o.Result != nil {
 		fmt.Fprintf(w, "  1C order № %s of %s, ref %s\n", o.Result.Number, o.Result.Date, o.Result.Ref)
-		if o.Result.Found {
+		switch {
+		case o.Result.Recovered:
+			fmt.Fprintf(w, "  created by ordersync, its answer lost and the order found again: %s\n", o.Result.Note)
+		case o.Result.Found:
 			fmt.Fprintf(w, "  found in 1C rather than created: %s\n", o.Result.Note)
 		}
 		for _, warn := range o.Result.Warnings {

@@ -153,8 +153,8 @@ func TestCancelFindsAnOrderWhoseCreateReplyWasLost(t *testing.T) {
 	if _, cancelled := h.cancelledIn1C("site:X-5"); !cancelled {
 		t.Fatalf("the order behind the lost reply was not cancelled")
 	}
-	if op, _ := e.RunKey(context.Background(), o.CreateKey()); op.Status != journal.StatusDone || !op.Result.Found {
-		t.Fatalf("create after the cancel: %s, want done (found)", op.Status)
+	if op, _ := e.RunKey(context.Background(), o.CreateKey()); op.Status != journal.StatusDone || !op.Result.Recovered {
+		t.Fatalf("create after the cancel: %s %+v, want done, created by ordersync with its reply lost", op.Status, op.Result)
 	}
 	h.wantOneCOrders("site:X-5", 1)
 }

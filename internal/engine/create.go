@@ -75,6 +75,9 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 	found, others := sameExternalID(extID, all)
 	if len(found) > 0 {
 		res, ws := foundResult(extID, found, "1C already held the order: nothing was created", e.cfg.Now())
+		if op.Doubted {
+			recovered(res, "ordersync created the order in an earlier attempt whose answer was lost or which was cut short; this attempt found it by its external id")
+		}
 		return e.settle(ctx, req, Verdict{Result: res, Warnings: ws})
 	}
 	if len(others) > 0 {
@@ -116,6 +119,9 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 		if created.Existing {
 			res.Found = true
 			res.Note = "1C answered that it already held the order (the HTTP service's 409, or the OData interface's \"key exists\"): nothing was created"
+			if op.Doubted {
+				recovered(res, "ordersync created the order in an earlier attempt whose answer was lost or which was cut short; 1C refused this attempt's create as a repeat of it")
+			}
 		}
 		return e.settle(ctx, req, Verdict{Result: res, Ref: created.Ref})
 	}
@@ -140,7 +146,8 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 			return Verdict{Class: onec.Unknown, PostedAt: postedAt, Err: fmt.Errorf("%w; and the find that should settle it failed: %v", err, ferr)}
 		case len(again) > 0:
 			log.WarnContext(ctx, "1C answered an error but holds the order", "err", err)
-			res, ws := foundResult(extID, again, "1C answered an error after creating the order: "+err.Error(), e.cfg.Now())
+			res, ws := foundResult(extID, again, "", e.cfg.Now())
+			recovered(res, "ordersync created the order; 1C answered its POST with an error after writing it: "+err.Error())
 			return e.settle(ctx, req, Verdict{Result: res, Warnings: ws})
 		case len(others) > 0:
 			return caseConflict(extID, others, e.cfg.Now())
@@ -226,6 +233,12 @@ func foundResult(extID string, orders []onec.Order, note string, now time.Time) 
 		res.Warnings = append(res.Warnings, w.Message)
 	}
 	return res, ws
+}
+
+// recovered marks a result as ordersync's own create whose answer was lost, with
+// the note saying how it was found.
+func recovered(res *journal.Result, note string) {
+	res.Found, res.Recovered, res.Note = false, true, note
 }
 
 // sortFound orders what 1C holds for one external id: the one to use first.

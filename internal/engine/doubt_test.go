@@ -106,7 +106,7 @@ func TestCreateSlowerThanTheTimeoutIsCreatedOnce(t *testing.T) {
 			d := h.waitStatus(o.CreateKey(), journal.StatusDone)
 			op := h.waitVerified(o.CreateKey())
 			h.wantOneCOrders("site:SLOW-1", 1)
-			if !d.Result.Found || d.Result.Ref != h.onec.Orders()[0].Ref {
+			if !d.Result.Recovered || d.Result.Ref != h.onec.Orders()[0].Ref {
 				t.Fatalf("result %+v, want the order 1C committed after the client gave up, found", d.Result)
 			}
 			if first := d.History[0]; first.Class != journal.ClassUnknown {
@@ -178,7 +178,7 @@ func TestClaimSessionKilledMidPostCreatesOneOrder(t *testing.T) {
 	if gap := d.History[1].StartedAt.Sub(d.History[0].StartedAt); gap < takeover {
 		t.Fatalf("the open attempt was taken over %s after it started, want at least %s", gap, takeover)
 	}
-	if !d.Result.Found || d.Result.Ref != h.onec.Orders()[0].Ref {
+	if !d.Result.Recovered || d.Result.Ref != h.onec.Orders()[0].Ref {
 		t.Fatalf("result %+v, want the order the killed claim's POST created", d.Result)
 	}
 	t.Logf("interrupted attempt taken over after %s; outcomes %s", d.History[1].StartedAt.Sub(d.History[0].StartedAt), outcomes(d))

@@ -82,11 +82,11 @@ func TestDoubtThatReachesMaxAttemptsKeepsItsSettleTime(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if op.Status == journal.StatusDone && !op.Result.Found {
+					if op.Status == journal.StatusDone && !op.Result.Recovered {
 						t.Fatalf("the resync created the order again: %+v", op.Result)
 					}
 					d := h.waitStatus(o.CreateKey(), journal.StatusDone)
-					if !d.Result.Found {
+					if !d.Result.Recovered {
 						t.Fatalf("result %+v, want the order the slow POST created, found", d.Result)
 					}
 				case "wake": // a webhook about the order, or a page's requeue button
@@ -95,7 +95,7 @@ func TestDoubtThatReachesMaxAttemptsKeepsItsSettleTime(t *testing.T) {
 					}
 					e.Wake()
 					d := h.waitStatus(o.CreateKey(), journal.StatusDone)
-					if !d.Result.Found {
+					if !d.Result.Recovered {
 						t.Fatalf("result %+v, want the order the slow POST created, found", d.Result)
 					}
 				}

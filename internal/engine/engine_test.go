@@ -280,8 +280,9 @@ func TestFailureAfter1CAnsweredBeforeCommitLeadsToNoSecondOrder(t *testing.T) {
 	h.drain(e)
 	h.wantOneCOrders("site:A-1004", 1)
 	d := h.show(o.CreateKey())
-	if d.Status != journal.StatusDone || !d.Result.Found || outcomes(d) != "interrupted,done" {
-		t.Fatalf("status %s found %v outcomes %s; want done, found in 1C, interrupted,done", d.Status, d.Result.Found, outcomes(d))
+	if d.Status != journal.StatusDone || !d.Result.Recovered || d.Result.Found || outcomes(d) != "interrupted,done" {
+		t.Fatalf("status %s found %v recovered %v outcomes %s; want done, created by ordersync in the cut-short attempt, interrupted,done",
+			d.Status, d.Result.Found, d.Result.Recovered, outcomes(d))
 	}
 	if d.Result.Ref != h.onec.Orders()[0].Ref {
 		t.Fatalf("result ref %s, want the order created by the first attempt %s", d.Result.Ref, h.onec.Orders()[0].Ref)
@@ -298,8 +299,9 @@ func TestConnectionDroppedAfterCreateEndsWithExactlyOneOrder(t *testing.T) {
 
 	h.wantOneCOrders("site:A-1005", 1)
 	d := h.show(o.CreateKey())
-	if d.Status != journal.StatusDone || !d.Result.Found || outcomes(d) != "retry,done" {
-		t.Fatalf("status %s found %v outcomes %s; want done, found, retry,done", d.Status, d.Result.Found, outcomes(d))
+	if d.Status != journal.StatusDone || !d.Result.Recovered || d.Result.Found || outcomes(d) != "retry,done" {
+		t.Fatalf("status %s found %v recovered %v outcomes %s; want done, created by ordersync with its reply lost (not found), retry,done",
+			d.Status, d.Result.Found, d.Result.Recovered, outcomes(d))
 	}
 	if !strings.Contains(d.History[0].Error, "unknown outcome") {
 		t.Fatalf("first attempt error %q, want it to say the outcome is unknown", d.History[0].Error)
@@ -583,7 +585,7 @@ func TestStopCancelsCallsThatOutliveTheShutdownTimeout(t *testing.T) {
 	eventually.True(t, "1C to create the stalled order", func() bool { return h.onec.CountExternal("site:A-1013") == 1 })
 	h.drain(h.engine(nil, engine.Config{}))
 	h.wantOneCOrders("site:A-1013", 1)
-	if d := h.show(o.CreateKey()); d.Status != journal.StatusDone || !d.Result.Found {
+	if d := h.show(o.CreateKey()); d.Status != journal.StatusDone || !d.Result.Recovered || d.Result.Found {
 		t.Fatalf("status %s, want done and found", d.Status)
 	}
 }

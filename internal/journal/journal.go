@@ -236,9 +236,15 @@ type Result struct {
 	Ref    string `json:"ref"`
 	Number string `json:"number"`
 	Date   string `json:"date,omitempty"`
-	// Found is true when 1C already held the order (a lost reply, a 409, or a
-	// duplicate created outside ordersync) and nothing was created by this attempt.
-	Found    bool     `json:"found,omitempty"`
+	// Found is true when 1C already held an order this operation had not sent (one
+	// created outside ordersync, or by an earlier operation) and nothing was
+	// created.
+	Found bool `json:"found,omitempty"`
+	// Recovered is true when ordersync created the order in an earlier attempt of
+	// this operation whose answer was lost (no answer, a proxy's error, or an attempt
+	// cut short), and the find that followed found it: created by ordersync, not
+	// found. Found is then false.
+	Recovered bool     `json:"recovered,omitempty"`
 	Note     string   `json:"note,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
 }

@@ -110,10 +110,17 @@ func WriteDetail(w io.Writer, d journal.Detail, loc *time.Location) {
 	}
 	fmt.Fprintf(w, "payload:      sha256 %s\n", d.PayloadSHA256)
 	if d.Result != nil {
-		fmt.Fprintf(w, "1C order:     № %s of %s (1C's time), ref %s\n", d.Result.Number, d.Result.Date, d.Result.Ref)
-		if d.Result.Found {
+		if d.Result.Number != "" {
+			fmt.Fprintf(w, "1C order:     № %s of %s (1C's time), ref %s\n", d.Result.Number, d.Result.Date, d.Result.Ref)
+		} else if d.Result.Ref != "" {
+			fmt.Fprintf(w, "1C order:     ref %s\n", d.Result.Ref)
+		}
+		switch {
+		case d.Result.Recovered:
+			fmt.Fprintf(w, "              created by ordersync (its answer was lost; found again by the find that followed): %s\n", d.Result.Note)
+		case d.Result.Found:
 			fmt.Fprintf(w, "              found in 1C, not created by this operation: %s\n", d.Result.Note)
-		} else if d.Result.Note != "" {
+		case d.Result.Note != "":
 			fmt.Fprintf(w, "              %s\n", d.Result.Note)
 		}
 	}
