@@ -245,8 +245,8 @@ type Result struct {
 	// cut short), and the find that followed found it: created by ordersync, not
 	// found. Found is then false.
 	Recovered bool     `json:"recovered,omitempty"`
-	Note     string   `json:"note,omitempty"`
-	Warnings []string `json:"warnings,omitempty"`
+	Note      string   `json:"note,omitempty"`
+	Warnings  []string `json:"warnings,omitempty"`
 }
 
 // Attempt is one try at an operation.
