@@ -192,10 +192,21 @@ func (d *script) play(ctx context.Context) error {
 	return nil
 }
 
-// waitFor polls cond until it holds, at most within. An error from cond is kept and
-// polling goes on (a read may meet the service's writes); the last one is reported
-// if time runs out. The service exiting meanwhile ends the wait at once.
+// waitFor polls cond until it holds, at most within (poll). The service exiting
+// meanwhile ends the wait at once.
 func (d *script) waitFor(ctx context.Context, within time.Duration, what string, cond func() (bool, error)) error {
+	return poll(ctx, within, what, cond, func() error {
+		if d.svc != nil && d.svc.exited() {
+			return fmt.Errorf("the service exited (%s) while waiting for %s: %s", d.svc.cmd.ProcessState, what, lastLogError(d.log, 0))
+		}
+		return nil
+	})
+}
+
+// poll polls cond until it holds, at most within. An error from cond is kept and
+// polling goes on (a read may meet the service's writes); the last one is reported
+// if time runs out. An error from stop (nil: none) ends the wait at once.
+func poll(ctx context.Context, within time.Duration, what string, cond func() (bool, error), stop func() error) error {
 	deadline := time.Now().Add(within)
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
@@ -208,8 +219,10 @@ func (d *script) waitFor(ctx context.Context, within time.Duration, what string,
 		if err != nil {
 			last = err
 		}
-		if d.svc != nil && d.svc.exited() {
-			return fmt.Errorf("the service exited (%s) while waiting for %s: %s", d.svc.cmd.ProcessState, what, lastLogError(d.log, 0))
+		if stop != nil {
+			if err := stop(); err != nil {
+				return err
+			}
 		}
 		if time.Now().After(deadline) {
 			if last != nil {
