@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,7 +17,10 @@ import (
 )
 
 func (a *app) demoCommand() *cobra.Command {
-	var keep bool
+	var (
+		keep bool
+		onec string
+	)
 	c := &cobra.Command{
 		Use:   "demo",
 		Short: "Play a scripted day against simulated marketplaces and 1C, and check 1C holds each order once",
@@ -30,6 +34,18 @@ changed redelivery, 1C losing a reply after creating, no free 1C session (406)
 and a lock conflict, a cancellation, and a kill -9 of the service while 1C is
 creating an order, followed by a restart.
 
+--onec says which interface of 1C the service talks to. httpservice, the
+default, is the base's ordersync HTTP service (contract v1). odata is the base's
+standard OData interface (…/odata/standard.odata, profile ut11), seeded with the
+organization, warehouse, currency, each source's partner, counterparty and
+agreement, and the items the orders name: the same day with OData's faults in
+place of the HTTP service's. No free session is a 429, the lock conflict is a
+create 1C commits and answers with a mangled Location and a body cut short (the
+order is then found by its marker), and the create the service is killed in
+takes longer than onec.timeout. The stock snapshot is of the seeded warehouse's
+GUID, without prices (onec.odata.price_type is not set), so Kaspi's feed
+answers 503 rather than an empty price list.
+
 It ends with a table read from the journal and the simulators, and the journal of
 the order that went through the crash. It exits 0 only when 1C holds each order
 exactly once and the cancelled one is cancelled. The service's JSON log goes to a
@@ -37,11 +53,15 @@ file in the directory, which is removed at the end unless the demo fails.
 --config is not read: the demo configures the service itself.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !slices.Contains(demo.Interfaces, onec) {
+				return usageError(fmt.Errorf("--onec: must be one of %v, got %q", demo.Interfaces, onec))
+			}
 			exe, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("demo: find this program to run it as the service: %w", err)
 			}
 			return demo.Run(cmd.Context(), demo.Config{
+				OneC:               onec,
 				Out:                a.stdout,
 				Keep:               keep,
 				Executable:         exe,
@@ -54,6 +74,7 @@ file in the directory, which is removed at the end unless the demo fails.
 			})
 		},
 	}
+	c.Flags().StringVar(&onec, "onec", demo.HTTPService, "the 1C interface the service talks to: httpservice (its ordersync HTTP service) or odata (its standard OData interface, УТ 11)")
 	c.Flags().BoolVar(&keep, "keep", false, "leave everything running after the script and print the addresses, until Ctrl-C")
 	return c
 }

@@ -44,10 +44,49 @@ func demoCount(t *testing.T, out, label string) int {
 // order in 1C once and the trouble it scripted.
 func TestDemoExitsZeroAndItsCountsHold(t *testing.T) {
 	t.Parallel()
+	out := runDemo(t)
+	// Scripted: one webhook delivery answered from the inbox, two creates found in 1C
+	// (the lost reply and the crash); re-sightings by the pollers come on top.
+	if n := demoCount(t, out, "duplicates prevented"); n < 3 {
+		t.Errorf("duplicates prevented %d, want at least the 3 scripted", n)
+	}
+	for _, want := range []string{"1C over its ordersync HTTP service, contract v1 (--onec httpservice)",
+		"no free 1C session and a lock conflict … ok", "Kaspi's feed lists 4 offers, then 304"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the demo's output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestDemoODataExitsZeroAndItsCountsHold runs `ordersync demo --onec odata`: the
+// same day against the base's standard OData interface must exit 0 with each
+// order in 1C once, OData's faults in place of the HTTP service's.
+func TestDemoODataExitsZeroAndItsCountsHold(t *testing.T) {
+	t.Parallel()
+	out := runDemo(t, "--onec", "odata")
+	// Scripted: one webhook delivery answered from the inbox, three creates found in
+	// 1C (the lost reply, the mangled Location and the crash).
+	if n := demoCount(t, out, "duplicates prevented"); n < 4 {
+		t.Errorf("duplicates prevented %d, want at least the 4 scripted", n)
+	}
+	for _, want := range []string{"1C over its standard OData interface, УТ 11 (--onec odata): its orders counted by НомерПоДаннымКлиента",
+		"1C busy (429) and a create answered with a mangled Location … ok",
+		"1C finished the create after the service died",
+		"SKU-IRON left out", "Kaspi's feed answers 503", "/standard.odata/"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the demo's output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// runDemo runs `ordersync demo args…` on a clean machine and checks what every
+// interface's day must show; it returns the output.
+func runDemo(t *testing.T, args ...string) string {
+	t.Helper()
 	tmp := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, "demo")
+	cmd := exec.CommandContext(ctx, binary, append([]string{"demo"}, args...)...)
 	cmd.Env, cmd.Dir = demoEnviron(tmp), tmp
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -55,9 +94,9 @@ func TestDemoExitsZeroAndItsCountsHold(t *testing.T) {
 	err := cmd.Run()
 	out := stdout.String()
 	if err != nil {
-		t.Fatalf("demo: %v after %s\nstderr: %s\nstdout:\n%s", err, time.Since(start).Round(time.Millisecond), stderr.String(), out)
+		t.Fatalf("demo %v: %v after %s\nstderr: %s\nstdout:\n%s", args, err, time.Since(start).Round(time.Millisecond), stderr.String(), out)
 	}
-	t.Logf("demo took %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("demo %v took %s", args, time.Since(start).Round(time.Millisecond))
 	if stderr.Len() != 0 {
 		t.Errorf("the demo wrote to stderr on success: %q", stderr.String())
 	}
@@ -68,18 +107,14 @@ func TestDemoExitsZeroAndItsCountsHold(t *testing.T) {
 	if n := demoCount(t, out, "orders seen"); n != demoOrders {
 		t.Errorf("orders seen %d, want %d", n, demoOrders)
 	}
-	// Scripted: one webhook delivery answered from the inbox, two creates found in 1C
-	// (the lost reply and the crash); re-sightings by the pollers come on top.
-	if n := demoCount(t, out, "duplicates prevented"); n < 3 {
-		t.Errorf("duplicates prevented %d, want at least the 3 scripted", n)
-	}
 	if n := demoCount(t, out, "conflicts recorded"); n < 1 {
 		t.Errorf("conflicts recorded %d, want at least the changed redelivery", n)
 	}
 	if n := demoCount(t, out, "interrupted attempts"); n < 1 {
 		t.Errorf("interrupted attempts %d, want at least the one killed", n)
 	}
-	// Two 406s, a lock conflict and a lost reply each end an attempt with "retry".
+	// Two transient answers (406s, 429s over OData), a lock conflict (a mangled
+	// Location) and a lost reply each end an attempt with "retry".
 	if n := demoCount(t, out, "retries"); n < 4 {
 		t.Errorf("retries %d, want at least 4", n)
 	}
@@ -88,7 +123,7 @@ func TestDemoExitsZeroAndItsCountsHold(t *testing.T) {
 		t.Errorf("events delivered %d, want at least 22", n)
 	}
 	for _, want := range []string{"[12/12] stop the service (SIGTERM) … ok",
-		"a stock snapshot published to Kaspi, Ozon and Wildberries … ok", "Kaspi's feed lists 4 offers, then 304", "status:       done", "interrupted", "found in 1C",
+		"a stock snapshot published to Kaspi, Ozon and Wildberries … ok", "status:       done", "interrupted", "found in 1C",
 		"OK: 1C holds each of the 11 orders exactly once"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the demo's output lacks %q:\n%s", want, out)
@@ -101,6 +136,18 @@ func TestDemoExitsZeroAndItsCountsHold(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(tmp, "ordersync-demo-*"))
 	if len(left) != 0 {
 		t.Errorf("the demo left %v behind", left)
+	}
+	return out
+}
+
+// TestDemoRefusesAnUnknownOneC: --onec takes httpservice or odata; anything else
+// is a usage error, before anything starts.
+func TestDemoRefusesAnUnknownOneC(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"demo", "--onec", "soap"}, strings.NewReader(""), &out, &errb, []string{})
+	want := `--onec: must be one of [httpservice odata], got "soap"`
+	if code != exitUsage || out.Len() != 0 || !strings.Contains(errb.String(), want) {
+		t.Errorf("demo --onec soap: exit %d stdout %q stderr %q; want %d and %q", code, out.String(), errb.String(), exitUsage, want)
 	}
 }
 

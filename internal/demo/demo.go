@@ -1,5 +1,6 @@
 // Package demo owns `ordersync demo`: the scripted day and its simulated world. It
-// starts the simulated 1C base, Kaspi, Ozon, Wildberries and a CRM's webhook
+// starts the simulated 1C base (its ordersync HTTP service, or its standard OData
+// interface: Config.OneC), Kaspi, Ozon, Wildberries and a CRM's webhook
 // receiver in this process, runs the real service (this binary's `run`) as a child
 // process on an embedded SQLite journal in a temporary directory, plays the script
 // (duplicates, lost replies, 1C faults, a cancellation, a kill -9 and a restart, a
@@ -31,8 +32,6 @@ import (
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
-	"github.com/ordersync/ordersync/internal/sim"
-	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/stock"
 )
 
@@ -51,8 +50,10 @@ type Store interface {
 	EmbeddedFile() string
 }
 
-// Config is what the CLI gives the demo. Every field but Keep is required.
+// Config is what the CLI gives the demo. Every field but OneC and Keep is required.
 type Config struct {
+	// OneC is the simulated 1C's interface: HTTPService ("" too) or OData.
+	OneC string
 	// Out receives the progress, the table, the journal of the crashed order and,
 	// with Keep, the addresses.
 	Out io.Writer
@@ -90,6 +91,7 @@ type script struct {
 	log   string // the service's log file
 	start time.Time
 
+	onec oneC // the simulated 1C, one of sims
 	sims *simulators
 	env  []string // the service's whole configuration
 	svc  *service
@@ -108,12 +110,16 @@ type script struct {
 // demo fails, and checks that 1C holds each order exactly once. With cfg.Keep it
 // then waits for ctx to be done before it stops everything.
 func Run(ctx context.Context, cfg Config) error {
+	one, err := newOneC(cfg.OneC, demoSKUs, demoSources)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
 	dir, err := os.MkdirTemp("", "ordersync-demo-")
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	d := &script{cfg: cfg, out: cfg.Out, keep: cfg.Keep, exe: cfg.Executable, dir: dir, log: filepath.Join(dir, "ordersync.log"), start: time.Now()}
-	fmt.Fprintf(d.out, "ordersync demo: a day of orders against simulators on loopback (the service's log: %s)\n\n", d.log)
+	d := &script{cfg: cfg, out: cfg.Out, keep: cfg.Keep, exe: cfg.Executable, dir: dir, log: filepath.Join(dir, "ordersync.log"), start: time.Now(), onec: one}
+	fmt.Fprintf(d.out, "ordersync demo: a day of orders against simulators on loopback, 1C over %s; the service's log: %s\n\n", one.about(), d.log)
 
 	err = d.play(ctx)
 	if err == nil {
@@ -167,7 +173,7 @@ func (d *script) play(ctx context.Context) error {
 		{"a site order over a signed webhook, delivered twice at once", d.webhookTwice},
 		{"a changed redelivery: the same webhook-id, another body", d.changedRedelivery},
 		{"1C drops the reply after creating an order", d.lostReply},
-		{"no free 1C session and a lock conflict", d.transientFaults},
+		{d.onec.troubles(), d.transientFaults},
 		{"a cancellation at Wildberries", d.cancellation},
 		{"a crash: kill -9 while 1C is creating an order", d.crash},
 		{"restart the service and let it finish", d.restart},
@@ -192,10 +198,21 @@ func (d *script) play(ctx context.Context) error {
 	return nil
 }
 
-// waitFor polls cond until it holds, at most within. An error from cond is kept and
-// polling goes on (a read may meet the service's writes); the last one is reported
-// if time runs out. The service exiting meanwhile ends the wait at once.
+// waitFor polls cond until it holds, at most within (poll). The service exiting
+// meanwhile ends the wait at once.
 func (d *script) waitFor(ctx context.Context, within time.Duration, what string, cond func() (bool, error)) error {
+	return poll(ctx, within, what, cond, func() error {
+		if d.svc != nil && d.svc.exited() {
+			return fmt.Errorf("the service exited (%s) while waiting for %s: %s", d.svc.cmd.ProcessState, what, lastLogError(d.log, 0))
+		}
+		return nil
+	})
+}
+
+// poll polls cond until it holds, at most within. An error from cond is kept and
+// polling goes on (a read may meet the service's writes); the last one is reported
+// if time runs out. An error from stop (nil: none) ends the wait at once.
+func poll(ctx context.Context, within time.Duration, what string, cond func() (bool, error), stop func() error) error {
 	deadline := time.Now().Add(within)
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
@@ -208,8 +225,10 @@ func (d *script) waitFor(ctx context.Context, within time.Duration, what string,
 		if err != nil {
 			last = err
 		}
-		if d.svc != nil && d.svc.exited() {
-			return fmt.Errorf("the service exited (%s) while waiting for %s: %s", d.svc.cmd.ProcessState, what, lastLogError(d.log, 0))
+		if stop != nil {
+			if err := stop(); err != nil {
+				return err
+			}
 		}
 		if time.Now().After(deadline) {
 			if last != nil {
@@ -236,7 +255,7 @@ func (d *script) expect(source, id string) string {
 func (d *script) waitIn1C(ctx context.Context, within time.Duration, exts ...string) error {
 	return d.waitFor(ctx, within, "1C to hold "+strings.Join(exts, ", "), func() (bool, error) {
 		for _, ext := range exts {
-			if d.sims.onec.CountExternal(ext) == 0 {
+			if d.onec.count(ext) == 0 {
 				return false, nil
 			}
 		}
@@ -262,7 +281,7 @@ func (d *script) waitDone(ctx context.Context, within time.Duration, key string)
 }
 
 func (d *script) once(ext string) error {
-	if n := d.sims.onec.CountExternal(ext); n != 1 {
+	if n := d.onec.count(ext); n != 1 {
 		return fmt.Errorf("1C holds %d orders %s, want 1", n, ext)
 	}
 	return nil
@@ -280,7 +299,7 @@ func countOutcome(det journal.Detail, o journal.Outcome) int {
 
 // 1. The simulators with their first orders, then the service.
 func (d *script) startWorld(ctx context.Context) (string, error) {
-	sims, err := startSims()
+	sims, err := startSims(d.onec)
 	if err != nil {
 		return "", err
 	}
@@ -447,7 +466,7 @@ func (d *script) changedRedelivery(ctx context.Context) (string, error) {
 func (d *script) lostReply(ctx context.Context) (string, error) {
 	const code = "612300103"
 	ext := d.expect("kaspi", code)
-	d.sims.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.DropAfterCreate, ExternalID: ext})
+	d.onec.fault(lostReply, 1, ext)
 	if err := d.sims.addKaspi(code, "Ерлан Абенов", "7051112233", "SKU-KETTLE", "Чайник электрический", 1, "15990"); err != nil {
 		return "", err
 	}
@@ -465,15 +484,17 @@ func (d *script) lostReply(ctx context.Context) (string, error) {
 	return fmt.Sprintf("1C created it and hung up; attempt %d found it in 1C: 1 order, not 2", det.Attempts), nil
 }
 
-// 6. Transient failures: two 406s (no free 1C session) on one create, a lock
-// conflict on another. (A 503 on a POST is an unknown outcome: it waits the settle
-// time and is found first.)
+// 6. Two transient failures (no free 1C session: 406 from the HTTP service, 429
+// over OData) on one create, an answer the client cannot use on another (the HTTP
+// service's lock conflict, 500; over OData a 201 with a mangled Location and a
+// body cut short, after 1C created the order, which is then found). (A 503 on a
+// POST is an unknown outcome: it waits the settle time and is found first.)
 func (d *script) transientFaults(ctx context.Context) (string, error) {
 	const posting, wbID = "70000003-0001-1", 4100003
 	ozonExt := d.expect("ozon", posting)
 	wbExt := d.expect("wb", fmt.Sprint(wbID))
-	d.sims.onec.Faults.Add(2, sim.Fault{Op: "create", Status: 406, ExternalID: ozonExt})
-	d.sims.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.LockConflict500, ExternalID: wbExt})
+	d.onec.fault(busy, 2, ozonExt)
+	d.onec.fault(garbled, 1, wbExt)
 	d.sims.addOzon(posting, "SKU-COFFEE", "Кофе в зёрнах, 1 кг", 1, "1530.0000")
 	d.sims.addWB(wbID, "SKU-MUG", 153099)
 	retries := 0
@@ -511,8 +532,8 @@ func (d *script) cancellation(ctx context.Context) (string, error) {
 }
 
 func (d *script) cancelledIn1C(ext string) bool {
-	for _, o := range d.sims.onec.Orders() {
-		if o.ExternalID == ext && o.Cancelled {
+	for _, o := range d.onec.orders() {
+		if o.marker == ext && o.cancelled {
 			return true
 		}
 	}
@@ -529,13 +550,13 @@ func (d *script) crash(ctx context.Context) (string, error) {
 	const code = "612300104"
 	ext := d.expect("kaspi", code)
 	d.trouble = order.Key("kaspi", "order", code, "create")
-	d.sims.onec.Faults.Add(1, sim.Fault{Op: "create", Kind: onecsim.Stall, ExternalID: ext}) // until the client goes away
+	d.onec.fault(stall, 1, ext)
 	if err := d.sims.addKaspi(code, "Мария Ким", "7019876543", "SKU-IRON", "Утюг паровой", 1, "12490.50"); err != nil {
 		return "", err
 	}
 	var open int
 	err := d.waitFor(ctx, 20*time.Second, "a create of "+ext+" in flight with its attempt open", func() (bool, error) {
-		if d.sims.onec.Faults.Pending() != 0 {
+		if d.onec.pendingFaults() != 0 {
 			return false, nil // the stall has not met the create yet
 		}
 		var err error
@@ -551,16 +572,14 @@ func (d *script) crash(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("after kill -9, attempt %d of %s is not open (open: %d, %v)", open, d.trouble, still, err)
 	}
 	// 1C does not notice that nobody waits: it finishes the create.
-	idle, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := d.sims.onec.WaitIdle(idle); err != nil {
+	if err := d.onec.waitIdle(ctx, 10*time.Second); err != nil {
 		return "", err
 	}
 	what := "1C holds no order yet"
-	if d.sims.onec.CountExternal(ext) == 1 {
+	if d.onec.count(ext) == 1 {
 		what = "1C finished the create after the service died"
 	}
-	return fmt.Sprintf("killed pid %d during attempt %d's POST /orders; the attempt is left open; %s", pid, open, what), nil
+	return fmt.Sprintf("killed pid %d during attempt %d's create in 1C; the attempt is left open; %s", pid, open, what), nil
 }
 
 // openAttempt is the number of the attempt of the trouble order that has no outcome, 0 if none.
@@ -696,8 +715,7 @@ func (d *script) printAddresses(remove bool) {
 		then = "then it stops; " + d.dir + " is kept"
 	}
 	fmt.Fprintf(w, "\nEverything keeps running until Ctrl-C (%s):\n", then)
-	fmt.Fprintf(w, "  1C simulator      %s   (Basic %s / %s; orders: %s/_sim/orders)\n",
-		d.sims.onec.URL(), oneCUser, oneCPassword, "http://"+d.sims.onec.Addr())
+	fmt.Fprintf(w, "  1C simulator      %s\n", d.onec.where())
 	fmt.Fprintf(w, "  webhooks          %s/webhooks/site   (Standard Webhooks, secret %s)\n", webhooks, d.sims.siteSecret.Encode())
 	fmt.Fprintf(w, "  CRM (sink)        %s\n", d.sims.sink.URL())
 	fmt.Fprintf(w, "  Kaspi, Ozon, WB   %s  %s  %s\n", d.sims.kaspi.URL(), d.sims.ozon.URL(), d.sims.wb.URL())

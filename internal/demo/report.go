@@ -75,9 +75,10 @@ func (d *script) numbers(ctx context.Context) (counts, error) {
 	for _, c := range cursors {
 		n.resightings += max(0, int(c.OrdersSeen)-opsBySource[c.Connector])
 	}
-	n.in1C = d.sims.onec.Count()
-	for _, o := range d.sims.onec.Orders() {
-		if o.Cancelled {
+	orders := d.onec.orders()
+	n.in1C = len(orders)
+	for _, o := range orders {
+		if o.cancelled {
 			n.cancelledIn1C++
 		}
 	}
@@ -105,7 +106,8 @@ func (d *script) report(ctx context.Context) error {
 	}
 	w := d.out
 	row := func(label string, v int, note string) { fmt.Fprintf(w, "  %-22s %5d   %s\n", label, v, note) }
-	fmt.Fprintf(w, "\n")
+	fmt.Fprintf(w, "\n  1C over %s (--onec %s): its orders counted by %s, where ordersync writes <source>:<external_id>\n\n",
+		d.onec.about(), d.onec.name(), d.onec.markerField())
 	row("orders seen", n.seen, "distinct orders in the journal: "+strings.Join(sources, ", "))
 	row("orders in 1C", n.in1C, fmt.Sprintf("%d expected, each exactly once; %d cancelled", len(d.expected), n.cancelledIn1C))
 	row("duplicates prevented¹", n.duplicates(), fmt.Sprintf("webhook deliveries answered from the inbox %d, creates found in 1C %d, marketplace re-sightings %d",
@@ -118,9 +120,9 @@ func (d *script) report(ctx context.Context) error {
 	fmt.Fprintf(w, `
   ¹ duplicates prevented = webhook deliveries answered from the inbox without registering
     anything + creates that found the order already in 1C instead of creating it again
-    (the lost reply, the crash) + marketplace sightings of an order the journal already
-    held (each poll lists recent orders again). The simulated 1C does not deduplicate:
-    it creates whatever it is asked to.
+    (a reply lost or unusable after 1C created the order, the crash) + marketplace
+    sightings of an order the journal already held (each poll lists recent orders
+    again). The simulated 1C does not deduplicate: it creates whatever it is asked to.
 `)
 
 	fmt.Fprintf(w, "\nThe journal of the order the service was creating when it was killed (ordersync journal show %s):\n\n", d.trouble)
@@ -134,8 +136,8 @@ func (d *script) report(ctx context.Context) error {
 // nothing else, and the cancelled one is cancelled.
 func (d *script) verify() error {
 	count := map[string]int{}
-	for _, o := range d.sims.onec.Orders() {
-		count[o.ExternalID]++
+	for _, o := range d.onec.orders() {
+		count[o.marker]++
 	}
 	var problems []string
 	for _, ext := range d.expected {

@@ -38,7 +38,7 @@ const (
 
 // simulators are the simulated 1C, marketplaces and CRM, each on 127.0.0.1:0.
 type simulators struct {
-	onec  *onecsim.OneC
+	onec  oneC
 	kaspi *kaspisim.Kaspi
 	ozon  *ozonsim.Ozon
 	wb    *wbsim.Wildberries
@@ -50,7 +50,8 @@ type simulators struct {
 	feedToken              string
 }
 
-// The demo's stock: what 1C holds in WH1, published to the three marketplaces.
+// The demo's stock: what 1C holds in WH1 (over OData, the seeded warehouse),
+// published to the three marketplaces.
 var wh1Stock = []onecsim.StockItem{
 	{SKU: "SKU-KETTLE", Quantity: decimal.RequireFromString("12"), Price: decimal.RequireFromString("15990")},
 	{SKU: "SKU-IRON", Quantity: decimal.RequireFromString("0"), Price: decimal.RequireFromString("12490.50")},
@@ -58,15 +59,26 @@ var wh1Stock = []onecsim.StockItem{
 	{SKU: "SKU-MUG", Quantity: decimal.RequireFromString("40"), Price: decimal.RequireFromString("1530.99")},
 }
 
+// demoSKUs are the items the script's orders and stock name, and demoSources
+// the sources of its orders: what a base that is written by OData is seeded with.
+var (
+	demoSKUs    = []string{"SKU-KETTLE", "SKU-IRON", "SKU-COFFEE", "SKU-TEA", "SKU-MUG", "SKU-TOWEL", "SKU-8812"}
+	demoSources = []string{"kaspi", "ozon", "wb", "site"}
+)
+
+// oneCTimeout is the service's onec.timeout.
+const oneCTimeout = 2 * time.Second
+
 const (
 	ozonWarehouse = 1020000000001
 	wbWarehouse   = 507
 	kaspiStore    = "PP1"
 )
 
-func startSims() (*simulators, error) {
+// startSims starts the simulators, onec among them.
+func startSims(onec oneC) (*simulators, error) {
 	s := &simulators{
-		onec:       onecsim.New(onecsim.Options{Username: oneCUser, Password: oneCPassword}),
+		onec:       onec,
 		kaspiToken: "kaspi-demo-token",
 		ozonClient: "123456",
 		ozonKey:    "ozon-demo-api-key",
@@ -86,7 +98,7 @@ func startSims() (*simulators, error) {
 	if s.sink, err = webhooksim.New(webhooksim.Options{Secrets: []string{s.sinkSecret.Encode()}}); err != nil {
 		return nil, err
 	}
-	s.onec.SetStock("WH1", wh1Stock...)
+	s.onec.setStock(wh1Stock)
 	for i, it := range wh1Stock {
 		s.ozon.AddOffers(it.SKU)
 		s.wb.AddCard(wbsim.Card{NmID: int64(5100001 + i), VendorCode: it.SKU, Photos: i % 2,
@@ -122,6 +134,8 @@ func (s *simulators) serviceEnv(parent []string, dir string) []string {
 		}
 		env = append(env, kv)
 	}
+	wh := s.onec.warehouse()
+	env = append(env, s.onec.environ()...)
 	return append(env,
 		"STATE_DIRECTORY="+dir, // no database.url: the embedded SQLite file <dir>/ordersync.db
 		"ORDERSYNC_LOG__FORMAT=json",
@@ -131,13 +145,10 @@ func (s *simulators) serviceEnv(parent []string, dir string) []string {
 		// The accountant's journal pages, on loopback without users: no sign-in.
 		"ORDERSYNC_UI__LISTEN=127.0.0.1:0",
 
-		"ORDERSYNC_ONEC__BASE_URL="+s.onec.URL(),
-		"ORDERSYNC_ONEC__USERNAME="+oneCUser,
-		"ORDERSYNC_ONEC__PASSWORD="+oneCPassword,
 		// Short, so that the order whose service is killed in mid-call settles within
 		// seconds: its open attempt is taken over 3 × timeout + settle_time after it
 		// started (a real base: 30s and 2m).
-		"ORDERSYNC_ONEC__TIMEOUT=2s",
+		"ORDERSYNC_ONEC__TIMEOUT="+oneCTimeout.String(),
 		"ORDERSYNC_ONEC__SETTLE_TIME=3s",
 		"ORDERSYNC_WORKER__POLL_INTERVAL=50ms",
 		"ORDERSYNC_WORKER__BACKOFF_MIN=100ms",
@@ -178,15 +189,16 @@ func (s *simulators) serviceEnv(parent []string, dir string) []string {
 		"ORDERSYNC_RELAY__LEASE=5s",
 		"ORDERSYNC_RELAY__DESTINATIONS__CRM__TIMEOUT=2s", // a delivery starts only while its timeout is left of the lease
 
-		// Stock: WH1 every 5 seconds, to the three marketplaces (a shop: every 30 minutes).
-		`ORDERSYNC_STOCK__SCHEDULES=[{"name":"main","cron":"@every 5s","warehouses":["WH1"],"publish":["kaspi","ozon","wildberries"]}]`,
-		"ORDERSYNC_CONNECTORS__KASPI__STORES=WH1="+kaspiStore,
+		// Stock: WH1 (over OData: the seeded warehouse's GUID) every 5 seconds, to the
+		// three marketplaces (a shop: every 30 minutes).
+		`ORDERSYNC_STOCK__SCHEDULES=[{"name":"main","cron":"@every 5s","warehouses":["`+wh+`"],"publish":["kaspi","ozon","wildberries"]}]`,
+		"ORDERSYNC_CONNECTORS__KASPI__STORES="+wh+"="+kaspiStore,
 		"ORDERSYNC_CONNECTORS__KASPI__FEED_TOKEN="+s.feedToken,
 		"ORDERSYNC_CONNECTORS__KASPI__COMPANY=Демо-магазин",
 		"ORDERSYNC_CONNECTORS__KASPI__MERCHANT_ID=30000001",
-		fmt.Sprintf("ORDERSYNC_CONNECTORS__OZON__STOCK_WAREHOUSES=WH1=%d", ozonWarehouse),
+		fmt.Sprintf("ORDERSYNC_CONNECTORS__OZON__STOCK_WAREHOUSES=%s=%d", wh, ozonWarehouse),
 		"ORDERSYNC_CONNECTORS__OZON__TIMEOUT=2s",
-		fmt.Sprintf("ORDERSYNC_CONNECTORS__WILDBERRIES__STOCK_WAREHOUSES=WH1=%d", wbWarehouse),
+		fmt.Sprintf("ORDERSYNC_CONNECTORS__WILDBERRIES__STOCK_WAREHOUSES=%s=%d", wh, wbWarehouse),
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__CONTENT_URL="+s.wb.URL(),
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__TIMEOUT=2s",
 	)

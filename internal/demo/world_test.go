@@ -10,32 +10,57 @@ import (
 
 // TestDemoServiceEnvKeepsTheCallersConfigurationOut: nothing of the caller's
 // ORDERSYNC_ variables or STATE_DIRECTORY reaches the service, so the demo never
-// touches a real database or 1C base; the rest of the environment does.
+// touches a real database or 1C base; the rest of the environment does. On either
+// interface the service is pointed at the simulated 1C, and its stock schedule at
+// the warehouse the simulator holds the stock in.
 func TestDemoServiceEnvKeepsTheCallersConfigurationOut(t *testing.T) {
-	s, err := startSims()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.close()
-	dir := t.TempDir()
-	parent := []string{"PATH=/usr/bin", "ORDERSYNC_DATABASE__URL=postgres://prod/ordersync",
-		"ORDERSYNC_ONEC__BASE_URL=https://1c.example/trade", "STATE_DIRECTORY=/var/lib/ordersync"}
-	env := s.serviceEnv(parent, dir)
-	if !slices.Contains(env, "PATH=/usr/bin") {
-		t.Errorf("PATH did not reach the service: %v", env)
-	}
-	for _, kv := range env {
-		if strings.Contains(kv, "prod") || strings.Contains(kv, "1c.example") || kv == "STATE_DIRECTORY=/var/lib/ordersync" {
-			t.Errorf("the caller's %s reached the service", kv)
-		}
-		if strings.HasPrefix(kv, "ORDERSYNC_DATABASE__") {
-			t.Errorf("the service is given a database (%s), not the embedded file", kv)
-		}
-	}
-	for _, want := range []string{"STATE_DIRECTORY=" + dir, "ORDERSYNC_ONEC__BASE_URL=" + s.onec.URL()} {
-		if !slices.Contains(env, want) {
-			t.Errorf("the service's environment lacks %s", want)
-		}
+	for _, iface := range Interfaces {
+		t.Run(iface, func(t *testing.T) {
+			one, err := newOneC(iface, demoSKUs, demoSources)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := startSims(one)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.close()
+			dir := t.TempDir()
+			parent := []string{"PATH=/usr/bin", "ORDERSYNC_DATABASE__URL=postgres://prod/ordersync",
+				"ORDERSYNC_ONEC__BASE_URL=https://1c.example/trade", "ORDERSYNC_ONEC__INTERFACE=httpservice",
+				"STATE_DIRECTORY=/var/lib/ordersync"}
+			env := s.serviceEnv(parent, dir)
+			if !slices.Contains(env, "PATH=/usr/bin") {
+				t.Errorf("PATH did not reach the service: %v", env)
+			}
+			for _, kv := range env {
+				if strings.Contains(kv, "prod") || strings.Contains(kv, "1c.example") || kv == "STATE_DIRECTORY=/var/lib/ordersync" {
+					t.Errorf("the caller's %s reached the service", kv)
+				}
+				if strings.HasPrefix(kv, "ORDERSYNC_DATABASE__") {
+					t.Errorf("the service is given a database (%s), not the embedded file", kv)
+				}
+			}
+			want := []string{"STATE_DIRECTORY=" + dir, "ORDERSYNC_ONEC__USERNAME=" + oneCUser}
+			switch o := one.(type) {
+			case *serviceOneC:
+				want = append(want, "ORDERSYNC_ONEC__BASE_URL="+o.sim.URL())
+			case *odataOneC:
+				want = append(want, "ORDERSYNC_ONEC__INTERFACE=odata", "ORDERSYNC_ONEC__BASE_URL="+o.sim.URL(),
+					"ORDERSYNC_ONEC__ODATA__WAREHOUSE="+o.base.Warehouse, "ORDERSYNC_ONEC__ODATA__SOURCES__SITE__COUNTERPARTY="+o.base.Sources["site"].Counterparty)
+			}
+			for _, w := range want {
+				if !slices.Contains(env, w) {
+					t.Errorf("the service's environment lacks %s", w)
+				}
+			}
+			schedule := `"warehouses":["` + one.warehouse() + `"]`
+			if !slices.ContainsFunc(env, func(kv string) bool {
+				return strings.HasPrefix(kv, "ORDERSYNC_STOCK__SCHEDULES=") && strings.Contains(kv, schedule)
+			}) {
+				t.Errorf("the stock schedule does not take %s: %v", schedule, env)
+			}
+		})
 	}
 }
 
