@@ -478,10 +478,10 @@ func (d *script) lostReply(ctx context.Context) (string, error) {
 	if err := d.once(ext); err != nil {
 		return "", err
 	}
-	if det.Result == nil || !det.Result.Found {
+	if det.Result == nil || !det.Result.Recovered {
 		return fmt.Sprintf("1 order; attempt %d created it (the dropped one was not noticed?)", det.Attempts), nil
 	}
-	return fmt.Sprintf("1C created it and hung up; attempt %d found it in 1C: 1 order, not 2", det.Attempts), nil
+	return fmt.Sprintf("1C created it and hung up; attempt %d found ordersync's order in 1C: 1 order, not 2", det.Attempts), nil
 }
 
 // 6. Two transient failures (no free 1C session: 406 from the HTTP service, 429
@@ -618,7 +618,7 @@ func (d *script) restart(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%s has no interrupted attempt after the restart", d.trouble)
 	}
 	how := "created it"
-	if det.Result != nil && det.Result.Found {
+	if det.Result != nil && (det.Result.Found || det.Result.Recovered) {
 		how = "found it in 1C"
 	}
 	return fmt.Sprintf("pid %d, journal pages %s; the open attempt is left alone until the killed call has settled (3 × onec.timeout + onec.settle_time), "+

@@ -3,6 +3,8 @@ package demo
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -270,10 +272,16 @@ func (o *odataOneC) setStock(items []onecsim.StockItem) {
 // the prices come from a price register read only with onec.odata.price_type,
 // which the demo leaves unset.
 func (o *odataOneC) snapshot(items []onecsim.StockItem) []onecsim.StockItem {
-	var out []onecsim.StockItem
+	// Every item of the catalog, those the warehouse has none of at 0 (the client
+	// lists the items the register has no balance of); no prices without
+	// onec.odata.price_type.
+	out := make([]onecsim.StockItem, 0, len(o.base.Items))
 	for _, it := range items {
-		if !it.Quantity.IsZero() {
-			out = append(out, onecsim.StockItem{SKU: it.SKU, Quantity: it.Quantity, Price: decimal.Zero})
+		out = append(out, onecsim.StockItem{SKU: it.SKU, Quantity: it.Quantity, Price: decimal.Zero})
+	}
+	for _, sku := range slices.Sorted(maps.Keys(o.base.Items)) {
+		if !slices.ContainsFunc(items, func(it onecsim.StockItem) bool { return it.SKU == sku }) {
+			out = append(out, onecsim.StockItem{SKU: sku, Quantity: decimal.Zero, Price: decimal.Zero})
 		}
 	}
 	return out

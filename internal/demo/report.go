@@ -21,7 +21,7 @@ type counts struct {
 	in1C, cancelledIn1C int
 
 	webhookDup  int // webhook deliveries answered from the inbox, registering nothing
-	found       int // creates done by finding the order already in 1C
+	found       int // creates done by finding the order in 1C (ordersync's own, its answer lost, or one already there)
 	resightings int // marketplace sightings of an order the journal already held
 
 	inboxConflicts, journalConflicts int
@@ -47,7 +47,7 @@ func (d *script) numbers(ctx context.Context) (counts, error) {
 		if op.Kind == order.KindCreate {
 			n.seen++
 			n.bySource[op.Source]++
-			if op.Status == journal.StatusDone && op.Result != nil && op.Result.Found {
+			if op.Status == journal.StatusDone && op.Result != nil && (op.Result.Found || op.Result.Recovered) {
 				n.found++
 			}
 		}

@@ -85,9 +85,20 @@ func TestStockFromTheBalanceRegister(t *testing.T) {
 	if len(got) != 2 || got["SKU-1"] != "7" || got["SKU-2"] != "0.5" || st.Warehouse != testWh {
 		t.Fatalf("stock %+v", st)
 	}
+	// An item sold out has no balance row: it is still listed, at 0, or the
+	// marketplaces would keep the last quantity they were sent.
+	w.sim.SetStock(testWh, w.items["SKU-2"], "0")
+	st, err = w.client.Stock(context.Background(), testWh)
+	got = map[string]string{}
+	for _, it := range st.Items {
+		got[it.SKU] = it.Quantity.String()
+	}
+	if err != nil || len(got) != 2 || got["SKU-2"] != "0" {
+		t.Fatalf("stock with SKU-2 sold out: %v %v, want SKU-2 at 0", got, err)
+	}
 	// A schedule may name the warehouse by its name (or code) rather than its GUID.
 	st, err = w.client.Stock(context.Background(), "Второй склад")
-	if err != nil || st.Warehouse != other || len(st.Items) != 1 || !st.Items[0].Quantity.Equal(decimal.NewFromInt(100)) {
+	if err != nil || st.Warehouse != other || len(st.Items) != 2 || !st.Items[0].Quantity.Equal(decimal.NewFromInt(100)) || !st.Items[1].Quantity.IsZero() {
 		t.Fatalf("stock of a warehouse by name: %+v %v", st, err)
 	}
 	if _, err := w.client.Stock(context.Background(), "WH-NONE"); onec.ClassOf(err) != onec.Configuration || !strings.Contains(err.Error(), `"WH-NONE"`) {

@@ -538,14 +538,24 @@ func (c *Client) Stock(ctx context.Context, warehouse string) (onec.Stock, error
 	if err != nil {
 		return onec.Stock{}, err
 	}
+	// Every item with a SKU is listed, those the register has no balance of at 0:
+	// the register lists no item a warehouse has none of, and a marketplace not
+	// sent the 0 would keep selling the last quantity it was sent. An item with no
+	// SKU in items_by is not sold on a marketplace.
 	out := onec.Stock{Warehouse: wh, Items: []onec.StockItem{}}
 	for _, item := range order {
-		sku := skus[item]
-		if sku == "" {
-			continue // an item with no SKU in items_by is not sold on a marketplace
+		if sku := skus[item]; sku != "" {
+			out.Items = append(out.Items, onec.StockItem{SKU: sku, Quantity: qty[item], Price: prices[item]})
 		}
-		out.Items = append(out.Items, onec.StockItem{SKU: sku, Quantity: qty[item], Price: prices[item]})
 	}
+	var none []onec.StockItem
+	for item, sku := range skus {
+		if _, held := qty[item]; !held {
+			none = append(none, onec.StockItem{SKU: sku, Quantity: decimal.Zero, Price: prices[item]})
+		}
+	}
+	slices.SortFunc(none, func(a, b onec.StockItem) int { return strings.Compare(a.SKU, b.SKU) })
+	out.Items = append(out.Items, none...)
 	return out, nil
 }
 
