@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -271,8 +272,19 @@ func testODataScenario(t *testing.T, backend string) {
 	if p := s.Faults.Pending(); p != 0 {
 		t.Errorf("%d faults never fired", p)
 	}
-	t.Logf("%d orders, each once in 1C, posted; %d creates reached 1C for them; the CRM was told of %d",
-		n, s.Creates(), sink.Unique())
+	attempts, outcomes := 0, map[journal.Outcome]int{}
+	for _, op := range mustList(t, store) {
+		d, err := store.Show(context.Background(), op.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range d.History {
+			attempts++
+			outcomes[a.Outcome]++
+		}
+	}
+	t.Logf("%d orders, each once in 1C, posted; %d creates reached 1C for them; the CRM was told of %d; %d attempts: %v",
+		n, s.Creates(), sink.Unique(), attempts, outcomes)
 }
 
 // refsOf are the Ref_Keys of the orders 1C holds for marker.
