@@ -256,8 +256,9 @@ func TestTheAccountantsPagesInABrowser(t *testing.T) {
 		t.Fatalf("1C holds %d orders for kaspi:512344101 after the lost reply, want 1", got)
 	}
 	d, err := js.Show(context.Background(), key)
-	if err != nil || d.Result == nil || !d.Result.Found || len(d.History) < 2 || len(d.Conflicts) != 1 {
-		t.Fatalf("the kaspi order: %+v, %v; want it found in 1C after a lost reply, with a conflict", d, err)
+	if err != nil || d.Result == nil || !d.Result.Recovered || d.Result.Found || len(d.History) < 2 || len(d.Conflicts) != 1 {
+		t.Fatalf("the kaspi order: result %+v, %d attempts, %d conflicts, %v; want it created by ordersync with its reply lost, with a conflict",
+			d.Result, len(d.History), len(d.Conflicts), err)
 	}
 	number := d.Result.Number
 
@@ -294,10 +295,11 @@ func TestTheAccountantsPagesInABrowser(t *testing.T) {
 		chromedp.Navigate(base+"/ui/journal/op?key="+key),
 		chromedp.WaitVisible(css(`ol#timeline`)),
 	)
-	found := attr(t, anna, `#onec-order`, "data-found")
+	found, recovered := attr(t, anna, `#onec-order`, "data-found"), attr(t, anna, `#onec-order`, "data-recovered")
+	said := value(t, anna, "the 1C order's origin", chromedp.Text(css(`#onec-order`)))
 	outcomes := value(t, anna, "the attempts", chromedp.Evaluate[[]string](`[...document.querySelectorAll("li.attempt")].map(li => li.dataset.outcome)`))
-	if found != "true" {
-		t.Errorf("#onec-order data-found=%q, want true: 1C had the order the lost reply created", found)
+	if found != "false" || recovered != "true" || !strings.Contains(said, "Создан ordersync") || !strings.Contains(said, "ответ 1С на создание был потерян") {
+		t.Errorf("#onec-order data-found=%q data-recovered=%q says %q; want the order ordersync created, its reply lost", found, recovered, said)
 	}
 	if len(outcomes) < 2 || outcomes[0] != string(journal.OutcomeRetry) || outcomes[len(outcomes)-1] != string(journal.OutcomeDone) {
 		t.Errorf("attempts %v, want a retry (the lost reply) and then done", outcomes)
