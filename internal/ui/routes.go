@@ -1,7 +1,9 @@
 package ui
 
 import (
+	"io/fs"
 	"net/http"
+	"strings"
 )
 
 func (s *Server) routes() http.Handler {
@@ -12,7 +14,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /{$}", home)
 	mux.HandleFunc("GET /ui", home)
 	mux.HandleFunc("GET /ui/{$}", home)
-	mux.Handle("GET /ui/static/", http.StripPrefix("/ui/", http.FileServerFS(assets)))
+	mux.HandleFunc("GET /ui/static/{name}", staticFile)
 
 	mux.HandleFunc("GET /ui/signin", s.signinForm)
 	mux.HandleFunc("POST /ui/signin", s.signin)
@@ -27,6 +29,22 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /ui/reconcile", s.page(s.reconcilePage))
 	// No catch-all: it would match a GET on a POST route, which must answer 405.
 	return secure(mux)
+}
+
+// staticFile serves one file of static/ by its name: no directory is listed, and
+// no name reaches outside static/ (the templates beside it are not for reading).
+func staticFile(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if !fs.ValidPath(name) || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
+		http.NotFound(w, r)
+		return
+	}
+	f, err := fs.Stat(assets, "static/"+name)
+	if err != nil || f.IsDir() {
+		http.NotFound(w, r)
+		return
+	}
+	http.ServeFileFS(w, r, assets, "static/"+name)
 }
 
 // secure sets the headers every answer carries: nothing is framed, run from
