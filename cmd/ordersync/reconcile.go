@@ -110,6 +110,9 @@ csv and xlsx hold every order. Exit status 0 when every order is ok, 1 otherwise
 			if progress != nil {
 				fmt.Fprint(a.stderr, "\r\033[K")
 			}
+			if errors.Is(err, reconcile.ErrPeriodTooLong) {
+				return usageError(err)
+			}
 			if err != nil {
 				return err
 			}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -52,6 +53,21 @@ type Params struct {
 	Progress func(listed int)
 }
 
+// MaxDays is the longest period one reconciliation covers: a quarter. A longer
+// one would crawl a marketplace's listing for hours.
+const MaxDays = 93
+
+var (
+	// ErrPeriodTooLong is a period over MaxDays, refused before anything is read.
+	ErrPeriodTooLong = fmt.Errorf("reconcile: the period is longer than %d days", MaxDays)
+	// ErrBusy is a reconciliation of a source asked for while one of it runs in
+	// this process.
+	ErrBusy = errors.New("reconcile: a reconciliation of this source is already running")
+)
+
+// running holds the sources being reconciled in this process.
+var running sync.Map
+
 // pageSize is how many journal operations one List reads.
 const pageSize = 500
 
@@ -95,6 +111,14 @@ func Run(ctx context.Context, p Params) (Report, error) {
 	if !start.Before(end) {
 		return Report{}, fmt.Errorf("reconcile: the period ends (%s) before it starts (%s)", p.To.Format(time.DateOnly), p.From.Format(time.DateOnly))
 	}
+	if days := int(end.Sub(start).Hours()/24 + 0.5); days > MaxDays {
+		return Report{}, fmt.Errorf("%w: %s to %s is %d days; reconcile it in parts", ErrPeriodTooLong,
+			p.From.Format(time.DateOnly), p.To.Format(time.DateOnly), days)
+	}
+	if _, busy := running.LoadOrStore(p.Source, true); busy {
+		return Report{}, fmt.Errorf("%w (%s): wait for it to finish", ErrBusy, p.Source)
+	}
+	defer running.Delete(p.Source)
 	r := run{p: p, start: start, end: end, byExt: map[string]*entry{}}
 
 	if err := r.marketplace(ctx); err != nil {
