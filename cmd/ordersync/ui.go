@@ -84,7 +84,7 @@ func newUI(cfg *config.Config, db store.DB, client onec.Client, markets []market
 		sources = append(sources, m.name)
 	}
 	srv, err := ui.New(ui.Config{
-		Listen: cfg.UI.Listen, Lang: cfg.UI.Lang, Location: cfg.UILocation(), OneCLocation: cfg.OneC.Location(),
+		Listen: cfg.UI.Listen, Hosts: cfg.UI.Hosts, Lang: cfg.UI.Lang, Location: cfg.UILocation(), OneCLocation: cfg.OneC.Location(),
 		Users: users, SessionTTL: cfg.UI.SessionTTL, SecureCookie: cfg.UI.CookieSecure(),
 		Journal: db.Journal(), Outbox: db.Outbox(), Inbox: db.Inbox(),
 		Reconcile: uiReconcile(cfg, db, client, markets), ReconcileSources: sources,

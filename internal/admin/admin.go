@@ -19,11 +19,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"sync"
 	"time"
+
+	"github.com/ordersync/ordersync/internal/hostcheck"
 
 	"github.com/ordersync/ordersync/internal/serve"
 )
@@ -101,7 +104,7 @@ func New(cfg Config) *Server {
 		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
-	s.handler = mux
+	s.handler = hostcheck.Guard(mux, nil, "admin", cfg.Logger)
 	return s
 }
 

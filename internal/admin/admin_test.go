@@ -147,6 +147,17 @@ func TestStartStop(t *testing.T) {
 	if resp.StatusCode != 200 || string(b) != "up 1\n" {
 		t.Fatalf("/metrics: %d %q", resp.StatusCode, b)
 	}
+	// DNS rebinding: the same listener asked for under another site's name.
+	req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	req.Host = "rebind.attacker.example"
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Fatalf("/metrics for rebind.attacker.example: %d, want 403", resp.StatusCode)
+	}
 	resp, err = http.Get(base + "/nope")
 	if err != nil {
 		t.Fatal(err)

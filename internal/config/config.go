@@ -334,6 +334,9 @@ func (c *Config) derive() {
 	c.Connectors.derive()
 	c.Webhooks.derive()
 	c.Stock.derive()
+	if len(c.UI.Hosts) == 0 {
+		c.UI.Hosts = nil
+	}
 	if len(c.UI.Users) == 0 {
 		c.UI.Users = nil // an empty list is no list, however it was written
 	}

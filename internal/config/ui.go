@@ -15,6 +15,10 @@ type UI struct {
 	// Listen is host:port; empty (the default) disables the pages. An address that
 	// is not loopback needs users.
 	Listen string `koanf:"listen"`
+	// Hosts are the names, beside its own address, the pages are reached by (a
+	// reverse proxy's): a request for another host is refused, against DNS
+	// rebinding.
+	Hosts []string `koanf:"hosts"`
 	// Lang of the pages and the exports' headers: ru (the default) or en.
 	Lang string `koanf:"lang"`
 	// Timezone the pages show times in, and in which the dates of a period (from,

@@ -4,6 +4,8 @@ import (
 	"io/fs"
 	"net/http"
 	"strings"
+
+	"github.com/ordersync/ordersync/internal/hostcheck"
 )
 
 func (s *Server) routes() http.Handler {
@@ -28,7 +30,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /ui/outbox/requeue", s.action(s.requeueEvent))
 	mux.HandleFunc("GET /ui/reconcile", s.page(s.reconcilePage))
 	// No catch-all: it would match a GET on a POST route, which must answer 405.
-	return secure(mux)
+	return hostcheck.Guard(secure(mux), s.cfg.Hosts, "ui", s.log)
 }
 
 // staticFile serves one file of static/ by its name: no directory is listed, and

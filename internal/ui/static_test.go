@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -23,4 +24,49 @@ func TestStaticServesItsFilesOnly(t *testing.T) {
 			t.Errorf("%s: %d %q, want 404 and no listing or template", path, a.status, truncate(a.body, 200))
 		}
 	}
+}
+
+// DNS rebinding: in the no-users loopback mode a page asked for under another
+// site's name is refused, reads and actions alike; under its own address it is
+// served, and under a name in ui.hosts.
+func TestForeignHostRefused(t *testing.T) {
+	s := newSite(t, openStores(t, "sqlite"), func(c *Config) { c.Hosts = []string{"journal.shop.kz"} })
+	b := s.browser()
+	for _, path := range []string{"/ui/journal", "/ui/journal/export.csv"} {
+		if a := b.getHost(path, "rebind.attacker.example"); a.status != 403 {
+			t.Errorf("%s for rebind.attacker.example: %d, want 403", path, a.status)
+		}
+		if a := b.getHost(path, "journal.shop.kz"); a.status != 200 {
+			t.Errorf("%s for journal.shop.kz (ui.hosts): %d, want 200", path, a.status)
+		}
+		if a := b.get(path); a.status != 200 {
+			t.Errorf("%s for its own address: %d, want 200", path, a.status)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, s.url+"/ui/outbox/requeue", strings.NewReader("id=1"))
+	req.Host = "rebind.attacker.example"
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Errorf("a requeue POST for rebind.attacker.example: %d, want 403", resp.StatusCode)
+	}
+}
+
+func (b *browser) getHost(path, host string) answer {
+	b.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, b.site.url+path, nil)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	req.Host = host
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	return answer{status: resp.StatusCode, header: resp.Header}
 }

@@ -65,6 +65,9 @@ type ReconcileFunc func(ctx context.Context, source string, from, to time.Time) 
 type Config struct {
 	// Listen is ui.listen, host:port.
 	Listen string
+	// Hosts are ui.hosts: the names, beside its own address, the pages are reached
+	// by (a proxy's). A request for another host is refused (hostcheck).
+	Hosts []string
 	// Lang is ru (the default) or en.
 	Lang string
 	// Location is the zone times are shown in and dates are read in (ui.timezone).
