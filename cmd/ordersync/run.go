@@ -189,7 +189,7 @@ func (a *app) run(ctx context.Context) error {
 		return err
 	}
 	// The journal pages wake the engine on a resync.
-	pages, err := newUI(cfg, db, adm.Client(), markets, eng.Wake, log)
+	pages, err := newUI(cfg, db, adm.Client(), markets, eng.Wake, adm.SignIn, log)
 	if err != nil {
 		return stoppedDuringStartUp(ctx, log, err)
 	}

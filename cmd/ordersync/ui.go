@@ -71,7 +71,7 @@ type uiSide struct {
 // service's stores; reconciliation asks 1C through client and the enabled
 // marketplaces. wake makes the engine claim a resynced operation at once.
 func newUI(cfg *config.Config, db store.DB, client onec.Client, markets []marketplace,
-	wake func(), log *slog.Logger) (*uiSide, error) {
+	wake func(), signIn func(outcome string), log *slog.Logger) (*uiSide, error) {
 	if cfg.UI.Listen == "" {
 		return nil, nil
 	}
@@ -88,7 +88,7 @@ func newUI(cfg *config.Config, db store.DB, client onec.Client, markets []market
 		Users: users, SessionTTL: cfg.UI.SessionTTL, SecureCookie: cfg.UI.CookieSecure(),
 		Journal: db.Journal(), Outbox: db.Outbox(), Inbox: db.Inbox(),
 		Reconcile: uiReconcile(cfg, db, client, markets), ReconcileSources: sources,
-		Wake: wake, Logger: log.With("component", "ui"),
+		Wake: wake, OnSignIn: signIn, Logger: log.With("component", "ui"),
 	})
 	if err != nil {
 		return nil, usageError(err)

@@ -47,6 +47,7 @@ type Metrics struct {
 
 	refreshed     prometheus.Gauge
 	refreshErrors *prometheus.CounterVec // what
+	signins       *prometheus.CounterVec // outcome
 
 	clockOffset prometheus.Gauge
 
@@ -118,6 +119,13 @@ func New(version string) *Metrics {
 		Namespace: namespace, Name: "metrics_refresh_errors_total",
 		Help: "Refreshes of the gauges read from the database that failed, by what was read (operations, outbox, connectors).",
 	}, []string{"what"})
+	m.signins = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "ui_signins_total",
+		Help: "Sign-ins to the pages, by outcome: ok, failed (a wrong name or password), limited (refused unchecked after too many failures).",
+	}, []string{"outcome"})
+	for _, o := range []string{"ok", "failed", "limited"} {
+		m.signins.WithLabelValues(o)
+	}
 	m.clockOffset = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "clock_offset_seconds",
 		Help: "The database's clock minus this process's, as last measured (PostgreSQL: at start and every minute; 0 on SQLite, one machine). " +
@@ -144,7 +152,7 @@ func New(version string) *Metrics {
 		buildInfo, m.operations, m.attempts, m.onecDuration, m.onecUp,
 		m.outboxPending, m.outboxInFlight, m.outboxDead, m.outboxLag,
 		m.connectorLastSuccess, m.connectorLastPoll, m.connectorErrors,
-		m.refreshed, m.refreshErrors, m.clockOffset,
+		m.refreshed, m.refreshErrors, m.clockOffset, m.signins,
 		inboxCollector{m}, relayCollector{m}, endpointCollector{m},
 	)
 	return m
@@ -152,6 +160,9 @@ func New(version string) *Metrics {
 
 // Registry is what /metrics gathers.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// SignIn counts one sign-in to the pages by its outcome (ok, failed, limited).
+func (m *Metrics) SignIn(outcome string) { m.signins.WithLabelValues(outcome).Inc() }
 
 // SetClockOffset sets ordersync_clock_offset_seconds: the database's clock minus the
 // process's (postgres.DB.ClockOffset), each time it is measured.

@@ -143,6 +143,14 @@ func (a *Monitor) DB() store.DB { return a.db }
 // whether 1C answers.
 func (a *Monitor) Client() onec.Client { return a.client }
 
+// SignIn counts a sign-in to the pages (ui.Config.OnSignIn); nothing without
+// the admin listener.
+func (a *Monitor) SignIn(outcome string) {
+	if a.metrics != nil {
+		a.metrics.SignIn(outcome)
+	}
+}
+
 // Attach hands over what was built from DB and Client: the engine (its pause is a
 // readiness check, its loops a liveness one when it tells), the webhook server (its
 // counters are ordersync_inbox_deliveries_total; nil when http.listen is empty) and

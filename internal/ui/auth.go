@@ -250,6 +250,16 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 			signinData{Name: name, Next: next, Error: s.cat.t("err_csrf_signin")})
 		return
 	}
+	if !s.limit.allowed(name, r) {
+		s.signedIn("limited")
+		s.log.WarnContext(r.Context(), "ui: sign-in refused: too many failures", "name", name, "remote", r.RemoteAddr,
+			"x_forwarded_for", r.Header.Get("X-Forwarded-For"))
+		u := who{CSRF: s.csrfToken(w, r)}
+		w.Header().Set("Retry-After", "60")
+		s.render(w, r, http.StatusTooManyRequests, "signin", u, s.cat.t("signin_title"),
+			signinData{Name: name, Next: next, Error: s.cat.t("err_signin_limited")})
+		return
+	}
 	user, known := s.users[name]
 	hash := s.dummy
 	if known {
@@ -258,6 +268,8 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	// Compared whether or not the name is known: the same cost either way.
 	match := bcrypt.CompareHashAndPassword(hash, []byte(password)) == nil
 	if !known || !match {
+		s.limit.failed(name, r)
+		s.signedIn("failed")
 		s.log.WarnContext(r.Context(), "ui: sign-in failed", "name", name, "known_name", known, "remote", r.RemoteAddr,
 			"x_forwarded_for", r.Header.Get("X-Forwarded-For"))
 		u := who{CSRF: s.csrfToken(w, r)}
@@ -265,6 +277,8 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 			signinData{Name: name, Next: next, Error: s.cat.t("err_signin")})
 		return
 	}
+	s.limit.succeeded(name)
+	s.signedIn("ok")
 	// A fresh id at every sign-in: an id planted before it is worth nothing.
 	if old, err := r.Cookie(sessionCookie); err == nil {
 		s.sessions.delete(old.Value)
@@ -273,6 +287,13 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, s.cookie(sessionCookie, id, 0))
 	s.log.InfoContext(r.Context(), "ui: signed in", "name", user.Name, "role", user.Role, "remote", r.RemoteAddr)
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// signedIn tells Config.OnSignIn a sign-in's outcome.
+func (s *Server) signedIn(outcome string) {
+	if s.cfg.OnSignIn != nil {
+		s.cfg.OnSignIn(outcome)
+	}
 }
 
 func (s *Server) signout(w http.ResponseWriter, r *http.Request, u who) {

@@ -3,6 +3,7 @@ package ui
 import (
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -69,4 +70,32 @@ func (b *browser) getHost(path, host string) answer {
 	}
 	defer resp.Body.Close()
 	return answer{status: resp.StatusCode, header: resp.Header}
+}
+
+// Sign-ins are limited: after five failures for a name, the next attempt is
+// refused before its password is checked (no bcrypt), with a message, even with
+// the right password; another name from the same address still signs in.
+func TestSignInLimited(t *testing.T) {
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	s := newSite(t, openStores(t, "sqlite"), func(c *Config) {
+		c.Users = []User{testUser(t, "anna", RoleViewer), testUser(t, "boris", RoleViewer)}
+		c.OnSignIn = func(o string) { mu.Lock(); outcomes[o]++; mu.Unlock() }
+	})
+	b := s.browser()
+	for i := range 5 {
+		if a := b.signIn("anna", "wrong"); a.status != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d, want 401", i+1, a.status)
+		}
+	}
+	a := b.signIn("anna", testPassword)
+	if a.status != http.StatusTooManyRequests || !strings.Contains(a.body, "Слишком много неудачных попыток") {
+		t.Fatalf("the sixth attempt: %d, want 429 with the message\n%s", a.status, a.body)
+	}
+	s.browser().mustSignIn("boris")
+	mu.Lock()
+	defer mu.Unlock()
+	if outcomes["failed"] != 5 || outcomes["limited"] != 1 || outcomes["ok"] != 1 {
+		t.Fatalf("outcomes %v, want 5 failed, 1 limited, 1 ok", outcomes)
+	}
 }

@@ -65,6 +65,9 @@ type ReconcileFunc func(ctx context.Context, source string, from, to time.Time) 
 type Config struct {
 	// Listen is ui.listen, host:port.
 	Listen string
+	// OnSignIn, when set, is told each sign-in's outcome: ok, failed or limited
+	// (ordersync_ui_signins_total).
+	OnSignIn func(outcome string)
 	// Hosts are ui.hosts: the names, beside its own address, the pages are reached
 	// by (a proxy's). A request for another host is refused (hostcheck).
 	Hosts []string
@@ -109,6 +112,7 @@ type Server struct {
 	sessions *sessions
 	users    map[string]User
 	dummy    []byte // a bcrypt hash compared against when the name is unknown
+	limit    signinLimit
 	handler  http.Handler
 	// exportPage is how many operations an export reads at a time (tests make it small).
 	exportPage int
