@@ -117,7 +117,9 @@ it finds the order by its external id before it creates it, under a lock on the
 journal row.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version,
 	}
+	root.SetVersionTemplate("ordersync {{.Version}}\n")
 	root.PersistentFlags().StringVar(&a.configPath, "config", "",
 		"configuration file (default "+config.DefaultPath+" when present)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })

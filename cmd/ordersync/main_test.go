@@ -134,6 +134,12 @@ func TestVersionAndUsageErrors(t *testing.T) {
 	if code := Main(context.Background(), []string{"version"}, nil, &out, &errb, []string{}); code != 0 || !strings.HasPrefix(out.String(), "ordersync ") {
 		t.Fatalf("version: exit %d out %q", code, out.String())
 	}
+	want := out.String()
+	out.Reset()
+	if code := Main(context.Background(), []string{"--version"}, nil, &out, &errb, []string{}); code != 0 || out.String() != want {
+		t.Fatalf("--version: exit %d out %q, want %q as `version` prints it", code, out.String(), want)
+	}
+	out.Reset()
 	for _, args := range [][]string{{"no-such-command"}, {"journal", "list", "--no-such-flag"}, {"journal", "show"}} {
 		errb.Reset()
 		if code := Main(context.Background(), args, nil, &out, &errb, []string{}); code != 2 {

@@ -218,6 +218,15 @@ type signinData struct {
 	Name  string
 	Next  string
 	Error string
+	// PlainHTTP: the cookie is Secure and this request came over plain HTTP with
+	// no TLS proxy saying otherwise: the browser will drop the cookie.
+	PlainHTTP bool
+}
+
+// plainHTTP says whether r reached the pages without TLS while their cookies are
+// Secure (a proxy that terminates TLS says X-Forwarded-Proto: https).
+func (s *Server) plainHTTP(r *http.Request) bool {
+	return s.cfg.SecureCookie && r.TLS == nil && !strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
 func (s *Server) signinForm(w http.ResponseWriter, r *http.Request) {
@@ -230,7 +239,8 @@ func (s *Server) signinForm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u := who{CSRF: s.csrfToken(w, r)}
-	s.render(w, r, http.StatusOK, "signin", u, s.cat.t("signin_title"), signinData{Next: safeNext(r.URL.Query().Get("next"))})
+	s.render(w, r, http.StatusOK, "signin", u, s.cat.t("signin_title"),
+		signinData{Next: safeNext(r.URL.Query().Get("next")), PlainHTTP: s.plainHTTP(r)})
 }
 
 func (s *Server) signin(w http.ResponseWriter, r *http.Request) {

@@ -55,6 +55,7 @@ var ru = catalogue{
 	"signin_again":       "Войти снова",
 	"err_signin":         "Неверное имя или пароль.",
 	"err_signin_limited": "Слишком много неудачных попыток входа. Подождите минуту и попробуйте снова.",
+	"signin_plain_http":  "Страница открыта по HTTP без шифрования, а cookie входа помечен Secure: браузер его не сохранит и вход не получится. Откройте страницу по https:// (через обратный прокси с TLS) или попросите администратора его настроить.",
 	"err_csrf_signin":    "Форма устарела (или cookies отключены): введите имя и пароль ещё раз.",
 
 	"err_forbidden_title":   "Доступ запрещён",
@@ -252,6 +253,7 @@ var en = catalogue{
 	"signin_again":       "Sign in again",
 	"err_signin":         "Wrong name or password.",
 	"err_signin_limited": "Too many failed sign-ins. Wait a minute and try again.",
+	"signin_plain_http":  "This page came over plain HTTP and the sign-in cookie is Secure: the browser will not keep it and signing in will fail. Open the page over https:// (through a TLS reverse proxy), or ask the administrator to set one up.",
 	"err_csrf_signin":    "The form has expired (or cookies are off): enter the name and password again.",
 
 	"err_forbidden_title":   "Forbidden",

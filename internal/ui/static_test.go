@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -97,5 +98,29 @@ func TestSignInLimited(t *testing.T) {
 	defer mu.Unlock()
 	if outcomes["failed"] != 5 || outcomes["limited"] != 1 || outcomes["ok"] != 1 {
 		t.Fatalf("outcomes %v, want 5 failed, 1 limited, 1 ok", outcomes)
+	}
+}
+
+// With Secure cookies, a sign-in form reached over plain HTTP says the browser
+// will drop the cookie; through a TLS proxy it does not.
+func TestSignInWarnsOfPlainHTTP(t *testing.T) {
+	s := newSite(t, openStores(t, "sqlite"), func(c *Config) {
+		c.Users = []User{testUser(t, "anna", RoleViewer)}
+		c.SecureCookie = true
+	})
+	b := s.browser()
+	if a := b.get("/ui/signin"); a.status != 200 || !strings.Contains(a.body, "signin-plain-http") {
+		t.Fatalf("sign-in over plain HTTP: %d, no warning", a.status)
+	}
+	req, _ := http.NewRequest(http.MethodGet, s.url+"/ui/signin", nil)
+	req.Header.Set("X-Forwarded-Proto", "https")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(body), "signin-plain-http") {
+		t.Fatal("the warning shows behind a TLS proxy")
 	}
 }

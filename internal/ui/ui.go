@@ -194,6 +194,11 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	s.ln = ln
+	if s.cfg.SecureCookie && len(s.users) > 0 {
+		s.log.Warn("the pages are served over plain HTTP and their cookies are Secure: a browser that reaches them over http:// drops the cookie "+
+			"and every sign-in fails as a stale form; terminate TLS in front of them (docs/ui.md) or set ui.secure_cookie false on a trusted network",
+			"listen", ln.Addr().String())
+	}
 	return nil
 }
 
