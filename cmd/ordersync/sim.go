@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,8 +28,25 @@ func (a *app) simCommand() *cobra.Command {
 		Use:   "onec",
 		Short: "Simulate a 1C base in memory: its ordersync HTTP service, or its standard OData interface",
 		Long: `sim onec serves contract v1 from memory, with faults on demand through its control
-endpoints: GET /_sim/orders, GET /_sim/stats, POST /_sim/faults, POST /_sim/latency,
-POST /_sim/known_skus. It runs until interrupted.
+endpoints. It runs until interrupted.
+
+  GET    /_sim/orders           every order, in creation order
+  GET    /_sim/stats            requests and orders by operation
+  POST   /_sim/faults           queue a fault, as JSON:
+                                {"op":"create","kind":"drop_after_create","times":1,
+                                 "delay":"2s","hold":"4s","external_id":"site:A-1"}
+                                (op: ping, find, create, cancel, stock, or "" for
+                                every one; times: how many requests it hits, default 1)
+  DELETE /_sim/faults           drop every queued fault
+  POST   /_sim/latency          {"latency":"200ms"}
+  POST   /_sim/known_skus       {"known_skus":["SKU-1"]}; null accepts every SKU
+  POST   /_sim/stock            {"warehouse":"WH1","items":[{"sku":"SKU-1","quantity":5,"price":100}]}
+  POST   /_sim/expire_sessions  forget every 1C session
+  POST   /_sim/missing          {"ops":["create"]}: answer 404 HTML for these; no ops: every path
+  DELETE /_sim/missing          publish every path again
+  POST   /_sim/down             {"for":"2s"}: answer, then refuse connections that long
+
+Fault kinds: ` + strings.Join(onecsim.FaultNames(), ", ") + `.
 
 With --odata it is a base publishing the standard OData interface instead
 (…/odata/standard.odata, profile ut11 or unf), seeded with an organization, a

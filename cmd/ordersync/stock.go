@@ -453,7 +453,11 @@ func (a *app) printStockStatus(out stocksvc.Status, loc *time.Location) {
 		fmt.Fprintf(tw, "kaspi\t%s\t%s\t\t\tfeed serves store %s\n", k.Warehouse, k.Snapshot, k.Store)
 	}
 	tw.Flush()
-	if len(out.Problems) == 0 {
+	switch {
+	case len(out.Problems) == 0 && len(out.Publishes) == 0 && len(out.Kaspi) == 0:
+		fmt.Fprintln(w, "\nNothing has been sent to a marketplace yet.")
+		return
+	case len(out.Problems) == 0:
 		fmt.Fprintln(w, "\nEvery item sent was published.")
 		return
 	}
