@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,9 +34,17 @@ type marketplace struct {
 
 // enabledConnectors builds the connectors the configuration enables.
 func enabledConnectors(cfg *config.Config, log *slog.Logger) ([]marketplace, error) {
+	return buildConnectors(cfg, log)
+}
+
+// buildConnectors builds those of the enabled connectors that are named, by their
+// configuration name (every enabled one when none is named): a command that talks
+// to one marketplace needs no other's credentials.
+func buildConnectors(cfg *config.Config, log *slog.Logger, names ...string) ([]marketplace, error) {
+	want := func(name string) bool { return len(names) == 0 || slices.Contains(names, name) }
 	var ms []marketplace
 	c := cfg.Connectors
-	if k := c.Kaspi; k.Enabled {
+	if k := c.Kaspi; k.Enabled && want("kaspi") {
 		conn, err := kaspi.New(kaspi.Config{BaseURL: k.BaseURL, Token: k.Token, Warehouse: k.Warehouse,
 			States: k.States, Statuses: k.Statuses, PageSize: k.PageSize, Timeout: k.Timeout,
 			RatePerSecond: float64(k.RatePerSecond), Logger: log.With("connector", "kaspi"),
@@ -49,7 +58,7 @@ func enabledConnectors(cfg *config.Config, log *slog.Logger) ([]marketplace, err
 		}
 		ms = append(ms, m)
 	}
-	if o := c.Ozon; o.Enabled {
+	if o := c.Ozon; o.Enabled && want("ozon") {
 		conn, err := ozon.New(ozon.Config{BaseURL: o.BaseURL, ClientID: o.ClientID, APIKey: o.APIKey,
 			APIVersion: o.APIVersion, Warehouse: o.Warehouse, Acknowledge: o.Acknowledge, PageSize: o.PageSize,
 			Timeout: o.Timeout, RatePerSecond: float64(o.RatePerSecond), Logger: log.With("connector", "ozon"),
@@ -63,7 +72,7 @@ func enabledConnectors(cfg *config.Config, log *slog.Logger) ([]marketplace, err
 		}
 		ms = append(ms, m)
 	}
-	if w := c.Wildberries; w.Enabled {
+	if w := c.Wildberries; w.Enabled && want("wildberries") {
 		conn, err := wildberries.New(wildberries.Config{BaseURL: w.BaseURL, Token: w.Token, Warehouse: w.Warehouse,
 			Acknowledge: w.Acknowledge, SupplyName: w.SupplyName, PageSize: w.PageSize, Timeout: w.Timeout,
 			RatePerSecond: float64(w.RatePerSecond), Logger: log.With("connector", "wildberries"),
@@ -84,7 +93,7 @@ func enabledConnectors(cfg *config.Config, log *slog.Logger) ([]marketplace, err
 func publishers(ms []marketplace) connectorPublishers {
 	ps := connectorPublishers{}
 	for _, m := range ms {
-		ps[m.name] = connectorPublisher{source: m.mp.Name(), publisher: m.ack}
+		ps[m.name] = connectorPublisher{source: m.mp.Name(), publisher: m.ack, acks: m.ack != nil}
 	}
 	return ps
 }
@@ -190,7 +199,7 @@ func (a *app) connectorsCommand() *cobra.Command {
 // resyncMarketplace is `resync <connector> <id>`: fetch the order fresh, run it
 // through the poller's registration, and carry its operations out now.
 func (a *app) resyncMarketplace(ctx context.Context, name, id string, format string) error {
-	cfg, err := a.loadConfig()
+	cfg, err := a.loadConfigReading(a.use().secrets.and(readConnectors(name)))
 	if err != nil {
 		return err
 	}
@@ -198,7 +207,10 @@ func (a *app) resyncMarketplace(ctx context.Context, name, id string, format str
 	if err != nil {
 		return err
 	}
-	ms, err := enabledConnectors(cfg, log)
+	if name == wildberries.Name {
+		name = "wildberries" // the source's name, wb
+	}
+	ms, err := buildConnectors(cfg, log, name)
 	if err != nil {
 		return err
 	}
@@ -209,7 +221,7 @@ func (a *app) resyncMarketplace(ctx context.Context, name, id string, format str
 		}
 	}
 	if m == nil {
-		return usageError(fmt.Errorf("resync: no enabled connector %q (enabled: %s)", name, connectorNames(ms)))
+		return usageError(fmt.Errorf("resync: no enabled connector %q (enabled: %s)", name, enabledNames(cfg)))
 	}
 	skus, err := connectors.NewSKUMap(cfg.Connectors.SKUMap)
 	if err != nil {
@@ -270,6 +282,24 @@ func (a *app) resyncMarketplace(ctx context.Context, name, id string, format str
 		return failedQuietly(errors.New("not done"))
 	}
 	return nil
+}
+
+// enabledNames says which connectors the configuration enables, "none" when none
+// does.
+func enabledNames(cfg *config.Config) string {
+	var names []string
+	for _, c := range []struct {
+		name string
+		on   bool
+	}{{"kaspi", cfg.Connectors.Kaspi.Enabled}, {"ozon", cfg.Connectors.Ozon.Enabled}, {"wildberries", cfg.Connectors.Wildberries.Enabled}} {
+		if c.on {
+			names = append(names, c.name)
+		}
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 func connectorNames(ms []marketplace) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,24 +36,72 @@ type dbUse struct {
 	// readOnly: the command only reads; the embedded file is opened read-only and
 	// never migrated.
 	readOnly bool
-	// secrets: the command talks to 1C or to a sender and reads every secret.
-	// Otherwise it reads database.url alone: a *_file that only the service can
-	// read (/run/credentials/…) is never opened.
-	secrets bool
+	// secrets: the secrets the command reads besides database.url, which every
+	// one reads (nil: none). A *_file it does not read is never opened, so a file
+	// only the service can read (/run/credentials/…) is no obstacle to it, and a
+	// missing one is not its problem. A command may read fewer than these (resync
+	// --dry-run reads none) or more (reconcile --source kaspi reads Kaspi's token)
+	// with loadConfigReading.
+	secrets secretSet
+}
+
+// secretSet chooses by key (onec.password, relay.destinations.crm.secrets) the
+// secrets a command reads.
+type secretSet func(key string) bool
+
+// The sets the commands read.
+var (
+	readAll  secretSet = func(string) bool { return true }
+	readOneC           = readKeys("onec.password")
+)
+
+// readKeys reads the secrets named.
+func readKeys(keys ...string) secretSet {
+	return func(key string) bool { return slices.Contains(keys, key) }
+}
+
+// and reads what either set reads.
+func (s secretSet) and(o secretSet) secretSet {
+	return func(key string) bool { return (s != nil && s(key)) || (o != nil && o(key)) }
+}
+
+// connectorSecrets are the credentials of each marketplace's API, by the
+// connector's configuration name (and Wildberries' source name, wb).
+var connectorSecrets = map[string]string{
+	"kaspi":       "connectors.kaspi.token",
+	"ozon":        "connectors.ozon.api_key",
+	"wildberries": "connectors.wildberries.token",
+	"wb":          "connectors.wildberries.token",
+}
+
+// readConnectors reads the API credentials of the connectors named.
+func readConnectors(names ...string) secretSet {
+	var keys []string
+	for _, n := range names {
+		if k, ok := connectorSecrets[n]; ok {
+			keys = append(keys, k)
+		}
+	}
+	return readKeys(keys...)
 }
 
 // commandUses says, for each command (app.command), how it uses the database. Every
 // command is listed (TestEveryCommandSaysHowItUsesTheDatabase).
 var commandUses = map[string]dbUse{
-	"run":     {create: true, wait: true, secrets: true},
+	"run":     {create: true, wait: true, secrets: readAll},
 	"migrate": {create: true, wait: true},
-	"demo":    {create: true, secrets: true},
+	"demo":    {create: true, secrets: readAll},
 
-	"config check":   {secrets: true}, // it checks them
-	"order import":   {secrets: true},
-	"order cancel":   {secrets: true},
-	"resync":         {secrets: true},
-	"stock snapshot": {secrets: true},
+	"config check": {secrets: readAll}, // it checks them
+	// They carry operations out with 1C. The credentials of a marketplace or of
+	// Bitrix24 are read only when an order is to be fetched from it (a push that
+	// named it alone), and a stock snapshot reads Ozon's and Wildberries' only to
+	// publish in the foreground (worker.reading).
+	"order import": {secrets: readOneC},
+	"order cancel": {secrets: readOneC},
+	// --dry-run reads none; resync CONNECTOR ID reads that connector's too.
+	"resync":         {secrets: readOneC},
+	"stock snapshot": {secrets: readOneC},
 	"outbox requeue": {},
 	"outbox replay":  {},
 
@@ -66,12 +115,12 @@ var commandUses = map[string]dbUse{
 	"stock show":        {readOnly: true},
 	"stock diff":        {readOnly: true},
 	"stock status":      {readOnly: true},
-	// It reads the journal and asks 1C and the marketplace for their lists.
-	"reconcile": {secrets: true},
+	// It reads the journal and asks 1C and the marketplace (--source) for their lists.
+	"reconcile": {secrets: readOneC},
 
 	// They read $metadata and the catalogs of 1C; the probe writes one draft there.
-	"onec check": {secrets: true},
-	"onec refs":  {secrets: true},
+	"onec check": {secrets: readOneC},
+	"onec refs":  {secrets: readOneC},
 
 	"ui hash-password": {},
 
@@ -85,12 +134,8 @@ func (a *app) use() dbUse {
 	if u, ok := commandUses[a.command]; ok {
 		return u
 	}
-	return dbUse{create: true, secrets: true}
+	return dbUse{create: true, secrets: readAll}
 }
-
-// readSecret is config.LoadOptions.ReadSecret: a command that talks neither to 1C
-// nor to a sender reads database.url alone.
-func (a *app) readSecret(key string) bool { return a.use().secrets || key == "database.url" }
 
 // serviceStateDir is where the unit keeps the embedded database (StateDirectory=),
 // looked at from outside the unit.

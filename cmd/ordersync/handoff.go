@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"log/slog"
+	"sync"
 
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/engine"
 	"github.com/ordersync/ordersync/internal/handoff"
 	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/store"
 )
 
@@ -48,11 +50,8 @@ func (w worker) engine() (*engine.Engine, func(), error) {
 		defer cancel()
 		_ = client.Close(ctx)
 	}
-	markets, err := enabledConnectors(w.cfg, w.log)
-	if err != nil {
-		return nil, nil, err
-	}
-	out, err := newDelivery(w.cfg, publishers(markets))
+	// It delivers nothing: the routes say which events it writes.
+	routes, err := deliveryRoutes(w.cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -60,9 +59,45 @@ func (w worker) engine() (*engine.Engine, func(), error) {
 	if err != nil {
 		return nil, nil, usageError(err)
 	}
-	fs, err := fetchers(w.cfg, skus, w.log)
-	if err != nil {
-		return nil, nil, err
+	return newEngine(w.db, client, w.cfg, routes, w.fetchers(skus), w.log), closeClient, nil
+}
+
+// fetchers are the run's fetchers (Ozon postings, Bitrix24 deals), each built, and
+// its credentials read, only when an order is to be fetched from it.
+func (w worker) fetchers(skus *connectors.SKUMap) map[string]engine.Fetcher {
+	fs := map[string]engine.Fetcher{}
+	for name, key := range map[string]string{"ozon": "connectors.ozon.api_key", "bitrix24": "webhooks.bitrix24.rest_url"} {
+		if (name == "ozon" && !w.cfg.Webhooks.Ozon.Enabled) || (name == "bitrix24" && !w.cfg.Webhooks.Bitrix24.Enabled) {
+			continue
+		}
+		fs[name] = &lazyFetcher{build: func() (engine.Fetcher, error) {
+			cfg, err := w.a.loadConfigReading(w.a.use().secrets.and(readKeys(key)))
+			if err != nil {
+				return nil, err
+			}
+			all, err := fetchers(cfg, skus, w.log)
+			if err != nil {
+				return nil, err
+			}
+			return all[name], nil
+		}}
 	}
-	return newEngine(w.db, client, w.cfg, out.routes, fs, w.log), closeClient, nil
+	return fs
+}
+
+// lazyFetcher builds its fetcher at its first fetch; a fetcher that cannot be built
+// (its credential unreadable) fails each fetch with the reason.
+type lazyFetcher struct {
+	build func() (engine.Fetcher, error)
+	once  sync.Once
+	f     engine.Fetcher
+	err   error
+}
+
+func (l *lazyFetcher) Fetch(ctx context.Context, id string) (order.Order, error) {
+	l.once.Do(func() { l.f, l.err = l.build() })
+	if l.err != nil {
+		return order.Order{}, l.err
+	}
+	return l.f.Fetch(ctx, id)
 }

@@ -103,6 +103,15 @@ func (a *app) execute(ctx context.Context, root *cobra.Command, args []string) i
 	if opened != "" {
 		opened = " [" + opened + "]"
 	}
+	// A configuration with several problems: one a line, as config check says
+	// them, then the count.
+	if ce := (*config.Error)(nil); errors.As(err, &ce) && len(ce.Problems) > 1 {
+		for _, p := range ce.Problems {
+			fmt.Fprintln(a.stderr, "  "+logging.OneLine(errors.New(p.String())))
+		}
+		fmt.Fprintf(a.stderr, "ordersync: config: %d problem(s) found%s\n", len(ce.Problems), opened)
+		return codeOf(err)
+	}
 	fmt.Fprintln(a.stderr, "ordersync: "+logging.OneLine(err)+opened)
 	return codeOf(err)
 }

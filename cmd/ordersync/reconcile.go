@@ -47,7 +47,7 @@ csv and xlsx hold every order. Exit status 0 when every order is ok, 1 otherwise
 				return usageError(fmt.Errorf("reconcile: --to %s is before --from %s", to, from))
 			}
 			ctx := cmd.Context()
-			cfg, err := a.loadConfig()
+			cfg, err := a.loadConfigReading(readOneC.and(readConnectors(source)))
 			if err != nil {
 				return err
 			}
@@ -63,7 +63,7 @@ csv and xlsx hold every order. Exit status 0 when every order is ok, 1 otherwise
 			switch source {
 			case "site":
 			case "kaspi", "ozon", "wildberries":
-				ms, err := enabledConnectors(cfg, log)
+				ms, err := buildConnectors(cfg, log, source)
 				if err != nil {
 					return err
 				}

@@ -5,6 +5,9 @@ import (
 	"log/slog"
 	"slices"
 
+	"github.com/ordersync/ordersync/connectors/kaspi"
+	"github.com/ordersync/ordersync/connectors/ozon"
+	"github.com/ordersync/ordersync/connectors/wildberries"
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/outbox/webhook"
@@ -24,7 +27,8 @@ type delivery struct {
 // source its orders carry (the prefix of their aggregates).
 type connectorPublisher struct {
 	source    string
-	publisher outbox.Publisher
+	publisher outbox.Publisher // nil where only the routes are built (deliveryRoutes)
+	acks      bool             // the connector acknowledges orders
 }
 
 // connectorPublishers are the acknowledgements of the enabled connectors, by the
@@ -34,12 +38,43 @@ type connectorPublishers map[string]connectorPublisher
 // newDelivery builds the destinations of relay.destinations. A connector
 // destination needs its connector enabled; that is a configuration error otherwise.
 func newDelivery(cfg *config.Config, connectors connectorPublishers) (*delivery, error) {
+	return buildDelivery(cfg, connectors, true)
+}
+
+// deliveryRoutes are newDelivery's routes, built from the configuration alone: what
+// an engine that delivers nothing (a CLI command's) writes its events by. It reads
+// no destination's secrets and no connector's credentials.
+func deliveryRoutes(cfg *config.Config) (outbox.Routes, error) {
+	acks := connectorPublishers{}
+	c := cfg.Connectors
+	for _, k := range []struct {
+		name, source string
+		on, acks     bool
+	}{
+		{"kaspi", kaspi.Name, c.Kaspi.Enabled, c.Kaspi.AcceptOrders},
+		{"ozon", ozon.Name, c.Ozon.Enabled, c.Ozon.Acknowledge},
+		{"wildberries", wildberries.Name, c.Wildberries.Enabled, c.Wildberries.Acknowledge},
+	} {
+		if k.on {
+			acks[k.name] = connectorPublisher{source: k.source, acks: k.acks}
+		}
+	}
+	d, err := buildDelivery(cfg, acks, false)
+	if err != nil {
+		return nil, err
+	}
+	return d.routes, nil
+}
+
+// buildDelivery is newDelivery; without publish, the routes alone.
+func buildDelivery(cfg *config.Config, connectors connectorPublishers, publish bool) (*delivery, error) {
 	d := &delivery{routes: outbox.Routes{}, publishers: map[string]outbox.Publisher{}}
 	for _, name := range sortedKeys(cfg.Relay.Destinations) {
 		dest := cfg.Relay.Destinations[name]
 		key := "relay.destinations." + name
-		switch dest.Type {
-		case config.DestinationWebhook:
+		switch {
+		case dest.Type == config.DestinationWebhook && !publish:
+		case dest.Type == config.DestinationWebhook:
 			secrets := make([]stdwebhook.Secret, len(dest.Secrets))
 			for i, s := range dest.Secrets {
 				sec, err := stdwebhook.ParseSecret(s)
@@ -53,13 +88,15 @@ func newDelivery(cfg *config.Config, connectors connectorPublishers) (*delivery,
 				return nil, usageError(fmt.Errorf("config: %s: %w", key, err))
 			}
 			d.publishers[name] = p
-		case config.DestinationConnector:
+		case dest.Type == config.DestinationConnector:
 			p, ok := connectors[dest.Connector]
-			if !ok || p.publisher == nil {
+			if !ok || !p.acks {
 				return nil, usageError(fmt.Errorf("config: %s.connector: connector %q is not enabled (enable connectors.%s, or remove this destination)",
 					key, dest.Connector, dest.Connector))
 			}
-			d.publishers[name] = p.publisher
+			if publish {
+				d.publishers[name] = p.publisher
+			}
 		default:
 			return nil, usageError(fmt.Errorf("config: %s.type: unknown destination type %q", key, dest.Type))
 		}
@@ -76,14 +113,16 @@ func newDelivery(cfg *config.Config, connectors connectorPublishers) (*delivery,
 	// one, named after it, for the order.created events of its own orders.
 	for _, name := range sortedKeys(connectors) {
 		cp := connectors[name]
-		if cp.publisher == nil || usesConnector(cfg, name) {
+		if !cp.acks || usesConnector(cfg, name) {
 			continue
 		}
 		if _, taken := cfg.Relay.Destinations[name]; taken {
 			return nil, usageError(fmt.Errorf("config: relay.destinations.%s: the name is taken, but connectors.%s acknowledges orders "+
 				"through a destination of that name: rename relay.destinations.%s", name, name, name))
 		}
-		d.publishers[name] = cp.publisher
+		if publish {
+			d.publishers[name] = cp.publisher
+		}
 		d.routes.Add(name, cp.source+":", outbox.OrderCreated)
 	}
 	return d, nil

@@ -103,7 +103,11 @@ func (a *app) resyncBulk(ctx context.Context, b bulkFlags, format string) error 
 	if err != nil {
 		return usageError(err)
 	}
-	cfg, err := a.loadConfig()
+	reads := a.use().secrets
+	if b.dryRun {
+		reads = nil // it lists the journal and changes nothing
+	}
+	cfg, err := a.loadConfigReading(reads)
 	if err != nil {
 		return err
 	}

@@ -69,19 +69,35 @@ func foregroundStockRelay(w worker) (stocksvc.Relay, error) {
 	if _, running := serviceRunning(w.db); running {
 		return nil, nil
 	}
-	markets, err := enabledConnectors(w.cfg, w.log)
+	// Only the marketplaces stock is sent to, with their credentials, read now.
+	var names []string
+	c := w.cfg.Connectors
+	if len(c.Ozon.StockWarehouses) > 0 {
+		names = append(names, "ozon")
+	}
+	if len(c.Wildberries.StockWarehouses) > 0 {
+		names = append(names, "wildberries")
+	}
+	if len(names) == 0 {
+		return outbox.NewRelay(w.db.Outbox(), relayConfig(w.cfg, map[string]outbox.Publisher{}, nil, w.log)), nil
+	}
+	cfg, err := w.a.loadConfigReading(w.a.use().secrets.and(readConnectors(names...)))
 	if err != nil {
 		return nil, err
 	}
-	skus, err := connectors.NewSKUMap(w.cfg.Connectors.SKUMap)
+	markets, err := buildConnectors(cfg, w.log, names...)
+	if err != nil {
+		return nil, err
+	}
+	skus, err := connectors.NewSKUMap(cfg.Connectors.SKUMap)
 	if err != nil {
 		return nil, usageError(err)
 	}
-	pubs, err := stockPublishers(w.cfg, w.db, markets, skus, w.log)
+	pubs, err := stockPublishers(cfg, w.db, markets, skus, w.log)
 	if err != nil {
 		return nil, err
 	}
-	return outbox.NewRelay(w.db.Outbox(), relayConfig(w.cfg, pubs, nil, w.log)), nil
+	return outbox.NewRelay(w.db.Outbox(), relayConfig(cfg, pubs, nil, w.log)), nil
 }
 
 func (a *app) stockSnapshotCommand() *cobra.Command {

@@ -20,8 +20,13 @@ import (
 )
 
 // loadConfig reads the configuration: --config, or the default file when present,
-// then the ORDERSYNC_ environment. Its errors are usage errors (exit 2).
-func (a *app) loadConfig() (*config.Config, error) {
+// then the ORDERSYNC_ environment, with database.url and the secrets the command's
+// dbUse names. Its errors are usage errors (exit 2).
+func (a *app) loadConfig() (*config.Config, error) { return a.loadConfigReading(a.use().secrets) }
+
+// loadConfigReading is loadConfig reading database.url and the secrets of reads
+// alone: the others stay empty, their files unopened (config.Config.Unread).
+func (a *app) loadConfigReading(reads secretSet) (*config.Config, error) {
 	path, explicit := a.configPath, a.configPath != ""
 	if !explicit {
 		path = config.DefaultPath
@@ -31,7 +36,7 @@ func (a *app) loadConfig() (*config.Config, error) {
 		environ = []string{}
 	}
 	cfg, err := config.Load(config.LoadOptions{Path: path, PathExplicit: explicit, Environ: environ,
-		ReadSecret: a.readSecret}) // a command that talks neither to 1C nor to a sender reads database.url alone
+		ReadSecret: readKeys("database.url").and(reads)})
 	if err != nil {
 		return nil, usageError(fmt.Errorf("config: %w", err))
 	}

@@ -164,6 +164,11 @@ func Load(opts LoadOptions) (*Config, error) {
 	bad := make(map[string]bool, len(p))
 	for _, pr := range p {
 		bad[pr.Key] = true
+		// A secret's file that cannot be read leaves the secret empty: its problem
+		// is said, not once more as the secret's "is required".
+		if k, ok := strings.CutSuffix(pr.Key, "_file"); ok {
+			bad[k] = true
+		}
 	}
 	var vp problems
 	cfg.validate(&vp)
