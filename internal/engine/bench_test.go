@@ -11,6 +11,7 @@ import (
 	"github.com/ordersync/ordersync/internal/engine"
 	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store/postgres"
@@ -178,14 +179,7 @@ func BenchmarkEngineThroughput(b *testing.B) {
 				}
 				benchOrders(b, st.journal, n)
 				st.analyze(b)
-				e := engine.New(st.journal, c, engine.Config{Workers: tc.workers, PollInterval: time.Millisecond})
-				b.ResetTimer()
-				start := time.Now()
-				e.Start(context.Background())
-				eventually.True(b, "every order done", func() bool { return e.Stats().Done >= int64(n) })
-				elapsed := time.Since(start)
-				b.StopTimer()
-				e.Stop()
+				elapsed := drainTimed(b, st.journal, c, tc.workers, n)
 				if got := s.Count(); got != n {
 					b.Fatalf("1C holds %d orders, want %d", got, n)
 				}
@@ -198,4 +192,19 @@ func BenchmarkEngineThroughput(b *testing.B) {
 			})
 		}
 	}
+}
+
+// drainTimed starts an engine of workers on store and client and times it
+// (the benchmark's timer running) until n operations are done.
+func drainTimed(b *testing.B, store journal.Store, client onec.Client, workers, n int) time.Duration {
+	b.Helper()
+	e := engine.New(store, client, engine.Config{Workers: workers, PollInterval: time.Millisecond})
+	b.ResetTimer()
+	start := time.Now()
+	e.Start(context.Background())
+	eventually.True(b, "every order done", func() bool { return e.Stats().Done >= int64(n) })
+	elapsed := time.Since(start)
+	b.StopTimer()
+	e.Stop()
+	return elapsed
 }

@@ -1,12 +1,9 @@
 package engine_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/ordersync/ordersync/internal/engine"
-	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/onec/odata"
 	"github.com/ordersync/ordersync/internal/onec/wire"
@@ -57,14 +54,7 @@ func BenchmarkCreatesByInterface(b *testing.B) {
 			n := max(b.N, 10*workers)
 			benchOrders(b, st.journal, n)
 			st.analyze(b)
-			e := engine.New(st.journal, c, engine.Config{Workers: workers, PollInterval: time.Millisecond})
-			b.ResetTimer()
-			start := time.Now()
-			e.Start(context.Background())
-			eventually.True(b, "every order done", func() bool { return e.Stats().Done >= int64(n) })
-			elapsed := time.Since(start)
-			b.StopTimer()
-			e.Stop()
+			elapsed := drainTimed(b, st.journal, c, workers, n)
 			if got := count(); got != n {
 				b.Fatalf("1C holds %d orders, want %d", got, n)
 			}

@@ -304,12 +304,11 @@ func (c *Client) CreateOrder(ctx context.Context, req onec.CreateOrder) (onec.Cr
 	}
 	ans, err := c.conn.Do(ctx, c.call("create", http.MethodPost, c.urls.Create(c.p.Document), body))
 	if KeyExists(err) {
-		got, raw, rerr := c.read(ctx, d.Ref)
+		got, _, rerr := c.read(ctx, d.Ref)
 		if rerr != nil {
 			return onec.Created{}, &onec.Error{Class: onec.Unknown, Op: "create", Path: "/" + c.p.Document,
 				Message: "1C answered that an object with the order's Ref_Key exists, and reading it failed: it is looked up by its marker before it is created again", Err: rerr}
 		}
-		_ = raw
 		return onec.Created{Ref: got.Ref, Number: got.Number, Date: got.Date, Existing: true, ExternalID: got.Marker}, nil
 	}
 	if err != nil {
