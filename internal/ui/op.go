@@ -2,6 +2,7 @@ package ui
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shopspring/decimal"
 
 	"github.com/ordersync/ordersync/internal/inbox"
 	"github.com/ordersync/ordersync/internal/journal"
@@ -26,11 +29,13 @@ type deliveries interface {
 	ByOperation(ctx context.Context, key string) ([]inbox.Record, error)
 }
 
-// entry is one line of an operation's timeline: an event or an attempt.
+// entry is one line of an operation's timeline: an event, an attempt, or a run of
+// attempts like the one before it, folded.
 type entry struct {
 	At      time.Time
 	Event   *journal.Event
 	Attempt *attemptView
+	Run     *attemptRun
 }
 
 type attemptView struct {
@@ -39,12 +44,44 @@ type attemptView struct {
 	Exchanges []onec.Exchange
 	// Raw is the exchanges' JSON, indented, when it is not the list of exchanges
 	// this version reads.
-	Raw string
+	Raw     string
+	Explain explanation
+}
+
+// attemptRun is attempts that repeat the one shown before them (same outcome,
+// class and error), folded under one line.
+type attemptRun struct {
+	Attempts []entry
+	From, To time.Time
 }
 
 type conflictView struct {
 	journal.Conflict
 	Diff []diffLine
+}
+
+// lineView is one line of the order, as the table shows it.
+type lineView struct {
+	SKU, Name     string
+	Quantity      decimal.Decimal
+	Price, Amount decimal.Decimal
+}
+
+// totalView is the order's total at the marketplace beside 1C's as 1C holds it
+// now (asked when the page opened).
+type totalView struct {
+	Marketplace *decimal.Decimal
+	Currency    string
+	// State: asked (1C answered with a total), no_total (1C answered without one),
+	// absent (1C holds no order), unanswered (1C did not answer), not_asked (the
+	// pages do not call 1C).
+	State   string
+	OneC    *decimal.Decimal
+	Differs bool
+	Diff    decimal.Decimal // marketplace − 1C
+	Error   string          // why 1C did not answer
+	AskedAt time.Time
+	ExtID   string
 }
 
 type opData struct {
@@ -59,9 +96,24 @@ type opData struct {
 	Cancel    *journal.Operation
 	CancelKey string
 	Create    string // for a cancel: its create's key
+	CreateOp  *journal.Operation
 	Flash     string // the message of the action just taken
 	FlashCode string
 	OneCZone  string
+
+	// State is the order's, from its create and its cancel (both pages).
+	State        orderState
+	IsCancel     bool
+	CancelReason string
+	Number       string
+	OrderDate    *time.Time // the marketplace's own date (the payload's created_at)
+	Lines        []lineView
+	LinesTotal   *decimal.Decimal
+	Total        totalView
+	LastError    explanation
+	Note         explanation // the result's note, worded
+	OneCLink     string      // the document in 1C's web client, "" when not configured
+	CanResync    bool
 }
 
 // flashes are the messages an action redirects back with (?msg=).
@@ -93,7 +145,7 @@ func (s *Server) opPage(w http.ResponseWriter, r *http.Request, u who) {
 	if m, ok := flashes[r.URL.Query().Get("msg")]; ok {
 		d.Flash, d.FlashCode = s.cat.t(m), r.URL.Query().Get("msg")
 	}
-	d.Timeline = timeline(det)
+	d.Timeline = s.foldRuns(s.timeline(det, u.Operator()))
 	for _, c := range det.Conflicts {
 		d.Conflicts = append(d.Conflicts, conflictView{Conflict: c, Diff: diffJSON(det.Payload, c.Payload)})
 	}
@@ -127,22 +179,46 @@ func (s *Server) opPage(w http.ResponseWriter, r *http.Request, u who) {
 			return
 		}
 	}
+	create := &det.Operation
 	if base, ok := strings.CutSuffix(key, ":cancel"); ok {
-		d.Create = base + ":create"
+		d.Create, d.IsCancel, d.Cancel, create = base+":create", true, &det.Operation, nil
+		c, err := s.cfg.Journal.Get(ctx, d.Create)
+		switch {
+		case err == nil:
+			d.CreateOp, create = &c, &c
+		case !errors.Is(err, journal.ErrNotFound):
+			s.failed(w, r, u, "read the create operation", err)
+			return
+		}
 	}
+	if det.Kind == order.KindCreate || d.IsCancel {
+		d.State = stateOf(create, d.Cancel)
+		d.CancelReason = cancelReason(d.Cancel)
+	}
+	if create != nil && (det.Kind == order.KindCreate || d.IsCancel) {
+		s.orderFacts(ctx, &d, *create)
+	}
+	d.LastError = s.explain(det.LastError, lastClass(det))
+	if det.Result != nil {
+		d.Note = s.explainNote(det.Result.Note)
+	}
+	d.CanResync = u.Operator() && det.Status != journal.StatusDone
 	s.render(w, r, http.StatusOK, "op", u, key, d)
 }
 
 // timeline merges the operation's events and attempts, oldest first; an event and
 // an attempt at the same instant keep the event first (a requeue, then the attempt
-// it caused).
-func timeline(d journal.Detail) []entry {
+// it caused). Only operators see which worker ran an attempt.
+func (s *Server) timeline(d journal.Detail, operator bool) []entry {
 	var es []entry
 	for i := range d.Events {
 		es = append(es, entry{At: d.Events[i].At, Event: &d.Events[i]})
 	}
 	for _, at := range d.History {
-		v := &attemptView{Attempt: at}
+		v := &attemptView{Attempt: at, Explain: s.explain(at.Error, at.Class)}
+		if !operator {
+			v.Worker = "" // which process ran it is the operators' business
+		}
 		if at.FinishedAt != nil {
 			v.Duration = at.FinishedAt.Sub(at.StartedAt).Round(time.Millisecond).String()
 		}
@@ -158,6 +234,135 @@ func timeline(d journal.Detail) []entry {
 	}
 	slices.SortStableFunc(es, func(a, b entry) int { return a.At.Compare(b.At) })
 	return es
+}
+
+// minRun is the fewest attempts like the one before them that are folded.
+const minRun = 2
+
+// foldRuns folds each run of attempts that repeat the attempt before them (same
+// outcome, class and error, nothing else between) under one line, so that an
+// operation retried for days reads in one screen; the run opens on a click.
+func (s *Server) foldRuns(es []entry) []entry {
+	var out []entry
+	for i := 0; i < len(es); {
+		out = append(out, es[i])
+		j := i + 1
+		if es[i].Attempt != nil {
+			for j < len(es) && es[j].Attempt != nil && sameAttempt(es[i].Attempt, es[j].Attempt) {
+				j++
+			}
+			if n := j - i - 1; n >= minRun {
+				run := &attemptRun{Attempts: es[i+1 : j], From: es[i+1].At, To: es[j-1].At}
+				out = append(out, entry{At: run.From, Run: run})
+			} else {
+				j = i + 1
+			}
+		}
+		i = j
+	}
+	return out
+}
+
+func sameAttempt(a, b *attemptView) bool {
+	return a.Outcome == b.Outcome && a.Class == b.Class && a.Error == b.Error && a.Outcome != "" && b.Outcome != ""
+}
+
+// lastClass is the class of the operation's last error: its newest attempt's.
+func lastClass(d journal.Detail) string {
+	if d.RetryClass != "" {
+		return d.RetryClass
+	}
+	for i := len(d.History) - 1; i >= 0; i-- {
+		if d.History[i].Class != "" {
+			return d.History[i].Class
+		}
+	}
+	return ""
+}
+
+// orderFacts fills what the order says of itself (its number, date and lines) and
+// its total beside 1C's.
+func (s *Server) orderFacts(ctx context.Context, d *opData, create journal.Operation) {
+	var o order.Order
+	if json.Unmarshal(create.Payload, &o) == nil {
+		d.Number = o.Number
+		if !o.CreatedAt.IsZero() {
+			t := o.CreatedAt
+			d.OrderDate = &t
+		}
+		for _, l := range o.Lines {
+			d.Lines = append(d.Lines, lineView{SKU: l.SKU, Name: l.Name, Quantity: l.Quantity, Price: l.Price, Amount: l.Amount()})
+		}
+		if len(o.Lines) > 0 {
+			t := o.LinesTotal()
+			d.LinesTotal = &t
+		}
+	}
+	row := export.RowOf(create, s.cfg.Location)
+	d.Number = cmp.Or(d.Number, row.MarketplaceNumber)
+	d.Total = totalView{Marketplace: row.Total, Currency: row.Currency, State: "not_asked",
+		ExtID: order.OneCExternalID(create.Source, create.ExternalID)}
+	if create.Result != nil && create.Result.Ref != "" {
+		d.OneCLink = s.oneCLink(create.Result.Ref)
+	}
+	switch {
+	case create.Status != journal.StatusDone || create.Result == nil || create.Result.Ref == "":
+		d.Total.State = "" // nothing in 1C to ask about
+		return
+	case s.cfg.OneC == nil:
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.OneCTimeout)
+	defer cancel()
+	d.Total.AskedAt = s.cfg.Now()
+	found, err := s.cfg.OneC.FindOrders(cctx, d.Total.ExtID)
+	if err != nil {
+		d.Total.State, d.Total.Error = "unanswered", s.explain(err.Error(), "").Text
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(cctx.Err(), context.DeadlineExceeded) {
+			d.Total.Error = s.cat.tf("total_timeout", s.cfg.OneCTimeout)
+		}
+		s.log.WarnContext(ctx, "ui: 1C did not answer the operation page's find", "key", create.Key, "err", err)
+		return
+	}
+	pick := -1
+	for i, o := range found {
+		if o.Ref == create.Result.Ref || (pick < 0 && !o.Deleted) {
+			pick = i
+		}
+		if o.Ref == create.Result.Ref {
+			break
+		}
+	}
+	switch {
+	case pick < 0:
+		d.Total.State = "absent"
+	case found[pick].Total == nil:
+		d.Total.State = "no_total"
+	default:
+		t := *found[pick].Total
+		d.Total.State, d.Total.OneC = "asked", &t
+		if d.Total.Marketplace != nil && !d.Total.Marketplace.Equal(t) {
+			d.Total.Differs, d.Total.Diff = true, d.Total.Marketplace.Sub(t)
+		}
+	}
+}
+
+// explainNote words a result's note (the engine writes them in English).
+func (s *Server) explainNote(note string) explanation {
+	e := explanation{Raw: note}
+	switch {
+	case note == "":
+		return explanation{}
+	case note == "cancelled in 1C":
+		e.Text = s.cat.t("note_cancelled_in_1c")
+	case strings.HasPrefix(note, "cancelled before creation"):
+		e.Text = s.cat.t("note_cancelled_before_create")
+	case strings.HasPrefix(note, "nothing to cancel"):
+		e.Text = s.cat.t("note_nothing_to_cancel")
+	default:
+		e.Unknown = true
+	}
+	return e
 }
 
 // indent is JSON made readable; anything else as it is.

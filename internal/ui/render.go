@@ -160,6 +160,23 @@ func (s *Server) funcs() template.FuncMap {
 			}
 			return formatMoney(*d, s.cfg.Lang)
 		},
+		"when": func(t time.Time) string { return formatWhen(t, loc, s.cfg.Lang) },
+		"whenp": func(t *time.Time) string {
+			if t == nil {
+				return ""
+			}
+			return formatWhen(*t, loc, s.cfg.Lang)
+		},
+		"short": func(t time.Time) string { return formatShortWhen(t, loc, s.cfg.Lang) },
+		// amount is money with its currency: −5 019,00 ₸.
+		"amount": func(d *decimal.Decimal, currency string) string {
+			if d == nil {
+				return ""
+			}
+			return formatAmount(*d, currency, s.cfg.Lang)
+		},
+		"amountv":  func(d decimal.Decimal, currency string) string { return formatAmount(d, currency, s.cfg.Lang) },
+		"qty":      func(d decimal.Decimal) string { return formatQuantity(d, s.cfg.Lang) },
 		"truncate": truncate,
 		"actor":    s.actorLabel,
 		"onecDate": s.oneCDate,
@@ -167,10 +184,13 @@ func (s *Server) funcs() template.FuncMap {
 	}
 }
 
-// oneCDate is 1C's zone-less date as 1C shows it.
+// oneCDate is 1C's zone-less date, in 1C's own zone: 03.11.2026 10:05 (ru).
 func (s *Server) oneCDate(d string) string {
 	if t, err := time.Parse("2006-01-02T15:04:05", d); err == nil {
-		return t.Format(time.DateTime)
+		if s.cfg.Lang == "ru" {
+			return t.Format("02.01.2006 15:04")
+		}
+		return t.Format("2006-01-02 15:04")
 	}
 	return d
 }

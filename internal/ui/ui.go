@@ -95,6 +95,19 @@ type Config struct {
 	Reconcile ReconcileFunc
 	// ReconcileSources are offered on the reconciliation's form.
 	ReconcileSources []string
+	// OneC, when set, is asked for the order when an operation's page opens, so
+	// that the page shows 1C's total as 1C holds it now; nil: 1C is not asked and
+	// the page says so.
+	OneC OneCFinder
+	// OneCTimeout bounds that question; default 3s. A 1C that does not answer in
+	// time leaves the total as it was sent at creation, and the page says so.
+	OneCTimeout time.Duration
+	// OneCWebURL is ui.onec_web_url: the base's web client, where an operation's
+	// page links the document (…/#e1cib/data/<OneCDocument>?ref=…); "" no link.
+	OneCWebURL string
+	// OneCDocument is the document orders become in 1C, as 1C's links name it;
+	// default Документ.ЗаказКлиента.
+	OneCDocument string
 	// Wake, when set, is called after a resync requeued an operation: the engine
 	// claims it at once.
 	Wake func()
@@ -138,6 +151,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.OneCLocation = cmp.Or(cfg.OneCLocation, cfg.Location)
 	cfg.SessionTTL = cmp.Or(cfg.SessionTTL, 12*time.Hour)
+	cfg.OneCTimeout = cmp.Or(cfg.OneCTimeout, 3*time.Second)
+	cfg.OneCDocument = cmp.Or(cfg.OneCDocument, DocumentOrder)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
