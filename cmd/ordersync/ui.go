@@ -89,6 +89,7 @@ func newUI(cfg *config.Config, db store.DB, client onec.Client, markets []market
 		Journal: db.Journal(), Outbox: db.Outbox(), Inbox: db.Inbox(),
 		Reconcile: uiReconcile(cfg, db, client, markets), ReconcileSources: sources,
 		Wake: wake, OnSignIn: signIn, Logger: log.With("component", "ui"),
+		OneC: client, OneCWebURL: cfg.UI.OneCWebURL, OneCDocument: uiDocument(cfg),
 	})
 	if err != nil {
 		return nil, usageError(err)
@@ -98,6 +99,14 @@ func newUI(cfg *config.Config, db store.DB, client onec.Client, markets []market
 		mode = "no users: no sign-in, loopback only"
 	}
 	return &uiSide{srv: srv, log: log, users: len(users), mode: mode}, nil
+}
+
+// uiDocument is the document orders become in 1C, as its links name it.
+func uiDocument(cfg *config.Config) string {
+	if cfg.OneC.Interface == "odata" && cfg.OneC.OData.Profile == "unf" {
+		return ui.DocumentBuyerOrder
+	}
+	return ui.DocumentOrder
 }
 
 // Start listens on ui.listen.

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -33,6 +34,9 @@ type UI struct {
 	// through a reverse proxy: auto (the default: when Listen is not loopback),
 	// true or false.
 	SecureCookie string `koanf:"secure_cookie"`
+	// OneCWebURL is the base's web client (http(s)://1c.local/trade): an
+	// operation's page links the order's document there. Empty: no link.
+	OneCWebURL string `koanf:"onec_web_url"`
 }
 
 // UIUser is one person who signs in to the pages.
@@ -98,6 +102,12 @@ func (u UI) validate(h HTTP, admin Admin, p *problems) {
 	case "auto", "true", "false":
 	default:
 		p.add("ui.secure_cookie", fmt.Sprintf("must be auto, true or false, got %q", u.SecureCookie))
+	}
+	if u.OneCWebURL != "" {
+		if w, err := url.Parse(u.OneCWebURL); err != nil || (w.Scheme != "http" && w.Scheme != "https") || w.Host == "" ||
+			w.Fragment != "" || w.RawQuery != "" {
+			p.add("ui.onec_web_url", fmt.Sprintf("must be an http(s) URL of the base's web client, such as http://1c.local/trade, without a query or #, got %q", u.OneCWebURL))
+		}
 	}
 	if u.SessionTTL <= 0 {
 		p.add("ui.session_ttl", fmt.Sprintf("must be greater than 0, got %s", formatDuration(u.SessionTTL)))

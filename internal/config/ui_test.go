@@ -31,6 +31,9 @@ func TestUIPages(t *testing.T) {
 	if cfg.UI.Listen != "127.0.0.1:8443" || len(cfg.UI.Users) != 1 || cfg.UI.Users[0].Name != "b" || cfg.UI.CookieSecure() {
 		t.Fatalf("from the environment: %+v", cfg.UI)
 	}
+	if cfg := mustLoadYAML(t, "ui:\n  onec_web_url: https://1c.local/trade\n"); cfg.UI.OneCWebURL != "https://1c.local/trade" {
+		t.Fatalf("ui.onec_web_url: %q", cfg.UI.OneCWebURL)
+	}
 	// Loopback without users is allowed: only this machine reaches it.
 	for _, ok := range []string{"ui:\n  listen: 127.0.0.1:8443\n", "ui:\n  listen: '[::1]:8443'\n", "ui:\n  listen: localhost:8443\n"} {
 		if _, err := loadYAML(t, ok); err != nil {
@@ -48,6 +51,9 @@ func TestUIPages(t *testing.T) {
 		{"ui:\n  timezone: Mars/Olympus\n", "ui.timezone", "unknown time zone"},
 		{"ui:\n  session_ttl: 0s\n", "ui.session_ttl", "greater than 0"},
 		{"ui:\n  secure_cookie: maybe\n", "ui.secure_cookie", "auto, true or false"},
+		{"ui:\n  onec_web_url: ftp://1c.local/trade\n", "ui.onec_web_url", "http(s) URL"},
+		{"ui:\n  onec_web_url: 1c.local/trade\n", "ui.onec_web_url", "http(s) URL"},
+		{"ui:\n  onec_web_url: 'http://1c.local/trade#e1cib'\n", "ui.onec_web_url", "without a query or #"},
 		{"ui:\n  users:\n    - name: a\n      password_hash: plain\n      role: viewer\n", "ui.users[0].password_hash", "bcrypt"},
 		{"ui:\n  users:\n    - name: a\n      password_hash: '" + string(hash) + "'\n      role: admin\n", "ui.users[0].role", "viewer or operator"},
 		{"ui:\n  users:\n    - name: ''\n      password_hash: '" + string(hash) + "'\n      role: viewer\n", "ui.users[0].name", "must not be empty"},
