@@ -331,6 +331,7 @@ func (r *run) judge(e *entry) Item {
 	if e.listed && e.item.Order != nil {
 		it.MarketplaceNumber = e.item.Order.Number
 		it.MarketplaceTotal = totalOf(*e.item.Order)
+		it.Currency = e.item.Order.Currency
 	} else if e.listed {
 		it.MarketplaceNumber = e.item.ID
 	}
@@ -342,6 +343,7 @@ func (r *run) judge(e *entry) Item {
 			var o order.Order
 			if json.Unmarshal(e.op.Payload, &o) == nil && len(o.Lines) > 0 {
 				it.MarketplaceTotal = totalOf(o)
+				it.Currency = o.Currency
 				if it.MarketplaceNumber == "" {
 					it.MarketplaceNumber = o.Number
 				}
@@ -359,96 +361,66 @@ func (r *run) judge(e *entry) Item {
 			live = append(live, o)
 		}
 	}
-	cancelled, cancelNote := r.cancelled(e)
+	cancelled, cancel := r.cancelled(e)
 
-	set := func(c Category, note string) Item {
-		it.Category, it.Note = c, note
+	set := func(c Category, code NoteCode, args NoteArgs) Item {
+		it.Category = c
+		if code != "" {
+			it.Note, it.NoteCode, it.NoteArgs = English(code, args), code, &args
+		}
 		return it
 	}
 	switch {
 	case e.op == nil && e.listed && cancelled && len(live) == 0:
-		return set(OK, "cancelled at the marketplace before ordersync saw it; nothing to create")
+		return set(OK, NoteCancelledUnseen, NoteArgs{})
 	case e.op == nil && e.listed:
-		note := "the marketplace lists the order; ordersync never registered it"
-		if len(held) > 0 {
-			note += fmt.Sprintf("; 1C holds %s, not created by ordersync", numbers(held))
-		}
-		return set(MissingInJournal, note)
+		return set(MissingInJournal, NoteNeverRegistered, NoteArgs{Numbers: numberList(held)})
 	case e.op == nil:
-		note := "1C holds it, but ordersync did not create it: made by hand in 1C?"
-		if len(held) == 0 {
-			note += " (marked for deletion in 1C)"
-		}
-		return set(UnknownToJournal, note)
+		return set(UnknownToJournal, NoteNotFromOrdersync, NoteArgs{Deleted: len(held) == 0})
 	case cancelled && len(live) == 0:
-		note := "cancelled"
-		if len(held) > 0 {
-			note += "; cancelled in 1C too"
-		} else {
-			note += "; 1C holds nothing live"
-		}
-		return set(OK, note)
+		return set(OK, NoteCancelled, NoteArgs{Numbers: numberList(held)})
 	case e.op.Status != journal.StatusDone:
-		note := e.op.LastError
-		if note == "" {
-			note = "not yet carried out in 1C"
-		}
-		if len(held) > 0 {
-			note += fmt.Sprintf(" (1C holds %s)", numbers(held))
-		}
-		return set(NotDone, note)
+		return set(NotDone, NoteNotDone, NoteArgs{Error: e.op.LastError, Numbers: numberList(held)})
 	case len(held) == 0:
-		note := "done"
-		if e.op.Result != nil && e.op.Result.Number != "" {
-			note += " as " + e.op.Result.Number
+		a := NoteArgs{Numbers: numberList(e.onec)}
+		if e.op.Result != nil {
+			a.Number = e.op.Result.Number
 		}
-		if len(e.onec) > 0 {
-			note += fmt.Sprintf(", but 1C's %s is marked for deletion", numbers(e.onec))
-		} else {
-			note += ", but 1C no longer holds an order with this external id"
-		}
-		return set(MissingIn1C, note)
+		return set(MissingIn1C, NoteGoneFrom1C, a)
 	case len(held) > 1:
-		note := fmt.Sprintf("1C holds %d orders for it: %s", len(held), numbers(held))
+		a := NoteArgs{Count: len(held), Numbers: numberList(held)}
 		if cancelled && len(live) > 0 {
-			note += "; cancelled at the marketplace, " + numbers(live) + " live in 1C"
+			a.Live = numberList(live)
 		}
-		return set(DuplicateIn1C, note)
+		return set(DuplicateIn1C, NoteDuplicate, a)
 	case cancelled:
-		return set(CancelledButLive, fmt.Sprintf("%s, but %s is live in 1C (not cancelled, not marked for deletion)", cancelNote, held[0].Number))
+		return set(CancelledButLive, NoteCancelledLive, NoteArgs{Cancel: &cancel, Number: held[0].Number})
 	}
 	o := held[0]
 	switch {
 	case it.MarketplaceTotal == nil:
-		return set(OK, "the marketplace's total is not known")
+		return set(OK, NoteTotalUnknown, NoteArgs{})
 	case o.Total == nil:
-		return set(OK, "1C did not report the order's total")
+		return set(OK, NoteNo1CTotal, NoteArgs{})
 	case !it.MarketplaceTotal.Equal(*o.Total):
-		return set(AmountMismatch, fmt.Sprintf("the marketplace's total %s, 1C's %s: a difference of %s",
-			it.MarketplaceTotal.String(), o.Total.String(), it.MarketplaceTotal.Sub(*o.Total).String()))
+		diff := it.MarketplaceTotal.Sub(*o.Total)
+		mp, oc := *it.MarketplaceTotal, *o.Total
+		return set(AmountMismatch, NoteAmountDiffers, NoteArgs{Marketplace: &mp, OneC: &oc, Difference: &diff})
 	}
-	return set(OK, "")
+	return set(OK, "", NoteArgs{})
 }
 
 // cancelled reports whether the order is cancelled, and says by what: the
 // marketplace lists it cancelled or, when it did not list it, the journal holds
 // its cancel operation.
-func (r *run) cancelled(e *entry) (bool, string) {
+func (r *run) cancelled(e *entry) (bool, CancelNote) {
 	switch {
 	case e.listed && e.item.Cancelled:
-		note := "cancelled at the marketplace"
-		if e.item.CancelReason != "" {
-			note += " (" + e.item.CancelReason + ")"
-		}
-		return true, note
+		return true, CancelNote{ByMarketplace: true, Reason: e.item.CancelReason}
 	case e.cancel != nil:
-		note := "a cancel was registered (" + string(e.cancel.Status) + ")"
-		if e.cancel.LastError != "" {
-			note += ": " + e.cancel.LastError
-		}
-		return true, note
+		return true, CancelNote{Status: string(e.cancel.Status), Error: e.cancel.LastError}
 	}
-	return false, ""
+	return false, CancelNote{}
 }
 
 // totalOf is the order's total when it says, else the exact sum of its lines.
@@ -461,10 +433,14 @@ func totalOf(o order.Order) *decimal.Decimal {
 	return &t
 }
 
-func numbers(os []onec.Order) string {
+// numberList is 1C's numbers of the orders (a ref where 1C gave no number).
+func numberList(os []onec.Order) []string {
+	if len(os) == 0 {
+		return nil
+	}
 	ns := make([]string, len(os))
 	for i, o := range os {
 		ns[i] = cmp.Or(o.Number, o.Ref)
 	}
-	return strings.Join(ns, ", ")
+	return ns
 }
