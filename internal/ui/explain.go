@@ -29,8 +29,7 @@ var oneCError = regexp.MustCompile(`1c (ping|find|create|cancel|stock|list|settl
 var (
 	gaveUpUnknown  = regexp.MustCompile(`^gave up after (\d+) attempts whose outcome was unknown`)
 	gaveUpDuration = regexp.MustCompile(`^gave up after (\S+) of failures since the first attempt`)
-	fieldTag       = regexp.MustCompile(` \[field ([^\]]*)\]`)
-	codeTag        = regexp.MustCompile(` \[code ([^\]]*)\]`)
+	fieldTag       = regexp.MustCompile(` \[field (.+?)\](?:$| \[code |: )`)
 )
 
 // classWords are the onec.Class words the journal's texts carry, by journal class.
@@ -71,7 +70,6 @@ func (s *Server) explain(raw, class string) explanation {
 		if i := strings.Index(msg, " ["); i >= 0 {
 			msg = msg[:i]
 		}
-		msg = fieldTag.ReplaceAllString(codeTag.ReplaceAllString(msg, ""), "")
 		if status != 0 && e.Class != journal.ClassUnknown {
 			e.OneC = strings.TrimSpace(msg)
 		}

@@ -98,6 +98,9 @@ func TestExplain(t *testing.T) {
 		if e.OneC != tc.onec || e.Raw != tc.raw || e.Unknown {
 			t.Errorf("%q: 1C said %q (want %q), raw %q, unknown %v", tc.raw, e.OneC, tc.onec, e.Raw, e.Unknown)
 		}
+		if strings.Contains(tc.raw, "[field") && e.Field != "lines[0].sku" {
+			t.Errorf("%q: field %q", tc.raw, e.Field)
+		}
 		if strings.Contains(e.Text, "%!") {
 			t.Errorf("%q: %q", tc.raw, e.Text)
 		}

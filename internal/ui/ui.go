@@ -9,7 +9,7 @@
 //	GET  /ui/journal/export.csv?…   GET /ui/journal/export.xlsx?…  (the list's filters)
 //	POST /ui/journal/resync          key, csrf   (operators)
 //	POST /ui/outbox/requeue          id, key, csrf (operators)
-//	GET  /ui/reconcile?source=&from=&to=
+//	GET  /ui/reconcile?source=&from=&to=&format=  (format csv|xlsx: the report as a file)
 //	GET  /ui/signin?next=   POST /ui/signin  name, password, csrf, next
 //	POST /ui/signout                 csrf
 //
