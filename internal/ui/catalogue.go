@@ -344,6 +344,16 @@ var ru = catalogue{
 	"rnote_total_unknown":              "Сумма на маркетплейсе неизвестна.",
 	"rnote_no_1c_total":                "1С не сообщила сумму заказа.",
 	"rnote_amount_differs":             "Сумма на маркетплейсе %s, в 1С %s: разница %s.",
+
+	"inbox_outcome_processed":           "принят, операции зарегистрированы",
+	"event_detail_inbox":                "вебхук %s, событие %s",
+	"inbox_outcome_duplicate":           "повтор: уже был принят",
+	"inbox_outcome_conflict":            "конфликт: тот же идентификатор с другими данными",
+	"inbox_outcome_in_progress":         "принимается",
+	"outbox_type_order.created":         "заказ создан",
+	"outbox_type_order.cancelled":       "заказ отменён",
+	"outbox_type_stock.snapshot":        "снимок остатков",
+	"outbox_type_order.duplicate_in_1c": "дубль заказа в 1С",
 }
 
 var en = catalogue{
@@ -651,4 +661,14 @@ var en = catalogue{
 	"rnote_total_unknown":              "The marketplace's total is not known.",
 	"rnote_no_1c_total":                "1C did not report the order's total.",
 	"rnote_amount_differs":             "The marketplace's total %s, 1C's %s: a difference of %s.",
+
+	"inbox_outcome_processed":           "accepted, operations registered",
+	"event_detail_inbox":                "webhook %s, event %s",
+	"inbox_outcome_duplicate":           "a repeat: accepted before",
+	"inbox_outcome_conflict":            "a conflict: the same id with other data",
+	"inbox_outcome_in_progress":         "being accepted",
+	"outbox_type_order.created":         "order created",
+	"outbox_type_order.cancelled":       "order cancelled",
+	"outbox_type_stock.snapshot":        "stock snapshot",
+	"outbox_type_order.duplicate_in_1c": "order duplicated in 1C",
 }

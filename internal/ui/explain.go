@@ -120,3 +120,17 @@ func (s *Server) classSentence(class, op string, status int) string {
 	}
 	return text
 }
+
+var inboxDetail = regexp.MustCompile(`^inbox (\S+) ("(?:[^"\\]|\\.)*")$`)
+
+// eventDetail words the detail of a timeline event: the webhook delivery that
+// registered it, or why it was registered failed or revised (an error's text).
+func (s *Server) eventDetail(detail string) explanation {
+	if m := inboxDetail.FindStringSubmatch(detail); m != nil {
+		id, err := strconv.Unquote(m[2])
+		if err == nil {
+			return explanation{Text: s.cat.tf("event_detail_inbox", m[1], id)}
+		}
+	}
+	return s.explain(detail, "")
+}

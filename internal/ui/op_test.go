@@ -274,3 +274,40 @@ func TestLongTimelineFolds(t *testing.T) {
 		t.Errorf("the last error is not worded: %q", last)
 	}
 }
+
+// TestOperationPageInRussian: what the journal writes in English (an event's
+// detail, the inbox's outcome, an event type, a warning's message, an error) reads
+// in Russian, the English text one click away.
+func TestOperationPageInRussian(t *testing.T) {
+	t.Parallel()
+	st := openStores(t, "sqlite")
+	w := seed(t, st)
+	b := newSite(t, st, nil).browser()
+	a := b.get("/ui/journal/op?key=" + url.QueryEscape(w.pending))
+	ev := byClass(byID(a.doc, "timeline"), "li", "event")
+	if len(ev) == 0 || !strings.Contains(text(ev[0]), "вебхук ozon, событие TYPE_NEW_POSTING:0570-1") {
+		t.Errorf("the registration's detail is not worded")
+	}
+	if got := text(byID(a.doc, "inbox")); !strings.Contains(got, "принят, операции зарегистрированы") {
+		t.Errorf("the inbox's outcome: %q", got)
+	}
+	a = b.get("/ui/journal/op?key=" + url.QueryEscape(w.done))
+	if got := text(byID(a.doc, "outbox")); !strings.Contains(got, "заказ создан") {
+		t.Errorf("the outbox's event type: %q", got)
+	}
+	ws := byClass(byID(a.doc, "warnings"), "li", "warning")
+	if len(ws) != 1 {
+		t.Fatalf("%d warnings", len(ws))
+	}
+	raw := byClass(ws[0], "details", "raw-text")
+	if len(raw) != 1 || !strings.Contains(text(raw[0]), "1C holds 2 orders for site:A-1") {
+		t.Errorf("the warning's English message is not kept beside it")
+	}
+	if first, _, _ := strings.Cut(text(ws[0]), "1C holds"); strings.Contains(first, "holds") {
+		t.Errorf("the warning reads English: %q", text(ws[0]))
+	}
+	first := byClass(byID(a.doc, "timeline"), "li", "attempt")[0]
+	if got := text(first); !strings.Contains(got, "1С временно не ответила") {
+		t.Errorf("the 503 attempt reads %q", got)
+	}
+}

@@ -177,6 +177,7 @@ func (s *Server) funcs() template.FuncMap {
 		},
 		"amountv":  func(d decimal.Decimal, currency string) string { return formatAmount(d, currency, s.cfg.Lang) },
 		"qty":      func(d decimal.Decimal) string { return formatQuantity(d, s.cfg.Lang) },
+		"detail":   s.eventDetail,
 		"truncate": truncate,
 		"actor":    s.actorLabel,
 		"onecDate": s.oneCDate,
