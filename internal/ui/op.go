@@ -318,8 +318,11 @@ func (s *Server) orderFacts(ctx context.Context, d *opData, create journal.Opera
 	found, err := s.cfg.OneC.FindOrders(cctx, d.Total.ExtID)
 	if err != nil {
 		d.Total.State, d.Total.Error = "unanswered", s.explain(err.Error(), "").Text
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(cctx.Err(), context.DeadlineExceeded) {
+		switch {
+		case errors.Is(err, context.DeadlineExceeded) || errors.Is(cctx.Err(), context.DeadlineExceeded):
 			d.Total.Error = s.cat.tf("total_timeout", s.cfg.OneCTimeout)
+		case d.Total.Error == "":
+			d.Total.Error = s.classSentence(journal.ClassTransient, "find", 0)
 		}
 		s.log.WarnContext(ctx, "ui: 1C did not answer the operation page's find", "key", create.Key, "err", err)
 		return
