@@ -46,6 +46,7 @@ const CredentialsDir = "/run/credentials/ordersync.service/"
 var docGlobs = []string{
 	"README.md", "docs/*.md", "docs/*.png",
 	"configs/ordersync.example.yaml",
+	ConfigSource, // as the package installed it, beside the copy in /etc you edit
 	"deploy/1c/README.md", "deploy/1c/openapi.yaml", "deploy/1c/ordersync/*",
 	"deploy/prometheus/*", "deploy/grafana/*",
 	DropInSource,
