@@ -117,6 +117,8 @@ var commandUses = map[string]dbUse{
 	"stock show":        {readOnly: true},
 	"stock diff":        {readOnly: true},
 	"stock status":      {readOnly: true},
+	// It asks the admin listener, and reads the journal, the outbox and stock.
+	"status": {readOnly: true},
 	// It reads the journal and asks 1C and the marketplace (--source) for their lists.
 	"reconcile": {secrets: readOneC},
 
