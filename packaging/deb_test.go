@@ -232,6 +232,9 @@ func TestDeb(t *testing.T) {
 		want["."+DocDir+"/"+name] = "-rw-r--r--"
 	}
 	want["."+DocDir+"/"+DocUnit] = "-rw-r--r--"
+	for _, p := range []string{ManPath, BashCompletion, ZshCompletion, FishCompletion} {
+		want["."+p] = "-rw-r--r--"
+	}
 	for p := range want { // and every directory above each file
 		for d := path.Dir(strings.TrimPrefix(p, "./")); d != "."; d = path.Dir(d) {
 			want["./"+d+"/"] = "drwxr-xr-x"
@@ -383,6 +386,8 @@ func TestDeb(t *testing.T) {
 		t.Errorf("systemd-analyze verify of the installed unit: %v\n%s", err, vout)
 	}
 
+	checkManPage(t, r)
+	checkBashCompletion(t, r)
 	startPackaged(t, r, unit)
 
 	if !asRoot {

@@ -7,8 +7,9 @@
 // repository's unit (binary path /usr/bin/ordersync), the configuration to start with
 // (deploy/ordersync.yaml), the docs (packaging.DocFiles: README.md, docs/, the example
 // configuration, deploy/1c, the Prometheus rules, the Grafana board, the example
-// drop-in), a copyright file with the licences of every Go module in the binary, and
-// the maintainer scripts, checks that the unit, the configuration and postinst agree
+// drop-in), a copyright file with the licences of every Go module in the binary, the
+// man page and shell completions the binary's own help makes, and the maintainer
+// scripts, checks that the unit, the configuration and postinst agree
 // (packaging.CheckAgreement), then runs nfpm (pinned below, from the Go module proxy or its
 // cache) on packaging/nfpm.yaml. It writes OUT/ordersync_<debian version>_amd64.deb and
 // prints its path.
@@ -126,6 +127,16 @@ func build(version, bin, root, out, goCmd string) (string, error) {
 	if err := packaging.CheckAgreement(unit, config, postinst); err != nil {
 		return "", err
 	}
+	// The man page and the shell completions, from the binary itself.
+	generated, err := fromBinary(bin, version, mtime)
+	if err != nil {
+		return "", err
+	}
+	for name, data := range generated {
+		if err := writeFile(stage, name, data, 0o644); err != nil {
+			return "", err
+		}
+	}
 	copyright, err := copyrightFile(filepath.Join(root, "packaging/copyright"), info, goCmd)
 	if err != nil {
 		return "", err
@@ -172,6 +183,40 @@ func build(version, bin, root, out, goCmd string) (string, error) {
 		return "", fmt.Errorf("nfpm did not write %s:\n%s", deb, log.Bytes())
 	}
 	return deb, nil
+}
+
+// fromBinary makes the files the binary's own help and completion say: the man page
+// (man/ordersync.1.gz, packaging.ManPage) and the completion scripts of bash, zsh
+// and fish (completions/…), by staged name.
+func fromBinary(bin, version string, date time.Time) (map[string][]byte, error) {
+	out := func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"} // nothing of the builder's ORDERSYNC_ environment
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("%s %s: %v: %s", bin, strings.Join(args, " "), err, stderr.Bytes())
+		}
+		return stdout.String(), nil
+	}
+	man, err := packaging.ManPage(version, date, out)
+	if err != nil {
+		return nil, err
+	}
+	if man, err = packaging.Gzip(man); err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{"man/ordersync.1.gz": man}
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		script, err := out("completion", shell)
+		if err != nil {
+			return nil, err
+		}
+		files["completions/"+shell] = []byte(script)
+	}
+	return files, nil
 }
 
 // checkBinary refuses a binary that is not what make build makes for the package: a
