@@ -126,7 +126,7 @@ func (j *Journal) Totals(ctx context.Context, f journal.Filter) ([]journal.Total
 	}
 	groups, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (journal.TotalGroup, error) {
 		var (
-			g              journal.TotalGroup
+			g                   journal.TotalGroup
 			status, cancel, sum string
 		)
 		if err := row.Scan(&g.Kind, &status, &cancel, &g.Currency, &g.Count, &sum); err != nil {

@@ -168,7 +168,7 @@ func (j *Journal) Totals(ctx context.Context, f journal.Filter) ([]journal.Total
 	}
 	where, args := listWhere(f)
 	q := `SELECT o.kind, o.status, coalesce(c.status, ''), o.currency, o.order_total, o.last_error
-		FROM (SELECT key, kind, status, currency, order_total, last_error FROM operations WHERE 1`+where+`) o
+		FROM (SELECT key, kind, status, currency, order_total, last_error FROM operations WHERE 1` + where + `) o
 		LEFT JOIN operations c
 			ON substr(o.key, -7) = ':create' AND c.key = substr(o.key, 1, length(o.key) - length(':create')) || ':cancel'`
 	rows, err := j.db.sql.QueryContext(ctx, q, args...)

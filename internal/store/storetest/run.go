@@ -79,6 +79,7 @@ func Run(t *testing.T, h Harness) {
 		{"Cursors", runCursors},
 		{"Doubt", runDoubt},
 		{"Accountant", runAccountant},
+		{"List", runList},
 		{"Inbox", runInbox},
 		{"Outbox", runOutbox},
 		{"Paging", runPaging},
