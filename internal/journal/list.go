@@ -30,8 +30,9 @@ type Derived struct {
 	SearchText string
 }
 
-// Derive reads Derived off an operation's key, external id, payload and result.
-func Derive(key, externalID string, payload json.RawMessage, result *Result) Derived {
+// Derive reads Derived off an operation's key, source, external id, payload and
+// result.
+func Derive(key, source, externalID string, payload json.RawMessage, result *Result) Derived {
 	var p struct {
 		CreatedAt     json.RawMessage `json:"created_at"`
 		Number        json.RawMessage `json:"number"`
@@ -76,10 +77,10 @@ func Derive(key, externalID string, payload json.RawMessage, result *Result) Der
 		d.Total = &t
 	}
 	d.Currency = scalar(p.Currency)
-	parts := []string{key, externalID, scalar(p.Number), scalar(p.MarketplaceID), scalar(p.Fetch.ID),
+	parts := []string{key, source + ":" + externalID, scalar(p.Number), scalar(p.MarketplaceID), scalar(p.Fetch.ID),
 		scalar(p.Customer.Name), PhoneDigits(scalar(p.Customer.Phone))}
 	if result != nil {
-		parts = append(parts, result.Number)
+		parts = append(parts, result.Number, result.Ref)
 	}
 	d.SearchText = strings.ToLower(strings.Join(parts, " "))
 	return d
@@ -152,8 +153,9 @@ func amountOf(s string) (decimal.Decimal, bool) {
 }
 
 // SearchMatches is what Filter.Search means, for one operation: the term, trimmed
-// and lower-cased, is part of its search text (key, external id, the marketplace's
-// number and ids, the customer's name and phone digits, 1C's number); or a
+// and lower-cased, is part of its search text (key, 1C's external id, the
+// marketplace's number and ids, the customer's name and phone digits, 1C's number
+// and ref); or a
 // phone-like term's digits are part of it; or the term is an amount equal to the
 // order's total. A blank term matches everything. The stores answer the same in
 // SQL; their conformance tests hold them to it.
@@ -162,7 +164,7 @@ func SearchMatches(op Operation, term string) bool {
 	if n.Text == "" {
 		return true
 	}
-	d := Derive(op.Key, op.ExternalID, op.Payload, op.Result)
+	d := Derive(op.Key, op.Source, op.ExternalID, op.Payload, op.Result)
 	if strings.Contains(d.SearchText, n.Text) || n.Digits != "" && strings.Contains(d.SearchText, n.Digits) {
 		return true
 	}

@@ -7,8 +7,9 @@
 --   order_total       the order's total (the payload's total, or the sum of its
 --                     lines), NULL when it names none; currency its currency
 --   search_text       what the broad search (journal.Filter.Search) looks in:
---                     key, external id, the marketplace's number and ids, the
---                     customer's name and phone digits, 1C's number; lower-cased
+--                     key, 1C's external id, the marketplace's number and ids,
+--                     the customer's name and phone digits, 1C's number and ref;
+--                     lower-cased
 --   onec_seen         what the latest reconciliation saw of the order in 1C
 --                     (journal.OneCSeen as JSON), NULL when none has
 --
@@ -78,25 +79,25 @@ BEGIN
 END
 $$;
 
--- What the broad search looks in, lower-cased: key, external id, the marketplace's
--- number, internal id and fetched id, the customer's name and phone digits, and 1C's
--- number once there is a result.
-CREATE FUNCTION ordersync_search_text(k text, ext text, p jsonb, r jsonb) RETURNS text
+-- What the broad search looks in, lower-cased: key, 1C's external id
+-- (<source>:<external id>), the marketplace's number, internal id and fetched id, the
+-- customer's name and phone digits, and 1C's number and ref once there is a result.
+CREATE FUNCTION ordersync_search_text(k text, src text, ext text, p jsonb, r jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT lower(k || ' ' || ext
+    SELECT lower(k || ' ' || src || ':' || ext
         || ' ' || ordersync_scalar(p -> 'number')
         || ' ' || ordersync_scalar(p -> 'marketplace_id')
         || ' ' || ordersync_scalar(p -> 'fetch' -> 'id')
         || ' ' || ordersync_scalar(p -> 'customer' -> 'name')
         || ' ' || regexp_replace(ordersync_scalar(p -> 'customer' -> 'phone'), '[^0-9]', '', 'g')
-        || CASE WHEN r IS NOT NULL THEN ' ' || ordersync_scalar(r -> 'number') ELSE '' END)
+        || CASE WHEN r IS NOT NULL THEN ' ' || ordersync_scalar(r -> 'number') || ' ' || ordersync_scalar(r -> 'ref') ELSE '' END)
 $$;
 
 ALTER TABLE operations
     ADD COLUMN order_created_at timestamptz GENERATED ALWAYS AS (ordersync_order_created_at(payload)) STORED,
     ADD COLUMN order_total numeric GENERATED ALWAYS AS (ordersync_order_total(payload)) STORED,
     ADD COLUMN currency text GENERATED ALWAYS AS (ordersync_scalar(payload -> 'currency')) STORED,
-    ADD COLUMN search_text text GENERATED ALWAYS AS (ordersync_search_text(key, external_id, payload, result)) STORED,
+    ADD COLUMN search_text text GENERATED ALWAYS AS (ordersync_search_text(key, source, external_id, payload, result)) STORED,
     ADD COLUMN onec_seen jsonb;
 
 -- The list's period by the order's date.

@@ -25,10 +25,10 @@ ALTER TABLE operations ADD COLUMN search_text TEXT NOT NULL DEFAULT '';
 ALTER TABLE operations ADD COLUMN onec_seen TEXT;
 
 UPDATE operations SET
-    order_created_at = ordersync_derive('order_created_at', key, external_id, payload, result),
-    order_total = ordersync_derive('order_total', key, external_id, payload, result),
-    currency = coalesce(ordersync_derive('currency', key, external_id, payload, result), ''),
-    search_text = coalesce(ordersync_derive('search_text', key, external_id, payload, result), '');
+    order_created_at = ordersync_derive('order_created_at', key, source, external_id, payload, result),
+    order_total = ordersync_derive('order_total', key, source, external_id, payload, result),
+    currency = coalesce(ordersync_derive('currency', key, source, external_id, payload, result), ''),
+    search_text = coalesce(ordersync_derive('search_text', key, source, external_id, payload, result), '');
 
 -- The list's period by the order's date.
 CREATE INDEX operations_ordered_idx ON operations (coalesce(order_created_at, created_at));

@@ -337,7 +337,7 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 	if payload != nil {
 		newPayload = *payload
 	}
-	dv := derivedOf(c.op.Key, c.op.ExternalID, newPayload, f.StoredResult())
+	dv := derivedOf(c.op.Key, c.op.Source, c.op.ExternalID, newPayload, f.StoredResult())
 	if r := f.StoredResult(); r != nil {
 		resultNumber, resultRef = resultSearch(r)
 		b, err := json.Marshal(r)

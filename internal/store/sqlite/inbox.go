@@ -321,7 +321,7 @@ func (ib *Inbox) registerOne(ctx context.Context, tx *sql.Tx, reg inbox.Registra
 	op := reg.Op
 	opSum := order.SHA256Hex(op.Payload)
 	at := ts(now)
-	dv := derivedOf(op.Key, op.ExternalID, string(op.Payload), nil)
+	dv := derivedOf(op.Key, op.Source, op.ExternalID, string(op.Payload), nil)
 	res, err := tx.ExecContext(ctx, inboxRegisterSQL, op.Key, op.Kind, op.Source, op.ExternalID,
 		string(op.Payload), opSum, at, at, at, actor, searchPhone(string(op.Payload)),
 		dv.orderAt, dv.total, dv.currency, dv.search)

@@ -171,7 +171,7 @@ func (j *Journal) register(ctx context.Context, op journal.NewOperation, status 
 // the event's detail), and actor as the trigger of its first attempt.
 func registerTx(ctx context.Context, tx *sql.Tx, op journal.NewOperation, status journal.Status, reason, actor string, now time.Time) (journal.Registration, error) {
 	sum := order.SHA256Hex(op.Payload)
-	dv := derivedOf(op.Key, op.ExternalID, string(op.Payload), nil)
+	dv := derivedOf(op.Key, op.Source, op.ExternalID, string(op.Payload), nil)
 	saved, err := scanOperation(tx.QueryRowContext(ctx, registerSQL,
 		op.Key, op.Kind, op.Source, op.ExternalID, string(status), string(op.Payload), sum, reason, ts(now),
 		actor, searchPhone(string(op.Payload)), dv.orderAt, dv.total, dv.currency, dv.search))
@@ -444,7 +444,7 @@ func (j *Journal) Revise(ctx context.Context, op journal.NewOperation) (journal.
 			}
 		}
 		actor := journal.ActorOf(ctx)
-		dv := derivedOf(op.Key, op.ExternalID, string(op.Payload), cur.Result)
+		dv := derivedOf(op.Key, op.Source, op.ExternalID, string(op.Payload), cur.Result)
 		revised, err = scanOperation(tx.QueryRowContext(ctx, `UPDATE operations
 			SET kind = ?2, source = ?3, external_id = ?4, payload = ?5, payload_sha256 = ?6,
 				status = 'pending', last_error = '', next_attempt_at = ?7, updated_at = ?7,

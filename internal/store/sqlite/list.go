@@ -22,15 +22,15 @@ import (
 func init() {
 	// The migration that added the columns fills them for the rows already stored
 	// with this; nothing else in the schema uses it.
-	sqlite.MustRegisterDeterministicScalarFunction("ordersync_derive", 5, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+	sqlite.MustRegisterDeterministicScalarFunction("ordersync_derive", 6, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
 		var result *journal.Result
-		if r := textArg(args[4]); r != "" {
+		if r := textArg(args[5]); r != "" {
 			var res journal.Result
 			if json.Unmarshal([]byte(r), &res) == nil {
 				result = &res
 			}
 		}
-		d := derivedOf(textArg(args[1]), textArg(args[2]), textArg(args[3]), result)
+		d := derivedOf(textArg(args[1]), textArg(args[2]), textArg(args[3]), textArg(args[4]), result)
 		switch textArg(args[0]) {
 		case "order_created_at":
 			return d.orderAt, nil
@@ -54,8 +54,8 @@ type derived struct {
 	search   string
 }
 
-func derivedOf(key, externalID, payload string, result *journal.Result) derived {
-	d := journal.Derive(key, externalID, json.RawMessage(payload), result)
+func derivedOf(key, source, externalID, payload string, result *journal.Result) derived {
+	d := journal.Derive(key, source, externalID, json.RawMessage(payload), result)
 	out := derived{currency: d.Currency, search: d.SearchText}
 	if d.OrderCreatedAt != nil {
 		out.orderAt = ts(*d.OrderCreatedAt)

@@ -93,7 +93,7 @@ func testSearchIsSearchMatches(t *testing.T, s Stores, clock *Clock) {
 	terms := []string{"", "  ", "51234410", "5123441", "000044", "a-0000", "A-0000", "иван", "ИВАН", "петров", "ivan",
 		"елена", "Елена", "05708065-0029", "05708065-0030", "пётр", "ос-000123", "ОС-00012", "3000", "3000.00", "3 000,00",
 		"3001.1", "3000,20", "999.99", "2999.97", "701 234", "+7 701 555", "7015554433", "5554433", "77.7", "77,70",
-		"WH1", "stock:", "x", "[1", "1 500", "%", "_", `\`, "' OR 1=1 --", "kaspi:order:%"}
+		"WH1", "stock:", "x", "[1", "1 500", "%", "_", `\`, "' OR 1=1 --", "kaspi:order:%", "kaspi:512344101", "ozon:05708065", "ref-1", "REF-1"}
 	for _, q := range terms {
 		var want []string
 		for _, op := range all {
@@ -160,7 +160,7 @@ func testOrderDate(t *testing.T, s Stores, clock *Clock) {
 		case ok && (got.OrderCreatedAt == nil || got.OrderCreatedAt.Format(time.RFC3339Nano) != w):
 			t.Errorf("%s: order date %v, want %s", op.Key, got.OrderCreatedAt, w)
 		}
-		if d := journal.Derive(op.Key, op.ExternalID, op.Payload, nil); (d.OrderCreatedAt == nil) != (got.OrderCreatedAt == nil) ||
+		if d := journal.Derive(op.Key, op.Source, op.ExternalID, op.Payload, nil); (d.OrderCreatedAt == nil) != (got.OrderCreatedAt == nil) ||
 			d.OrderCreatedAt != nil && !d.OrderCreatedAt.Equal(*got.OrderCreatedAt) {
 			t.Errorf("%s: the store's order date %v, journal.Derive's %v", op.Key, got.OrderCreatedAt, d.OrderCreatedAt)
 		}
@@ -230,7 +230,7 @@ func testTotals(t *testing.T, s Stores, clock *Clock) {
 			statuses[op.Key] = op.Status
 		}
 		for _, op := range listed {
-			d := journal.Derive(op.Key, op.ExternalID, op.Payload, op.Result)
+			d := journal.Derive(op.Key, op.Source, op.ExternalID, op.Payload, op.Result)
 			k := gk{op.Kind, op.Status, statuses[order.CancelKeyOf(op.Key)], d.Currency}
 			g := want[k]
 			g.Kind, g.Status, g.CancelStatus, g.Currency = k.kind, k.status, k.cancel, k.currency
