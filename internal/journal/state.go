@@ -8,8 +8,7 @@ import "strings"
 type State string
 
 const (
-	StateCreated       State = "created"        // the create is done: 1C holds the order
-	StateFound         State = "found"          // done, and 1C already held it: nothing was created
+	StateCreated       State = "created"        // the create is done: 1C holds the order (created, or found there)
 	StatePending       State = "pending"        // the create waits to be made
 	StateFailed        State = "failed"         // the create failed
 	StateCancelled     State = "cancelled"      // the cancel is done: cancelled in 1C (or never created)
@@ -19,13 +18,12 @@ const (
 )
 
 // States lists them in the order the list's totals show them.
-var States = []State{StateCreated, StateFound, StatePending, StateFailed, StateCancelled, StateCancelPending, StateCancelFailed, StateDone}
+var States = []State{StateCreated, StatePending, StateFailed, StateCancelled, StateCancelPending, StateCancelFailed, StateDone}
 
 // StateOf is the state of an operation of kind in status, whose cancel operation
-// is in cancel ("" when it has none; only an order's create has one). found tells a
-// done create whose order 1C already held (Result.Found). A cancel operation's own
-// state is the cancel's.
-func StateOf(kind string, status Status, found bool, cancel Status) State {
+// is in cancel ("" when it has none; only an order's create has one). A cancel
+// operation's own state is the cancel's.
+func StateOf(kind string, status Status, cancel Status) State {
 	switch {
 	case strings.HasSuffix(kind, ".cancel"):
 		return cancelState(status)
@@ -40,9 +38,6 @@ func StateOf(kind string, status Status, found bool, cancel Status) State {
 	}
 	if !strings.HasSuffix(kind, ".create") {
 		return StateDone
-	}
-	if found {
-		return StateFound
 	}
 	return StateCreated
 }
