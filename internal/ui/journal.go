@@ -478,8 +478,14 @@ func (s *Server) export(w http.ResponseWriter, r *http.Request, u who, ext, cont
 		panic(http.ErrAbortHandler)
 	}
 	for page := first; ; {
+		cancels, err := s.cancels(r, page)
+		if err != nil {
+			abort("list the cancels", err)
+		}
 		for _, op := range page {
-			if err := ew.Write(export.RowOf(op, s.cfg.Location)); err != nil {
+			row := export.RowOf(op, s.cfg.Location)
+			row.State = string(journal.StateOf(op.Kind, op.Status, cancels[order.CancelKeyOf(op.Key)]))
+			if err := ew.Write(row); err != nil {
 				abort("write", err)
 			}
 			rows++
