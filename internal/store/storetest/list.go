@@ -8,6 +8,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/ordersync/ordersync/internal/inbox"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
 )
@@ -26,11 +27,16 @@ func runList(t *testing.T, h Harness) {
 		{"Totals", testTotals},
 		{"OneCSeen", testOneCSeen},
 		{"Keys", testKeys},
+		{"ThroughTheInbox", testListThroughTheInbox},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			clock := NewClock()
-			tc.fn(t, h.open(t, Options{Clock: clock}, "Journal"), clock)
+			need := []string{"Journal"}
+			if tc.name == "ThroughTheInbox" {
+				need = append(need, "Inbox")
+			}
+			tc.fn(t, h.open(t, Options{Clock: clock}, need...), clock)
 		})
 	}
 }
@@ -323,5 +329,22 @@ func testKeys(t *testing.T, s Stores, clock *Clock) {
 	}
 	if got := listAll(t, j, journal.Filter{Keys: []string{"k:2"}, Status: journal.StatusDone}); len(got) != 0 {
 		t.Errorf("keys with a status: %q", opKeys(got))
+	}
+}
+
+// testListThroughTheInbox: an order a webhook brought (the inbox registers it) has its
+// date, total and search text as one Register wrote.
+func testListThroughTheInbox(t *testing.T, s Stores, clock *Clock) {
+	op := listOrder("site", "W-1", "W-1", "Гульнара", "", "2026-09-16T10:00:00+05:00", [2]string{"3", "1.10"})
+	receive(t, s.Inbox, inboxEvent("site", "evt-1", `{"a":1}`), []inbox.Registration{{Op: op}}, okAnswer())
+	got := get(t, s.Journal, op.Key)
+	if got.OrderCreatedAt == nil || !got.OrderCreatedAt.Equal(time.Date(2026, 9, 16, 5, 0, 0, 0, time.UTC)) {
+		t.Errorf("order date %v", got.OrderCreatedAt)
+	}
+	if keys := opKeys(listAll(t, s.Journal, journal.Filter{Search: "гульнара"})); !slices.Equal(keys, []string{op.Key}) {
+		t.Errorf("search by the name: %q", keys)
+	}
+	if keys := opKeys(listAll(t, s.Journal, journal.Filter{Search: "3.30"})); !slices.Equal(keys, []string{op.Key}) {
+		t.Errorf("search by the total: %q", keys)
 	}
 }
