@@ -13,7 +13,7 @@ import (
 	"github.com/ordersync/ordersync/internal/journal"
 )
 
-// The accountant's list in PostgreSQL (migrations/postgres/0012_accountant_list.sql):
+// The accountant's list in PostgreSQL (migrations/postgres/0013_accountant_list.sql):
 // the order's date, total and currency and the broad search's text are generated
 // columns, computed by the server from the payload and the result with
 // journal.Derive's rule, so a period, a search and a period's totals are answered in

@@ -14,7 +14,7 @@ import (
 	"github.com/ordersync/ordersync/internal/journal"
 )
 
-// The accountant's list in SQLite (migrations/sqlite/0010_accountant_list.sql): the
+// The accountant's list in SQLite (migrations/sqlite/0011_accountant_list.sql): the
 // order's date, total and currency and the broad search's text are columns the store
 // writes with journal.Derive wherever the payload or the result is written, so a
 // period, a search and a period's totals are answered in SQL.

@@ -1,4 +1,4 @@
--- The accountant's list in SQLite: the same as PostgreSQL's 0012_accountant_list.sql
+-- The accountant's list in SQLite: the same as PostgreSQL's 0013_accountant_list.sql
 -- in SQLite's terms. Times are INTEGER microseconds since the Unix epoch, UTC; the
 -- order's total is its exact decimal as TEXT (the store sums them as decimals, never
 -- as SQLite's floating point).
