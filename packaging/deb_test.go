@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -187,9 +188,8 @@ func TestDeb(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantConfig := read(filepath.Join(root, "configs/ordersync.example.yaml"))
-	wantReadme := read(filepath.Join(root, "README.md"))
-	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	wantConfig := read(filepath.Join(root, ConfigSource))
+	docs, err := DocFiles(root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,11 +228,17 @@ func TestDeb(t *testing.T) {
 		"./lib/":                                 "drwxr-xr-x",
 		"./etc/":                                 "drwxr-xr-x",
 	}
-	if len(docs) > 0 {
-		want["./usr/share/doc/ordersync/docs/"] = "drwxr-xr-x"
+	for name := range docs {
+		want["."+DocDir+"/"+name] = "-rw-r--r--"
 	}
-	for _, d := range docs {
-		want["./usr/share/doc/ordersync/docs/"+filepath.Base(d)] = "-rw-r--r--"
+	want["."+DocDir+"/"+DocUnit] = "-rw-r--r--"
+	for _, p := range []string{ManPath, BashCompletion, ZshCompletion, FishCompletion} {
+		want["."+p] = "-rw-r--r--"
+	}
+	for p := range want { // and every directory above each file
+		for d := path.Dir(strings.TrimPrefix(p, "./")); d != "."; d = path.Dir(d) {
+			want["./"+d+"/"] = "drwxr-xr-x"
+		}
 	}
 	listing := run(t, "", dpkgDeb, "-c", deb)
 	t.Logf("dpkg-deb -c:\n%s", listing)
@@ -324,14 +330,34 @@ func TestDeb(t *testing.T) {
 		t.Errorf("%s version: %q, want %q", BinPath, v, "ordersync "+version)
 	}
 	if !bytes.Equal(read(filepath.Join(r, ConfigPath)), wantConfig) {
-		t.Errorf("%s is not configs/ordersync.example.yaml", ConfigPath)
+		t.Errorf("%s is not %s", ConfigPath, ConfigSource)
 	}
 	unit := read(filepath.Join(r, UnitPath))
 	if !bytes.Equal(unit, wantUnit) {
 		t.Errorf("%s is not deploy/systemd/ordersync.service with %s for %s", UnitPath, BinPath, RepoBinPath)
 	}
-	if !bytes.Equal(read(filepath.Join(r, DocDir, "README.md")), wantReadme) {
-		t.Errorf("%s/README.md is not README.md", DocDir)
+	for name, src := range docs {
+		if !bytes.Equal(read(filepath.Join(r, DocDir, name)), read(src)) {
+			t.Errorf("%s/%s is not the repository's %s", DocDir, name, name)
+		}
+	}
+	if !bytes.Equal(read(filepath.Join(r, DocDir, DocUnit)), wantUnit) {
+		t.Errorf("%s/%s is not the installed unit", DocDir, DocUnit)
+	}
+	// Every relative link of the installed docs leads to something installed.
+	for p := range got {
+		if !strings.HasPrefix(p, "."+DocDir+"/") || !strings.HasSuffix(p, ".md") {
+			continue
+		}
+		for _, l := range RelativeLinks(read(filepath.Join(r, p))) {
+			target := "./" + path.Join(path.Dir(p), l) // Join drops the "./" of dpkg-deb's paths
+			if got[target] == "" && got[target+"/"] == "" {
+				t.Errorf("%s links to %s, which the package does not install (%s)", strings.TrimPrefix(p, "."), l, strings.TrimPrefix(target, "."))
+			}
+		}
+	}
+	if err := CheckAgreement(unit, read(filepath.Join(r, ConfigPath)), read(filepath.Join(root, "packaging/scripts/postinst"))); err != nil {
+		t.Error(err)
 	}
 	if c := read(filepath.Join(r, DocDir, "copyright")); !bytes.Contains(c, []byte("modernc.org/sqlite")) || !bytes.Contains(c, []byte("The Go Authors")) {
 		t.Errorf("%s/copyright lacks the licences of the modules in the binary", DocDir)
@@ -359,6 +385,10 @@ func TestDeb(t *testing.T) {
 	if err != nil || bytes.Contains(vout, []byte("ordersync")) {
 		t.Errorf("systemd-analyze verify of the installed unit: %v\n%s", err, vout)
 	}
+
+	checkManPage(t, r)
+	checkBashCompletion(t, r)
+	startPackaged(t, r, unit)
 
 	if !asRoot {
 		return

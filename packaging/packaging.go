@@ -9,7 +9,10 @@ import (
 	"bytes"
 	"fmt"
 	"path"
+	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 )
 
@@ -20,6 +23,181 @@ const (
 	ConfigPath = "/etc/ordersync/ordersync.yaml"
 	DocDir     = "/usr/share/doc/ordersync"
 )
+
+// Sources in the repository.
+const (
+	// ConfigSource is the configuration the package installs as ConfigPath: the
+	// embedded SQLite journal, the 1C URL and password to fill, the rest commented.
+	// configs/ordersync.example.yaml (every key) is among the docs.
+	ConfigSource = "deploy/ordersync.yaml"
+	// DropInSource is the example drop-in with a LoadCredential= line for each
+	// secret besides the 1C password; it is installed among the docs.
+	DropInSource = "deploy/systemd/credentials.conf"
+	// DocUnit is where, under DocDir, the packaged unit is copied, for the docs'
+	// links to deploy/systemd/ordersync.service.
+	DocUnit = "deploy/systemd/ordersync.service"
+)
+
+// CredentialsDir is where systemd places the credentials the unit loads.
+const CredentialsDir = "/run/credentials/ordersync.service/"
+
+// docGlobs are the repository's files the package installs under DocDir, each at its
+// path in the repository, so that the links between them hold.
+var docGlobs = []string{
+	"README.md", "docs/*.md", "docs/*.png",
+	"configs/ordersync.example.yaml",
+	ConfigSource, // as the package installed it, beside the copy in /etc you edit
+	"deploy/1c/README.md", "deploy/1c/openapi.yaml", "deploy/1c/ordersync/*",
+	"deploy/prometheus/*", "deploy/grafana/*",
+	DropInSource,
+}
+
+// DocFiles are the documentation files the package installs, by their path under
+// DocDir (the repository's), with their source under root. The packaged unit
+// (DocUnit) and the copyright file are made by the builder and are not in it.
+func DocFiles(root string) (map[string]string, error) {
+	files := map[string]string{}
+	for _, g := range docGlobs {
+		matches, err := filepath.Glob(filepath.Join(root, filepath.FromSlash(g)))
+		if err != nil {
+			return nil, err
+		}
+		if len(matches) == 0 {
+			return nil, fmt.Errorf("docs: nothing matches %s", g)
+		}
+		for _, m := range matches {
+			rel, err := filepath.Rel(root, m)
+			if err != nil {
+				return nil, err
+			}
+			files[filepath.ToSlash(rel)] = m
+		}
+	}
+	return files, nil
+}
+
+var (
+	// A Markdown link or image: [text](target) or ![alt](target "title").
+	mdLinkRe = regexp.MustCompile(`\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
+	// A reference definition: [name]: target
+	mdRefRe = regexp.MustCompile(`(?m)^\s{0,3}\[[^\]]+\]:\s+(\S+)`)
+)
+
+// RelativeLinks are the targets of the relative links of a Markdown text, without
+// their #fragment: neither a URL with a scheme nor a link within the page. Code
+// blocks and code spans are not read.
+func RelativeLinks(md []byte) []string {
+	var text bytes.Buffer
+	fenced := false
+	for _, line := range strings.Split(string(md), "\n") {
+		if t := strings.TrimSpace(line); strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
+			fenced = !fenced
+			continue
+		}
+		if fenced || strings.HasPrefix(line, "    ") || strings.HasPrefix(line, "\t") {
+			continue
+		}
+		text.WriteString(stripCodeSpans(line) + "\n")
+	}
+	var links []string
+	for _, re := range []*regexp.Regexp{mdLinkRe, mdRefRe} {
+		for _, m := range re.FindAllStringSubmatch(text.String(), -1) {
+			target, _, _ := strings.Cut(strings.Trim(m[1], "<>"), "#")
+			if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			if !slices.Contains(links, target) {
+				links = append(links, target)
+			}
+		}
+	}
+	sort.Strings(links)
+	return links
+}
+
+// stripCodeSpans removes `code spans` from a line.
+func stripCodeSpans(line string) string {
+	var b strings.Builder
+	in := false
+	for _, r := range line {
+		if r == '`' {
+			in = !in
+			continue
+		}
+		if !in {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// Credentials are the names of the credentials a unit loads (LoadCredential=
+// name:file, in [Service]), with their files.
+func Credentials(unit []byte) map[string]string {
+	m := map[string]string{}
+	section := ""
+	for _, line := range strings.Split(string(unit), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			section = line
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "LoadCredential="); ok && section == "[Service]" {
+			id, file, _ := strings.Cut(v, ":")
+			m[id] = file
+		}
+	}
+	return m
+}
+
+var credentialKeyRe = regexp.MustCompile(`(?m)^\s*([a-z0-9_]+_file):\s*` + regexp.QuoteMeta(CredentialsDir) + `([A-Za-z0-9._-]+)\s*$`)
+
+// ConfigCredentials are the credentials a configuration file reads: the names of the
+// files its (uncommented) *_file keys give under CredentialsDir, with the key.
+func ConfigCredentials(config []byte) map[string]string {
+	m := map[string]string{}
+	for _, k := range credentialKeyRe.FindAllSubmatch(config, -1) {
+		m[string(k[2])] = string(k[1])
+	}
+	return m
+}
+
+// CheckAgreement checks that the packaged unit, configuration and postinst say the
+// same: the unit loads exactly the credentials the configuration reads (a
+// LoadCredential= whose file is missing keeps the unit from starting, and a *_file
+// the unit does not load fails `ordersync run`), each from /etc/ordersync/<name>;
+// postinst names each of those files, and the example drop-in for the others.
+func CheckAgreement(unit, config, postinst []byte) error {
+	loads, reads := Credentials(unit), ConfigCredentials(config)
+	var problems []string
+	for id, file := range loads {
+		if _, ok := reads[id]; !ok {
+			problems = append(problems, fmt.Sprintf("the unit loads the credential %s, which %s does not read: it would keep the unit from starting for nothing", id, ConfigSource))
+		}
+		if want := "/etc/ordersync/" + id; file != want {
+			problems = append(problems, fmt.Sprintf("the unit loads %s from %s, not %s", id, file, want))
+		}
+		if !bytes.Contains(postinst, []byte("/etc/ordersync/"+id)) {
+			problems = append(problems, fmt.Sprintf("postinst does not say to put the credential %s in /etc/ordersync/%s", id, id))
+		}
+	}
+	for id, key := range reads {
+		if _, ok := loads[id]; !ok {
+			problems = append(problems, fmt.Sprintf("%s reads %s from %s%s, which the unit does not load", ConfigSource, key, CredentialsDir, id))
+		}
+	}
+	if !bytes.Contains(postinst, []byte(DocDir+"/"+DropInSource)) {
+		problems = append(problems, "postinst does not name the example drop-in "+DocDir+"/"+DropInSource)
+	}
+	if len(loads) == 0 {
+		problems = append(problems, "the unit loads no credential: not even the 1C password")
+	}
+	sort.Strings(problems)
+	if len(problems) > 0 {
+		return fmt.Errorf("packaging: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
 
 // Arch is the only architecture the package is built for.
 const Arch = "amd64"

@@ -210,11 +210,12 @@ func TestTheAccountantsPagesInABrowser(t *testing.T) {
 	for i := range n - 2 {
 		lines = append(lines, orderJSON(fmt.Sprintf("B-%03d", i), "SKU-1", "1", fmt.Sprintf("%d.50", 100+i)))
 	}
+	lines = recentOrders(lines) // ordered in the list's default period (by the order's date)
 	if _, stderr, code := e.cli(strings.Join(lines, "\n"), "order", "import"); code != 0 {
 		t.Fatalf("import: exit %d: %s", code, stderr)
 	}
 	// The marketplace sends the order again, changed: a conflict, nothing overwritten.
-	e.cli(strings.Replace(orderJSON("512344101", "SKU-1", "3", "1500.10"), `"source":"site"`, `"source":"kaspi"`, 1), "order", "import")
+	e.cli(recentOrders([]string{strings.Replace(orderJSON("512344101", "SKU-1", "3", "1500.10"), `"source":"site"`, `"source":"kaspi"`, 1)})[0], "order", "import")
 
 	hash := func(pw string) string {
 		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/engine"
 	"github.com/ordersync/ordersync/internal/store"
+	"github.com/ordersync/ordersync/internal/store/postgres"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
 )
 
@@ -115,6 +117,8 @@ var commandUses = map[string]dbUse{
 	"stock show":        {readOnly: true},
 	"stock diff":        {readOnly: true},
 	"stock status":      {readOnly: true},
+	// It asks the admin listener, and reads the journal, the outbox and stock.
+	"status": {readOnly: true},
 	// It reads the journal and asks 1C and the marketplace (--source) for their lists.
 	"reconcile": {secrets: readOneC},
 
@@ -145,7 +149,8 @@ var serviceStateDir = sqlite.ServiceDir
 // is a postgres URL, otherwise the embedded SQLite file (the default), as the
 // command's dbUse allows. A server that does not answer is an operational failure
 // (exit 1) named by host, port and database; run and migrate first wait for it up to
-// database.connect_timeout. An embedded file found by looking is named once the
+// database.connect_timeout. A server that refuses the role, the password or the
+// database is a configuration error (exit 2). An embedded file found by looking is named once the
 // command is done (Main).
 func (a *app) openDB(ctx context.Context, cfg *config.Config, log *slog.Logger) (store.DB, error) {
 	use := a.use()
@@ -162,6 +167,12 @@ func (a *app) openDB(ctx context.Context, cfg *config.Config, log *slog.Logger) 
 		ProcessClock:     a.processClock,
 		Logger:           log,
 	})
+	// A role, password or database the server refuses is database.url's fault:
+	// exit 2, which the unit does not restart (RestartPreventExitStatus=2).
+	var ce *postgres.ConnectError
+	if errors.As(err, &ce) && ce.Refused() {
+		return nil, usageError(err)
+	}
 	return db, err
 }
 

@@ -84,12 +84,20 @@ func TestJournalShowByAnyFormAndListColumns(t *testing.T) {
 				Total                          json.Number
 				Marketplace                    string `json:"marketplace_number"`
 				CreatedAt                      string `json:"created_at"`
+				RegisteredAt                   string `json:"registered_at"`
+				OrderCreatedAt                 string `json:"order_created_at"`
 			}
 			if err := json.Unmarshal([]byte(out), &rows); err != nil || code != 0 || len(rows) != 1 || rows[0].Key != key {
 				t.Fatalf("list -q %s: exit %d %v: %s", number, code, err, out)
 			}
 			if r := rows[0]; r.Marketplace != "512344101" || r.Customer != "Иван Петров" || r.Total.String() != "3000.2" || !strings.HasSuffix(r.CreatedAt, "+05:00") {
 				t.Fatalf("list row %+v", r)
+			}
+			// created_at is the registration, as it was; registered_at says so, and
+			// order_created_at is the marketplace's own date of the order.
+			if r := rows[0]; r.RegisteredAt != r.CreatedAt || r.OrderCreatedAt != "2026-09-16T10:00:00+05:00" {
+				t.Fatalf("list row: registered_at %q (created_at %q), order_created_at %q, want 2026-09-16T10:00:00+05:00",
+					r.RegisteredAt, r.CreatedAt, r.OrderCreatedAt)
 			}
 			out, _, _ = e.cli("", "journal", "list", "--from", "2020-01-01", "--to", "2020-12-31", "--format", "json")
 			if strings.TrimSpace(out) != "[]" {

@@ -148,6 +148,7 @@ journal row.`,
 		a.uiCommand(),
 		a.simCommand(),
 		a.demoCommand(),
+		a.statusCommand(),
 		a.versionCommand(),
 	)
 	requireSubcommands(root)

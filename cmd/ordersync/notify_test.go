@@ -479,31 +479,35 @@ func TestSystemdUnitVerifiesAndScores(t *testing.T) {
 	}
 }
 
-// TestSystemdUnitLoadsEveryExampleCredential: every credential file the example
-// configuration names under /run/credentials/ordersync.service/ has its
-// LoadCredential= line, active when the example sets the key and commented out when
-// the example's key is commented out; and the unit loads no other.
+// TestSystemdUnitLoadsEveryExampleCredential: the unit loads exactly the credentials
+// the packaged configuration (deploy/ordersync.yaml) reads, and no other (a missing
+// file keeps the unit from starting); every other credential the example
+// configuration names under /run/credentials/ordersync.service/ is offered, commented
+// out, by the example drop-in deploy/systemd/credentials.conf, which offers no other
+// and loads nothing as it is.
 func TestSystemdUnitLoadsEveryExampleCredential(t *testing.T) {
 	t.Parallel()
-	example, err := os.Open("../../configs/ordersync.example.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer example.Close()
 	const dir = "/run/credentials/ordersync.service/"
 	keyLine := regexp.MustCompile(`^\s*(#\s*)?([a-z0-9_]+_file):\s*` + regexp.QuoteMeta(dir) + `([A-Za-z0-9._-]+)\s*$`)
-	want := map[string]bool{} // credential name -> active
-	sc := bufio.NewScanner(example)
-	for sc.Scan() {
-		if m := keyLine.FindStringSubmatch(sc.Text()); m != nil {
-			want[m[3]] = m[1] == ""
+	credentials := func(path string) map[string]bool { // credential name -> active
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
 		}
+		defer f.Close()
+		m := map[string]bool{}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k := keyLine.FindStringSubmatch(sc.Text()); k != nil {
+				m[k[3]] = m[k[3]] || k[1] == ""
+			}
+		}
+		return m
 	}
-	if len(want) < 5 {
-		t.Fatalf("found only %d *_file keys in the example configuration: %v", len(want), want)
+	example, packaged := credentials("../../configs/ordersync.example.yaml"), credentials("../../deploy/ordersync.yaml")
+	if len(example) < 5 {
+		t.Fatalf("found only %d *_file keys in the example configuration: %v", len(example), example)
 	}
-	_, unit := unitFile(t)
-	active, commented := unitKeys(unit)
 	loaded := func(lines []string) map[string]string {
 		m := map[string]string{}
 		for _, v := range lines {
@@ -512,23 +516,43 @@ func TestSystemdUnitLoadsEveryExampleCredential(t *testing.T) {
 		}
 		return m
 	}
-	on, off := loaded(active["LoadCredential"]), loaded(commented["LoadCredential"])
-	for id, isActive := range want {
-		switch {
-		case isActive && on[id] == "":
-			t.Errorf("the example sets a *_file of %s%s: the unit needs LoadCredential=%s:/etc/ordersync/%s", dir, id, id, id)
-		case !isActive && on[id] != "":
-			t.Errorf("LoadCredential=%s is active, but the example leaves its key commented out: comment it out too (a missing file keeps the unit from starting)", id)
-		case !isActive && off[id] == "":
-			t.Errorf("no commented LoadCredential= line for %s, which the example offers", id)
-		}
-		if src := on[id] + off[id]; src != "" && src != "/etc/ordersync/"+id {
-			t.Errorf("LoadCredential=%s:%s, want the file /etc/ordersync/%s", id, src, id)
+	_, unit := unitFile(t)
+	active, _ := unitKeys(unit)
+	on := loaded(active["LoadCredential"])
+	dropIn, err := os.ReadFile("../../deploy/systemd/credentials.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropOn, dropOff := unitKeys(string(dropIn))
+	if len(dropOn["LoadCredential"]) > 0 {
+		t.Errorf("the example drop-in loads %v as it is: its lines are to uncomment", dropOn["LoadCredential"])
+	}
+	offered := loaded(dropOff["LoadCredential"])
+
+	for id, isActive := range packaged {
+		if isActive && on[id] == "" {
+			t.Errorf("deploy/ordersync.yaml reads %s%s: the unit needs LoadCredential=%s:/etc/ordersync/%s", dir, id, id, id)
 		}
 	}
 	for id := range on {
-		if _, ok := want[id]; !ok {
-			t.Errorf("LoadCredential=%s is for no key of the example configuration", id)
+		if !packaged[id] {
+			t.Errorf("the unit loads %s, which deploy/ordersync.yaml does not read: offer it in the drop-in instead", id)
+		}
+	}
+	for id := range example {
+		switch {
+		case on[id] != "" && offered[id] != "":
+			t.Errorf("%s is both in the unit and in the drop-in", id)
+		case on[id] == "" && offered[id] == "":
+			t.Errorf("the example configuration offers %s%s: neither the unit nor the drop-in has its LoadCredential= line", dir, id)
+		}
+		if src := on[id] + offered[id]; src != "" && src != "/etc/ordersync/"+id {
+			t.Errorf("LoadCredential=%s:%s, want the file /etc/ordersync/%s", id, src, id)
+		}
+	}
+	for id := range offered {
+		if _, ok := example[id]; !ok {
+			t.Errorf("the drop-in offers %s, for no key of the example configuration", id)
 		}
 	}
 }

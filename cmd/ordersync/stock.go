@@ -53,12 +53,22 @@ func (a *app) openStock(ctx context.Context) (*stockEnv, error) {
 		return nil, err
 	}
 	w := worker{a: a, cfg: cfg, log: log, db: db}
+	// The items the Kaspi feed leaves out for want of a line in the SKU map.
+	var kaspiSKUs func(string) []string
+	if cfg.Connectors.Kaspi.Enabled && cfg.Connectors.SKUMap != "" {
+		skus, err := connectors.NewSKUMap(cfg.Connectors.SKUMap)
+		if err != nil {
+			db.Close()
+			return nil, usageError(err)
+		}
+		kaspiSKUs = func(sku string) []string { return skus.MarketSKUs(stock.Kaspi, sku) }
+	}
 	svc := stocksvc.New(stocksvc.Config{
 		Journal: db.Journal(), Stock: db.Stock(), Location: setup.loc,
 		Schedules: setup.schedules, Warehouses: setup.warehouses(), PublishTo: setup.publishTo,
-		KaspiStores: setup.maps[stock.Kaspi],
-		Run:         w.runKeys,
-		Relay:       func() (stocksvc.Relay, error) { return foregroundStockRelay(w) },
+		KaspiStores: setup.maps[stock.Kaspi], KaspiSKUs: kaspiSKUs, KaspiSKUMap: cfg.Connectors.SKUMap,
+		Run:   w.runKeys,
+		Relay: func() (stocksvc.Relay, error) { return foregroundStockRelay(w) },
 	})
 	return &stockEnv{setup: setup, svc: svc, db: db}, nil
 }

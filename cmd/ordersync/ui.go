@@ -85,7 +85,7 @@ func newUI(cfg *config.Config, db store.DB, client onec.Client, markets []market
 	}
 	srv, err := ui.New(ui.Config{
 		Listen: cfg.UI.Listen, Hosts: cfg.UI.Hosts, Lang: cfg.UI.Lang, Location: cfg.UILocation(), OneCLocation: cfg.OneC.Location(),
-		Users: users, SessionTTL: cfg.UI.SessionTTL, SecureCookie: cfg.UI.CookieSecure(),
+		Users: users, SessionTTL: cfg.UI.SessionTTL, Sessions: db.Sessions(), SecureCookie: cfg.UI.CookieSecure(),
 		Journal: db.Journal(), Outbox: db.Outbox(), Inbox: db.Inbox(),
 		Reconcile: uiReconcile(cfg, db, client, markets), ReconcileSources: sources,
 		Wake: wake, OnSignIn: signIn, Logger: log.With("component", "ui"),

@@ -219,6 +219,13 @@ type Operation struct {
 	LateVerifyAt *time.Time `json:"late_verify_at,omitempty"`
 	// Warnings a person must look at (duplicates in 1C); never null in JSON.
 	Warnings []Warning `json:"warnings"`
+	// OrderCreatedAt is the marketplace's own date of the order (the payload's
+	// created_at; Derive), nil when the payload names none. CreatedAt is when
+	// ordersync registered the operation.
+	OrderCreatedAt *time.Time `json:"order_created_at,omitempty"`
+	// OneCSeen is what the latest reconciliation that covered the order saw of it
+	// in 1C, nil when none has.
+	OneCSeen *OneCSeen `json:"onec_seen,omitempty"`
 
 	// CancelRequested is set on a claimed create whose order has a cancel operation
 	// registered (its key with :cancel for :create): the engine then never creates it.
@@ -382,6 +389,16 @@ type Filter struct {
 	// or ref of the result; a customer phone (digits compared, the last ten when
 	// both have ten or more, so +7 701 234-56-78 finds 87012345678).
 	Query string
+	// Search keeps the operations the accountant's broader search names (see
+	// SearchMatches): part of a number, a key or a customer's name, a phone's
+	// digits, an amount. Query, not Search, is what resolves one operation.
+	Search string
+	// OrderedFrom and OrderedBefore, when set, keep the operations whose order is
+	// dated in [OrderedFrom, OrderedBefore): the marketplace's own date of the order,
+	// or the registration time for an operation whose payload names none.
+	OrderedFrom, OrderedBefore time.Time
+	// Keys, when not empty, keeps the operations of these keys.
+	Keys []string
 	// After, when set, keeps the operations that come after it in the listing's
 	// order (updated_at descending, then key): the last operation of a page, to read
 	// the next page. An operation updated meanwhile moves to the front and is not
@@ -456,6 +473,11 @@ type Store interface {
 	Get(ctx context.Context, key string) (Operation, error)
 	Show(ctx context.Context, key string) (Detail, error)
 	List(ctx context.Context, f Filter) ([]Operation, error)
+	// Totals groups every operation f keeps (f.After and f.Limit aside) by kind,
+	// status, the status of its cancel operation and currency, with their count and
+	// the sum of their totals (Derive): the list's totals for a whole period.
+	Totals(ctx context.Context, f Filter) ([]TotalGroup, error)
+	OneCRecorder
 
 	// ClaimDue claims the pending operation that is due first, skipping locked rows.
 	// ErrNothingDue when none is.

@@ -151,6 +151,7 @@ func Run(ctx context.Context, p Params) (Report, error) {
 	for _, c := range Categories {
 		rep.Totals[c] = 0
 	}
+	var seen []journal.OneCSeen
 	for _, e := range r.order {
 		if err := r.complete(ctx, e); err != nil {
 			return Report{}, err
@@ -158,6 +159,15 @@ func Run(ctx context.Context, p Params) (Report, error) {
 		it := r.judge(e)
 		rep.Totals[it.Category]++
 		rep.Items = append(rep.Items, it)
+		if e.op != nil {
+			seen = append(seen, oneCSeen(e.key, e.onec, time.Now().UTC()))
+		}
+	}
+	// What 1C held of each order is kept in the journal, for its list.
+	if rec, ok := p.Journal.(journal.OneCRecorder); ok {
+		if err := rec.RecordOneC(ctx, seen); err != nil {
+			return Report{}, fmt.Errorf("reconcile: %w", err)
+		}
 	}
 	rank := map[Category]int{}
 	for i, c := range Categories {
@@ -170,6 +180,27 @@ func Run(ctx context.Context, p Params) (Report, error) {
 }
 
 const oneCDate = "2006-01-02T15:04:05"
+
+// oneCSeen is what 1C held of the operation key: the earliest of its orders not
+// marked for deletion (or the earliest marked, when all are), and how many it held.
+func oneCSeen(key string, os []onec.Order, at time.Time) journal.OneCSeen {
+	s := journal.OneCSeen{Key: key, SeenAt: at}
+	var pick *onec.Order
+	for i := range os {
+		o := &os[i]
+		if !o.Deleted {
+			s.Held++
+		}
+		if pick == nil || pick.Deleted && !o.Deleted || pick.Deleted == o.Deleted && o.Date < pick.Date {
+			pick = o
+		}
+	}
+	if pick != nil {
+		s.Ref, s.Number, s.Date, s.Total, s.Currency = pick.Ref, pick.Number, pick.Date, pick.Total, pick.Currency
+		s.Posted, s.Cancelled, s.Deleted = pick.Posted, pick.Cancelled, pick.Deleted
+	}
+	return s
+}
 
 // day is the start of t's date in loc.
 func day(t time.Time, loc *time.Location) time.Time {

@@ -27,6 +27,7 @@ import (
 	"github.com/ordersync/ordersync/internal/stock"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
+	"github.com/ordersync/ordersync/internal/ui/session"
 )
 
 // DB is an open database, whichever backend holds it: *postgres.DB and *sqlite.DB
@@ -38,6 +39,8 @@ type DB interface {
 	Cursors() connectors.CursorStore
 	Listener() outbox.Listener
 	Stock() stock.Store
+	// Sessions are the journal pages' sign-ins, shared by every replica.
+	Sessions() session.Store
 	// EmbeddedFile is the SQLite file the database is, "" for PostgreSQL: one
 	// process works an embedded file.
 	EmbeddedFile() string

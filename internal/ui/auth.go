@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
-	"time"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -42,64 +40,6 @@ func dummyHash(cost int) ([]byte, error) {
 	return bcrypt.GenerateFromPassword([]byte(randomToken()), max(cost, bcrypt.MinCost))
 }
 
-// session is one sign-in.
-type session struct {
-	user, role string
-	csrf       string
-	expires    time.Time
-}
-
-// sessions are kept in memory, by a random id; each use moves the expiry ahead.
-type sessions struct {
-	mu  sync.Mutex
-	m   map[string]*session
-	ttl time.Duration
-	now func() time.Time
-}
-
-func newSessions(ttl time.Duration, now func() time.Time) *sessions {
-	return &sessions{m: map[string]*session{}, ttl: ttl, now: now}
-}
-
-// create starts a session and returns its id; expired ones are swept meanwhile.
-func (ss *sessions) create(user, role string) (string, session) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	now := ss.now()
-	for id, s := range ss.m {
-		if !now.Before(s.expires) {
-			delete(ss.m, id)
-		}
-	}
-	id := randomToken()
-	s := &session{user: user, role: role, csrf: randomToken(), expires: now.Add(ss.ttl)}
-	ss.m[id] = s
-	return id, *s
-}
-
-// get is the live session under id, its expiry moved ahead.
-func (ss *sessions) get(id string) (session, bool) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	s, ok := ss.m[id]
-	if !ok {
-		return session{}, false
-	}
-	now := ss.now()
-	if !now.Before(s.expires) {
-		delete(ss.m, id)
-		return session{}, false
-	}
-	s.expires = now.Add(ss.ttl)
-	return *s, true
-}
-
-func (ss *sessions) delete(id string) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	delete(ss.m, id)
-}
-
 // who is the person behind a request.
 type who struct {
 	Name string
@@ -108,8 +48,8 @@ type who struct {
 	Local bool
 	// CSRF is the token the page's forms carry.
 	CSRF string
-	// sessionID is the session's, "" when Local.
-	sessionID string
+	// token is the session's (its cookie's), "" when Local.
+	token string
 }
 
 func (w who) Operator() bool { return w.Role == RoleOperator }
@@ -147,27 +87,32 @@ func sameToken(a, b string) bool {
 }
 
 // identify is who sent r: the local operator when no users are configured, the
-// session's user otherwise (false when there is no live session).
-func (s *Server) identify(w http.ResponseWriter, r *http.Request) (who, bool) {
+// session's user otherwise (false when there is no live session, or it no longer
+// stands for a configured user). An error is the session store's.
+func (s *Server) identify(w http.ResponseWriter, r *http.Request) (who, bool, error) {
 	if len(s.users) == 0 {
-		return who{Name: LocalUser, Role: RoleOperator, Local: true, CSRF: s.csrfToken(w, r)}, true
+		return who{Name: LocalUser, Role: RoleOperator, Local: true, CSRF: s.csrfToken(w, r)}, true, nil
 	}
 	c, err := r.Cookie(sessionCookie)
 	if err != nil {
-		return who{}, false
+		return who{}, false, nil
 	}
-	ss, ok := s.sessions.get(c.Value)
-	if !ok {
-		return who{}, false
+	ss, ok, err := s.sessions.get(r.Context(), c.Value, s.users)
+	if err != nil || !ok {
+		return who{}, false, err
 	}
-	return who{Name: ss.user, Role: ss.role, CSRF: ss.csrf, sessionID: c.Value}, true
+	return who{Name: ss.User, Role: ss.Role, CSRF: ss.CSRF, token: c.Value}, true, nil
 }
 
 // page serves a page that needs a person: without one, a GET is sent to sign in
 // and coming back; anything else is refused.
 func (s *Server) page(h func(w http.ResponseWriter, r *http.Request, u who)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		u, ok := s.identify(w, r)
+		u, ok, err := s.identify(w, r)
+		if err != nil {
+			s.failed(w, r, who{}, "read the session", err)
+			return
+		}
 		if !ok {
 			if r.Method == http.MethodGet || r.Method == http.MethodHead {
 				http.Redirect(w, r, "/ui/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
@@ -234,7 +179,10 @@ func (s *Server) signinForm(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/journal", http.StatusSeeOther)
 		return
 	}
-	if _, ok := s.identify(w, r); ok {
+	if _, ok, err := s.identify(w, r); err != nil {
+		s.failed(w, r, who{}, "read the session", err)
+		return
+	} else if ok {
 		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
 		return
 	}
@@ -289,12 +237,19 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	}
 	s.limit.succeeded(name)
 	s.signedIn("ok")
-	// A fresh id at every sign-in: an id planted before it is worth nothing.
+	// A fresh token at every sign-in: one planted before it is worth nothing.
 	if old, err := r.Cookie(sessionCookie); err == nil {
-		s.sessions.delete(old.Value)
+		if err := s.sessions.delete(r.Context(), old.Value); err != nil {
+			s.failed(w, r, who{}, "end the previous session", err)
+			return
+		}
 	}
-	id, _ := s.sessions.create(user.Name, user.Role)
-	http.SetCookie(w, s.cookie(sessionCookie, id, 0))
+	token, _, err := s.sessions.create(r.Context(), user)
+	if err != nil {
+		s.failed(w, r, who{}, "start a session", err)
+		return
+	}
+	http.SetCookie(w, s.cookie(sessionCookie, token, 0))
 	s.log.InfoContext(r.Context(), "ui: signed in", "name", user.Name, "role", user.Role, "remote", r.RemoteAddr)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
@@ -308,7 +263,11 @@ func (s *Server) signedIn(outcome string) {
 
 func (s *Server) signout(w http.ResponseWriter, r *http.Request, u who) {
 	if !u.Local {
-		s.sessions.delete(u.sessionID)
+		// The row goes, so the session ends on every replica.
+		if err := s.sessions.delete(r.Context(), u.token); err != nil {
+			s.failed(w, r, u, "end the session", err)
+			return
+		}
 		http.SetCookie(w, s.cookie(sessionCookie, "", -1))
 		s.log.InfoContext(r.Context(), "ui: signed out", "name", u.Name, "remote", r.RemoteAddr)
 		http.Redirect(w, r, "/ui/signin", http.StatusSeeOther)

@@ -297,9 +297,11 @@ func text(n *html.Node) string {
 // Journal fixtures.
 
 func orderPayload(source, id, name, phone, price string) json.RawMessage {
-	return json.RawMessage(fmt.Sprintf(`{"source":%q,"external_id":%q,"number":%q,"created_at":"2026-11-03T10:00:00+05:00",`+
+	// Ordered an hour ago: in the list's default period, which is by the order's date.
+	created := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	return json.RawMessage(fmt.Sprintf(`{"source":%q,"external_id":%q,"number":%q,"created_at":%q,`+
 		`"customer":{"name":%q,"phone":%q,"email":""},"warehouse":"WH1","currency":"KZT",`+
-		`"lines":[{"sku":"SKU-1","name":"Чайник","quantity":2,"price":%s}],"comment":""}`, source, id, id, name, phone, price))
+		`"lines":[{"sku":"SKU-1","name":"Чайник","quantity":2,"price":%s}],"comment":""}`, source, id, id, created, name, phone, price))
 }
 
 func createOp(source, id, name, phone, price string) journal.NewOperation {

@@ -27,16 +27,16 @@ func TestStateOf(t *testing.T) {
 		create, cancel *journal.Operation
 		want           orderState
 	}{
-		{op(journal.StatusPending, nil), nil, stateCreating},
-		{op(journal.StatusFailed, nil), nil, stateNotCreated},
-		{op(journal.StatusDone, &journal.Result{Ref: "r"}), nil, stateCreated},
-		{op(journal.StatusDone, &journal.Result{Ref: "r", Recovered: true}), nil, stateCreated},
+		{op(journal.StatusPending, nil), nil, journal.StatePending},
+		{op(journal.StatusFailed, nil), nil, journal.StateFailed},
+		{op(journal.StatusDone, &journal.Result{Ref: "r"}), nil, journal.StateCreated},
+		{op(journal.StatusDone, &journal.Result{Ref: "r", Recovered: true}), nil, journal.StateCreated},
 		{op(journal.StatusDone, &journal.Result{Ref: "r", Found: true}), nil, stateFound},
-		{op(journal.StatusDone, &journal.Result{Ref: "r"}), op(journal.StatusPending, nil), stateCancelPending},
-		{op(journal.StatusDone, &journal.Result{Ref: "r"}), op(journal.StatusFailed, nil), stateCancelFailed},
-		{op(journal.StatusDone, &journal.Result{Ref: "r"}), op(journal.StatusDone, &journal.Result{}), stateCancelled},
-		{op(journal.StatusFailed, nil), op(journal.StatusDone, &journal.Result{}), stateCancelled},
-		{nil, op(journal.StatusDone, &journal.Result{}), stateCancelled},
+		{op(journal.StatusDone, &journal.Result{Ref: "r"}), op(journal.StatusPending, nil), journal.StateCancelPending},
+		{op(journal.StatusDone, &journal.Result{Ref: "r"}), op(journal.StatusFailed, nil), journal.StateCancelFailed},
+		{op(journal.StatusDone, &journal.Result{Ref: "r"}), op(journal.StatusDone, &journal.Result{}), journal.StateCancelled},
+		{op(journal.StatusFailed, nil), op(journal.StatusDone, &journal.Result{}), journal.StateCancelled},
+		{nil, op(journal.StatusDone, &journal.Result{}), journal.StateCancelled},
 	} {
 		if got := stateOf(tc.create, tc.cancel); got != tc.want {
 			t.Errorf("create %+v cancel %+v: %s, want %s", tc.create, tc.cancel, got, tc.want)
@@ -204,12 +204,12 @@ func TestCancelledOrdersPages(t *testing.T) {
 		b := s.browser()
 
 		a := b.get("/ui/journal/op?key=" + url.QueryEscape(key))
-		if st := byID(a.doc, "state"); st == nil || attr(st, "data-state") != string(stateCancelPending) {
+		if st := byID(a.doc, "state"); st == nil || attr(st, "data-state") != string(journal.StateCancelPending) {
 			t.Errorf("the create's page, cancel pending: #state %v", st)
 		}
 		attempt(t, st.journal, ck, journal.Finish{Status: journal.StatusDone, Result: &journal.Result{Ref: "3d71007f-8d04-11dc-8ca0-000d8843cd1b", Note: "cancelled in 1C"}})
 		a = b.get("/ui/journal/op?key=" + url.QueryEscape(key))
-		if st := byID(a.doc, "state"); st == nil || attr(st, "data-state") != string(stateCancelled) || !strings.Contains(text(st), "отменён в 1С") {
+		if st := byID(a.doc, "state"); st == nil || attr(st, "data-state") != string(journal.StateCancelled) || !strings.Contains(text(st), "отменён в 1С") {
 			t.Errorf("the create's page: #state %v", st)
 		}
 		note := byID(a.doc, "cancelled-note")
@@ -221,7 +221,7 @@ func TestCancelledOrdersPages(t *testing.T) {
 		if a.status != http.StatusOK {
 			t.Fatalf("the cancel's page: %d", a.status)
 		}
-		if st := byID(a.doc, "state"); st == nil || attr(st, "data-state") != string(stateCancelled) {
+		if st := byID(a.doc, "state"); st == nil || attr(st, "data-state") != string(journal.StateCancelled) {
 			t.Errorf("the cancel's page: #state %v", st)
 		}
 		page := text(byTag(a.doc, "main"))

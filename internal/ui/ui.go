@@ -15,7 +15,7 @@
 //
 // The pages need no JavaScript and load nothing from elsewhere: the style sheet is
 // embedded. Every label goes through the catalogue (catalogue.go), in ru or en.
-// Sessions live in memory: a restart signs everyone out.
+// Sessions are kept in the database (Config.Sessions), so every replica knows them.
 package ui
 
 import (
@@ -38,6 +38,7 @@ import (
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/reconcile"
 	"github.com/ordersync/ordersync/internal/serve"
+	"github.com/ordersync/ordersync/internal/ui/session"
 )
 
 // Roles, as ui.users[].role names them.
@@ -83,6 +84,9 @@ type Config struct {
 	Users []User
 	// SessionTTL is how long a session lasts without use (sliding); default 12h.
 	SessionTTL time.Duration
+	// Sessions keeps the sessions: the database's, so that a sign-in holds on
+	// every replica and a sign-out ends it on all. Nil: this process's memory.
+	Sessions session.Store
 	// SecureCookie marks the cookies Secure (pages reached over TLS).
 	SecureCookie bool
 
@@ -153,6 +157,12 @@ func New(cfg Config) (*Server, error) {
 	cfg.SessionTTL = cmp.Or(cfg.SessionTTL, 12*time.Hour)
 	cfg.OneCTimeout = cmp.Or(cfg.OneCTimeout, 3*time.Second)
 	cfg.OneCDocument = cmp.Or(cfg.OneCDocument, DocumentOrder)
+	if cfg.SessionTTL < 0 {
+		return nil, fmt.Errorf("ui: the session TTL must be greater than 0, got %s", cfg.SessionTTL)
+	}
+	if cfg.Sessions == nil {
+		cfg.Sessions = newMemorySessions()
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -160,7 +170,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, cat: catalogues[cfg.Lang], users: map[string]User{},
-		sessions: newSessions(cfg.SessionTTL, cfg.Now), exportPage: exportPage}
+		sessions: newSessions(cfg.Sessions, cfg.SessionTTL, cfg.Now, cfg.Logger), exportPage: exportPage}
 	cost := 0
 	for _, u := range cfg.Users {
 		if u.Role != RoleViewer && u.Role != RoleOperator {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -298,14 +299,15 @@ func TestListShowsTheOperationsAndFilters(t *testing.T) {
 		}
 		// The done row's cells.
 		var row = rowOf(t, a.doc, w.done)
-		for class, want := range map[string]string{"status": "выполнена", "onec-number": "ОС-000123", "customer": "Иван Петров",
-			"total": "3\u00a0000,20 KZT", "attempts": "2", "source": "site", "number": "A-1", "warnings": "1"} {
+		for class, want := range map[string]string{"state": "создан в 1С", "onec-number": "ОС-000123", "customer": "Иван Петров",
+			"total": "3\u00a0000,20 KZT", "attempts": "2", "source": "сайт", "key": "A-1" + w.done, "warnings": "1"} {
 			if got := text(cell(t, row, class)); got != want {
 				t.Errorf("%s: %q, want %q", class, got, want)
 			}
 		}
-		if got := text(cell(t, row, "created")); !strings.HasSuffix(got, "+05") {
-			t.Errorf("created %q does not name the zone's offset", got)
+		// The order's date in the Russian format, in the pages' zone (the footer names it).
+		if got := text(cell(t, row, "created")); !regexp.MustCompile(`^\d\d\.\d\d\.\d{4} \d\d:\d\d$`).MatchString(got) {
+			t.Errorf("created %q, want dd.mm.yyyy hh:mm", got)
 		}
 		if u, err := url.Parse(attr(byTag(cell(t, row, "key"), "a"), "href")); err != nil || u.Path != "/ui/journal/op" || u.Query().Get("key") != w.done {
 			t.Errorf("key link %v %v", u, err)
@@ -661,8 +663,8 @@ func TestLanguages(t *testing.T) {
 	st := openStores(t, "sqlite")
 	w := seed(t, st)
 	for lang, want := range map[string][]string{
-		"ru": {"Журнал операций", "выполнена", "Создана (Asia/Almaty)"},
-		"en": {"Journal of operations", "done", "Created (Asia/Almaty)"},
+		"ru": {"Журнал операций", "создан в 1С", "Дата заказа"},
+		"en": {"Journal of operations", "created in 1C", "Order date"},
 	} {
 		s := newSite(t, st, func(c *Config) { c.Lang = lang })
 		a := s.browser().get("/ui/journal")

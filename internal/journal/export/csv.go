@@ -6,11 +6,20 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shopspring/decimal"
 )
 
-// TimeLayout is how the CSV writes times: with their offset, so a time read in
-// another zone still names one instant.
+// TimeLayout is how the English CSV writes times: with their offset, so a time read
+// in another zone still names one instant.
 const TimeLayout = "2006-01-02 15:04:05 -07:00"
+
+// TimeLayoutRU is how the Russian CSV writes times: as a Russian Excel reads a date
+// with its time (the header names the zone).
+const TimeLayoutRU = "02.01.2006 15:04:05"
+
+// OneCDateLayout is how 1C writes its zone-less dates.
+const OneCDateLayout = "2006-01-02T15:04:05"
 
 type csvWriter struct {
 	raw  io.Writer
@@ -23,7 +32,8 @@ type csvWriter struct {
 // NewCSV writes rows as CSV to w: UTF-8 with a byte-order mark (Excel otherwise
 // reads it as the locale's code page); for ru, ';' between cells and a decimal comma.
 // A cell that begins with = + - @ (or a tab or carriage return) is prefixed with
-// an apostrophe, so a spreadsheet never runs it as a formula.
+// an apostrophe, so a spreadsheet never runs it as a formula — except a phone (see
+// Neutralise).
 func NewCSV(w io.Writer, lang string, loc *time.Location) Writer {
 	c := csv.NewWriter(w)
 	if lang == "ru" {
@@ -55,13 +65,36 @@ func (c *csvWriter) Write(r Row) error {
 			total = strings.Replace(total, ".", ",", 1)
 		}
 	}
-	done := ""
-	if r.Done != nil {
-		done = r.Done.Format(TimeLayout)
+	layout := TimeLayout
+	if c.lang == "ru" {
+		layout = TimeLayoutRU
 	}
-	cells := []string{r.Source, r.MarketplaceNumber, r.ExternalID, r.Key, r.Kind, r.Status, r.Customer, r.Phone,
-		r.OneCNumber, r.OneCDate, r.OneCRef, total, r.Currency, r.Created.Format(TimeLayout), done,
-		strconv.Itoa(r.Attempts), r.LastError, r.Warnings}
+	when := func(t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		return t.Format(layout)
+	}
+	created := r.Created
+	oneCDate := r.OneCDate
+	if t, err := time.Parse(OneCDateLayout, r.OneCDate); err == nil && c.lang == "ru" {
+		oneCDate = t.Format(TimeLayoutRU)
+	}
+	money := func(d *decimal.Decimal) string {
+		if d == nil {
+			return ""
+		}
+		s := d.StringFixed(2)
+		if c.lang == "ru" {
+			s = strings.Replace(s, ".", ",", 1)
+		}
+		return s
+	}
+	cells := []string{r.Source, r.MarketplaceNumber, r.ExternalID, r.Key, Word(c.lang, "kind", r.Kind),
+		Word(c.lang, "status", r.Status), r.Customer, r.Phone,
+		r.OneCNumber, oneCDate, r.OneCRef, total, r.Currency, when(&created), when(r.Done),
+		strconv.Itoa(r.Attempts), r.LastError, r.Warnings,
+		Word(c.lang, "state", r.State), when(r.Ordered), money(r.OneCTotal)}
 	for i, v := range cells {
 		cells[i] = Neutralise(v)
 	}
@@ -81,10 +114,30 @@ func (c *csvWriter) Close() error {
 }
 
 // Neutralise prefixes a cell that a spreadsheet would read as a formula with an
-// apostrophe: one that begins with = + - @, a tab or a carriage return.
+// apostrophe: one that begins with = + - @, a tab or a carriage return. A phone
+// (+7 701 234-56-78: digits, spaces and + - ( ) . only) is left as it is, so it stays
+// readable: with no letter, no quote and no other sign it cannot name a function,
+// a cell of another sheet or an external program, so a spreadsheet that reads it as
+// a formula can at worst compute a number from it, never run anything.
 func Neutralise(v string) string {
-	if v != "" && strings.ContainsRune("=+-@\t\r", rune(v[0])) {
+	if v != "" && strings.ContainsRune("=+-@\t\r", rune(v[0])) && !isPhone(v) {
 		return "'" + v
 	}
 	return v
+}
+
+// isPhone reports whether v is made of digits, spaces and + - ( ) . only, with a
+// digit.
+func isPhone(v string) bool {
+	digit := false
+	for _, r := range v {
+		switch {
+		case r >= '0' && r <= '9':
+			digit = true
+		case r == ' ', r == '+', r == '-', r == '(', r == ')', r == '.':
+		default:
+			return false
+		}
+	}
+	return digit
 }

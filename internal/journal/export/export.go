@@ -35,12 +35,30 @@ type Row struct {
 	Attempts          int
 	LastError         string
 	Warnings          string // the warnings' codes, comma-separated
+	// State is the order's state as an accountant means it (journal.State); RowOf
+	// knows only the operation, so a create's cancel is the caller's to add
+	// (journal.StateOf).
+	State string
+	// Ordered is the marketplace's own date of the order, in the export's zone; nil
+	// when the payload names none.
+	Ordered *time.Time
+	// OneCTotal is 1C's total at the latest reconciliation; nil when none said.
+	OneCTotal *decimal.Decimal
 }
 
 // RowOf reads the row of op, its times in loc.
 func RowOf(op journal.Operation, loc *time.Location) Row {
 	r := Row{Source: op.Source, ExternalID: op.ExternalID, Key: op.Key, Kind: op.Kind, Status: string(op.Status),
-		Created: op.CreatedAt.In(loc), Attempts: op.Attempts, LastError: op.LastError}
+		Created: op.CreatedAt.In(loc), Attempts: op.Attempts, LastError: op.LastError,
+		State: string(journal.StateOf(op.Kind, op.Status, ""))}
+	if op.OrderCreatedAt != nil {
+		t := op.OrderCreatedAt.In(loc)
+		r.Ordered = &t
+	}
+	if op.OneCSeen != nil && op.OneCSeen.Total != nil {
+		t := *op.OneCSeen.Total
+		r.OneCTotal = &t
+	}
 	var p struct {
 		Number   string `json:"number"`
 		Currency string `json:"currency"`
@@ -98,13 +116,55 @@ func firstOf(vs ...string) string {
 // Columns are the exported columns, in order, by their stable names (the English
 // headers).
 var Columns = []string{"source", "marketplace_number", "external_id", "key", "kind", "status", "customer", "phone",
-	"onec_number", "onec_date", "onec_ref", "total", "currency", "created", "done", "attempts", "last_error", "warnings"}
+	"onec_number", "onec_date", "onec_ref", "total", "currency", "created", "done", "attempts", "last_error", "warnings",
+	"state", "ordered", "onec_total"}
 
 var headers = map[string][]string{
-	"en": {"Source", "Marketplace number", "External id", "Key", "Kind", "Status", "Customer", "Phone",
-		"1C number", "1C date", "1C ref", "Total", "Currency", "Created", "Done", "Attempts", "Last error", "Warnings"},
-	"ru": {"Источник", "Номер на маркетплейсе", "Внешний идентификатор", "Ключ", "Вид", "Статус", "Покупатель", "Телефон",
-		"Номер в 1С", "Дата в 1С", "Ссылка в 1С", "Сумма", "Валюта", "Создана", "Выполнена", "Попыток", "Последняя ошибка", "Предупреждения"},
+	"en": {"Source", "Order number", "External id", "Key", "Kind", "Status", "Customer", "Phone",
+		"1C number", "1C date", "1C ref", "Total", "Currency", "Registered", "Done", "Attempts", "Last error", "Warnings",
+		"State", "Order date", "1C total"},
+	"ru": {"Источник", "Номер заказа", "Внешний идентификатор", "Ключ", "Вид", "Статус", "Покупатель", "Телефон",
+		"Номер в 1С", "Дата в 1С", "Ссылка в 1С", "Сумма", "Валюта", "Зарегистрирована", "Выполнена", "Попыток", "Последняя ошибка", "Предупреждения",
+		"Состояние", "Дата заказа", "Сумма в 1С"},
+}
+
+// words are the Russian words of the values an export writes: statuses, kinds,
+// states and sources. English keeps the values themselves.
+var words = map[string]string{
+	"status:pending": "в работе", "status:done": "выполнена", "status:failed": "ошибка",
+	"kind:order.create": "создание заказа", "kind:order.cancel": "отмена заказа", "kind:stock.snapshot": "снимок остатков",
+	"state:created": "создан в 1С", "state:pending": "ждёт создания", "state:failed": "ошибка создания",
+	"state:cancelled": "отменён в 1С", "state:cancel_pending": "ждёт отмены", "state:cancel_failed": "ошибка отмены",
+	"state:done": "выполнена",
+}
+
+// Word is value (of what: status, kind, state) in lang: Russian words for ru, the
+// value itself otherwise or when there is no word for it.
+func Word(lang, what, value string) string {
+	if lang == "ru" {
+		if w, ok := words[what+":"+value]; ok {
+			return w
+		}
+	}
+	return value
+}
+
+// SourceName is how a source is shown: the marketplaces by their names (wb and
+// wildberries both as Wildberries), any other source as it is.
+func SourceName(source string) string {
+	switch source {
+	case "kaspi":
+		return "Kaspi"
+	case "ozon":
+		return "Ozon"
+	case "wb", "wildberries":
+		return "Wildberries"
+	case "yandex_market":
+		return "Yandex Market"
+	case "uzum":
+		return "Uzum"
+	}
+	return source
 }
 
 // Header is the header row in lang (ru or en; anything else is en); the time
@@ -116,7 +176,7 @@ func Header(lang string, loc *time.Location) []string {
 	}
 	out := append([]string(nil), h...)
 	for i, c := range Columns {
-		if c == "created" || c == "done" {
+		if c == "created" || c == "done" || c == "ordered" {
 			out[i] += " (" + loc.String() + ")"
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -88,7 +89,7 @@ func TestCSVOpensInARussianExcel(t *testing.T) {
 	if len(recs) != 4 || len(recs[0]) != len(Columns) {
 		t.Fatalf("%d records of %d cells, want 4 of %d", len(recs), len(recs[0]), len(Columns))
 	}
-	if recs[0][0] != "Источник" || recs[0][13] != "Создана (Asia/Almaty)" {
+	if recs[0][0] != "Источник" || recs[0][13] != "Зарегистрирована (Asia/Almaty)" {
 		t.Fatalf("header %q", recs[0])
 	}
 	col := func(name string) int {
@@ -106,24 +107,34 @@ func TestCSVOpensInARussianExcel(t *testing.T) {
 	if got := recs[2][col("last_error")]; got != `'=HYPERLINK("http://evil")` {
 		t.Fatalf("a formula is not neutralised: %q", got)
 	}
-	if got := recs[1][col("phone")]; got != "'+7 701 234 56 78" {
-		t.Fatalf("a cell beginning with + is not neutralised: %q", got)
+	if got := recs[1][col("phone")]; got != "+7 701 234 56 78" {
+		t.Fatalf("a phone is written %q, want it as it is: no apostrophe", got)
 	}
-	if got := recs[1][col("created")]; got != "2026-11-03 14:05:09 +05:00" {
-		t.Fatalf("created %q", got)
+	// Dates as a Russian Excel reads them; statuses and kinds in Russian.
+	if got := recs[1][col("created")]; got != "03.11.2026 14:05:09" {
+		t.Fatalf("created %q, want 03.11.2026 14:05:09", got)
+	}
+	for i, rec := range recs[1:] {
+		for _, c := range []string{"status", "kind", "state"} {
+			if v := rec[col(c)]; v != "" && !strings.ContainsFunc(v, func(r rune) bool { return r >= 'а' && r <= 'я' }) {
+				t.Errorf("row %d: %s %q is not in Russian", i+1, c, v)
+			}
+		}
 	}
 	var en bytes.Buffer
 	w = NewCSV(&en, "en", almaty)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if want := "\uFEFFSource,Marketplace number,"; !strings.HasPrefix(en.String(), want) {
+	if want := "\uFEFFSource,Order number,"; !strings.HasPrefix(en.String(), want) {
 		t.Fatalf("empty English export %q, want it to begin %q", en.String(), want)
 	}
 }
 
 func TestNeutralise(t *testing.T) {
-	for in, want := range map[string]string{"=1+2": "'=1+2", "+7": "'+7", "-5": "'-5", "@SUM(A1)": "'@SUM(A1)",
+	for in, want := range map[string]string{"=1+2": "'=1+2", "+7": "+7", "-5": "-5", "@SUM(A1)": "'@SUM(A1)",
+		"+7 (701) 234-56-78": "+7 (701) 234-56-78", "+7-HYPERLINK(1)": "'+7-HYPERLINK(1)", "-1+cmd|' /C calc'!A0": "'-1+cmd|' /C calc'!A0",
+		"+": "'+", "- ": "'- ",
 		"\tx": "'\tx", "\rx": "'\rx", "ОС-1": "ОС-1", "": "", "a=b": "a=b"} {
 		if got := Neutralise(in); got != want {
 			t.Errorf("Neutralise(%q) = %q, want %q", in, got, want)
@@ -181,11 +192,27 @@ func TestXLSXReadsBack(t *testing.T) {
 	if got, _ := f.GetCellValue(Sheet, "L3"); got != "3001.25" {
 		t.Fatalf("second total shown %q, want 3001.25", got)
 	}
-	if got, _ := f.GetCellValue(Sheet, "N2"); got != "2026-11-03 14:05:09" {
-		t.Fatalf("created shown %q, want the Almaty wall clock", got)
+	if got, _ := f.GetCellValue(Sheet, "N2"); got != "03.11.2026 14:05:09" {
+		t.Fatalf("created shown %q, want the Almaty wall clock, as a Russian date", got)
 	}
-	if got, _ := f.GetCellValue(Sheet, "N1"); got != "Создана (Asia/Almaty)" {
+	if got, _ := f.GetCellValue(Sheet, "N1"); got != "Зарегистрирована (Asia/Almaty)" {
 		t.Fatalf("created header %q", got)
+	}
+	// Dates are date cells (numbers with a date format), not text; so is 1C's.
+	for _, cell := range []string{"N2", "J2"} {
+		raw, _ := f.GetCellValue(Sheet, cell, excelize.Options{RawCellValue: true})
+		if typ, _ := f.GetCellType(Sheet, cell); typ == excelize.CellTypeSharedString || typ == excelize.CellTypeInlineString {
+			t.Errorf("%s: type %v raw %q, want a date cell", cell, typ, raw)
+		}
+		if _, err := strconv.ParseFloat(raw, 64); err != nil {
+			t.Errorf("%s: raw %q is no serial date", cell, raw)
+		}
+	}
+	if w, err := f.GetColWidth(Sheet, "D"); err != nil || w < 30 {
+		t.Errorf("the key column is %v wide (%v), want it set", w, err)
+	}
+	if got, _ := f.GetCellValue(Sheet, "F2"); got != "выполнена" {
+		t.Errorf("the status is %q, want it in Russian", got)
 	}
 }
 

@@ -48,8 +48,17 @@ type ListRow struct {
 	OneCDate          string           `json:"onec_date,omitempty"`
 	Total             *decimal.Decimal `json:"total"`
 	Currency          string           `json:"currency"`
-	CreatedAt         time.Time        `json:"created_at"`
-	DoneAt            *time.Time       `json:"done_at"`
+	// CreatedAt is when ordersync registered the operation, as it always was; the
+	// same as RegisteredAt, which names it without doubt.
+	CreatedAt    time.Time `json:"created_at"`
+	RegisteredAt time.Time `json:"registered_at"`
+	// OrderCreatedAt is the marketplace's own date of the order, null when the
+	// payload names none.
+	OrderCreatedAt *time.Time `json:"order_created_at"`
+	DoneAt         *time.Time `json:"done_at"`
+	// OneCSeen is what the latest reconciliation saw of the order in 1C; null when
+	// none has.
+	OneCSeen *journal.OneCSeen `json:"onec_seen"`
 }
 
 // ListRowOf is op as a ListRow, its times in loc.
@@ -58,7 +67,8 @@ func ListRowOf(op journal.Operation, loc *time.Location) ListRow {
 	r := ListRow{Key: op.Key, Status: string(op.Status), Attempts: op.Attempts, UpdatedAt: op.UpdatedAt.In(loc),
 		Source: op.Source, LastError: op.LastError, Warnings: op.Warnings,
 		Kind: op.Kind, ExternalID: op.ExternalID, MarketplaceNumber: x.MarketplaceNumber, Customer: x.Customer,
-		Phone: x.Phone, OneCDate: x.OneCDate, Total: x.Total, Currency: x.Currency, CreatedAt: x.Created, DoneAt: x.Done}
+		Phone: x.Phone, OneCDate: x.OneCDate, Total: x.Total, Currency: x.Currency, CreatedAt: x.Created, DoneAt: x.Done,
+		RegisteredAt: x.Created, OrderCreatedAt: x.Ordered, OneCSeen: op.OneCSeen}
 	if r.Warnings == nil {
 		r.Warnings = []journal.Warning{}
 	}

@@ -17,15 +17,23 @@ type xlsxWriter struct {
 	f      *excelize.File
 	sw     *excelize.StreamWriter
 	row    int
+	lang   string
 	money  int // style: 0.00
-	when   int // style: yyyy-mm-dd hh:mm:ss
+	when   int // style: dd.mm.yyyy hh:mm:ss (ru), yyyy-mm-dd hh:mm:ss (en)
 	closed bool
 }
 
+// widths are the columns' widths, in characters, by Columns.
+var widths = map[string]float64{"source": 11, "marketplace_number": 18, "external_id": 18, "key": 34, "kind": 17,
+	"status": 11, "customer": 24, "phone": 18, "onec_number": 14, "onec_date": 19, "onec_ref": 38, "total": 13,
+	"currency": 8, "created": 19, "done": 19, "attempts": 8, "last_error": 48, "warnings": 16, "state": 16,
+	"ordered": 19, "onec_total": 13}
+
 // NewXLSX writes rows as an XLSX workbook of one sheet, streamed: the rows go to a
 // temporary file as they come (excelize's stream writer) and the workbook is
-// written to w by Close. Totals are numbers with two decimals; created and done are
-// date cells in loc, whose name the headers carry.
+// written to w by Close. Totals are numbers with two decimals; created, done and the
+// order's date are date cells in loc, whose name the headers carry, and 1C's date a
+// date cell of 1C's own clock; statuses, kinds and states are words of lang.
 func NewXLSX(w io.Writer, lang string, loc *time.Location) (Writer, error) {
 	f := excelize.NewFile()
 	if err := f.SetSheetName("Sheet1", Sheet); err != nil {
@@ -35,8 +43,11 @@ func NewXLSX(w io.Writer, lang string, loc *time.Location) (Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &xlsxWriter{w: w, f: f, sw: sw, row: 1}
+	x := &xlsxWriter{w: w, f: f, sw: sw, row: 1, lang: lang}
 	fmtMoney, fmtWhen := "0.00", "yyyy-mm-dd hh:mm:ss"
+	if lang == "ru" {
+		fmtWhen = "dd.mm.yyyy hh:mm:ss"
+	}
 	if x.money, err = f.NewStyle(&excelize.Style{CustomNumFmt: &fmtMoney}); err != nil {
 		return nil, err
 	}
@@ -46,6 +57,11 @@ func NewXLSX(w io.Writer, lang string, loc *time.Location) (Writer, error) {
 	bold, err := f.NewStyle(&excelize.Style{Font: &excelize.Font{Bold: true}})
 	if err != nil {
 		return nil, err
+	}
+	for i, c := range Columns { // the stream writer takes widths before the first row
+		if err := sw.SetColWidth(i+1, i+1, widths[c]); err != nil {
+			return nil, err
+		}
 	}
 	if err := sw.SetPanes(&excelize.Panes{Freeze: true, YSplit: 1, TopLeftCell: "A2", ActivePane: "bottomLeft"}); err != nil {
 		return nil, err
@@ -102,9 +118,16 @@ func (x *xlsxWriter) Write(r Row) error {
 		return fmt.Errorf("export: write after close")
 	}
 	created := r.Created
-	return x.next([]any{r.Source, r.MarketplaceNumber, r.ExternalID, r.Key, r.Kind, r.Status, r.Customer, r.Phone,
-		r.OneCNumber, r.OneCDate, r.OneCRef, MoneyCell(r.Total, x.money), r.Currency, x.timeCell(&created), x.timeCell(r.Done),
-		r.Attempts, r.LastError, r.Warnings})
+	var oneCDate any = r.OneCDate
+	if t, err := time.Parse(OneCDateLayout, r.OneCDate); err == nil {
+		oneCDate = x.timeCell(&t)
+	} else if r.OneCDate == "" {
+		oneCDate = nil
+	}
+	return x.next([]any{r.Source, r.MarketplaceNumber, r.ExternalID, r.Key, Word(x.lang, "kind", r.Kind),
+		Word(x.lang, "status", r.Status), r.Customer, r.Phone,
+		r.OneCNumber, oneCDate, r.OneCRef, MoneyCell(r.Total, x.money), r.Currency, x.timeCell(&created), x.timeCell(r.Done),
+		r.Attempts, r.LastError, r.Warnings, Word(x.lang, "state", r.State), x.timeCell(r.Ordered), MoneyCell(r.OneCTotal, x.money)})
 }
 
 func (x *xlsxWriter) Close() error {

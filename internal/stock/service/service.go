@@ -64,6 +64,11 @@ type Config struct {
 	// KaspiStores are the warehouses the Kaspi feed serves, to its store ids (nil:
 	// Kaspi is not enabled).
 	KaspiStores map[string]string
+	// KaspiSKUs are the Kaspi SKUs the SKU map gives a 1C SKU, for the items the
+	// Kaspi feed leaves out (none); nil: no SKU map, every 1C SKU is its own.
+	// KaspiSKUMap names the map's file in the reason given.
+	KaspiSKUs   func(onecSKU string) []string
+	KaspiSKUMap string
 	// Run carries out the operations of keys now and returns them as they ended,
 	// in order (the engine here, or a running service).
 	Run func(ctx context.Context, keys []string) ([]journal.Operation, error)

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -92,6 +93,49 @@ func (s *Service) Status(ctx context.Context, problems int) (Status, error) {
 	}
 	if out.Problems, err = st.Problems(ctx, "", problems); err != nil {
 		return Status{}, err
+	}
+	left, err := s.kaspiLeftOut(ctx, whs, problems-len(out.Problems))
+	if err != nil {
+		return Status{}, err
+	}
+	out.Problems = append(out.Problems, left...)
+	return out, nil
+}
+
+// kaspiLeftOut are the items of the latest snapshot of each warehouse the Kaspi feed
+// serves that the feed leaves out for want of a kaspi line in the SKU map, at most
+// limit of them, as skipped items: the feed is fetched by Kaspi, so no publish
+// records them.
+func (s *Service) kaspiLeftOut(ctx context.Context, warehouses []string, limit int) ([]stock.ItemState, error) {
+	if s.cfg.KaspiSKUs == nil || limit <= 0 {
+		return nil, nil
+	}
+	var out []stock.ItemState
+	for _, wh := range warehouses {
+		snap, err := s.cfg.Stock.Latest(ctx, wh, time.Time{})
+		if errors.Is(err, stock.ErrNoSnapshot) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		items, err := s.cfg.Stock.Items(ctx, snap.Key)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			if len(s.cfg.KaspiSKUs(it.SKU)) > 0 {
+				continue
+			}
+			amount, warning := stock.Amount(it.Quantity, 0)
+			out = append(out, stock.ItemState{Marketplace: stock.Kaspi, Warehouse: wh, SKU: it.SKU, Value: amount,
+				Outcome: stock.Skipped, Warning: warning, SnapshotKey: snap.Key, UpdatedAt: snap.CreatedAt,
+				Reason: fmt.Sprintf("no line for kaspi in connectors.sku_map (%s): add kaspi,<kaspi SKU>,%s; the Kaspi feed leaves it out",
+					s.cfg.KaspiSKUMap, it.SKU)})
+			if len(out) == limit {
+				return out, nil
+			}
+		}
 	}
 	return out, nil
 }

@@ -26,12 +26,13 @@ func TestConformance(t *testing.T) {
 		}
 		db := newDB(t, cfg)
 		return storetest.Stores{
-			Journal: db.journalStore(),
-			Outbox:  db.Outbox(),
-			Enqueue: enqueueIn(db),
-			Inbox:   db.inboxStore(),
-			Stock:   db.Stock(),
-			Cursors: db.Cursors(),
+			Journal:  db.journalStore(),
+			Outbox:   db.Outbox(),
+			Enqueue:  enqueueIn(db),
+			Inbox:    db.inboxStore(),
+			Stock:    db.Stock(),
+			Cursors:  db.Cursors(),
+			Sessions: db.Sessions(),
 		}
 	}})
 }

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -405,16 +406,44 @@ func (e *ConnectError) Error() string {
 
 func (e *ConnectError) Unwrap() error { return e.Err }
 
+// Refused reports whether the server refused the session for a reason in the
+// configuration, which trying again will not mend: no such role (SQLSTATE 28000), a
+// wrong password (28P01), no such database (3D000). A server that does not answer,
+// is starting up or is full is not refused.
+func (e *ConnectError) Refused() bool {
+	var pe *pgconn.PgError
+	if !errors.As(e.Err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case codeInvalidAuthorization, codeInvalidPassword, codeInvalidCatalogName:
+		return true
+	}
+	return false
+}
+
 // connectErrorCause strips pgconn's "failed to connect to `user=… database=…`:"
-// prefix: the caller names the target itself.
+// prefix: the caller names the target itself. pgconn joins the errors of every try
+// (sslmode=prefer tries with TLS, then without); each distinct one is said once,
+// separated by "; ".
 func connectErrorCause(err error) string {
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) {
 		if inner := errors.Unwrap(ce); inner != nil {
-			return inner.Error()
+			err = inner
 		}
 	}
-	return err.Error()
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return err.Error()
+	}
+	var msgs []string
+	for _, e := range joined.Unwrap() {
+		if m := e.Error(); !slices.Contains(msgs, m) {
+			msgs = append(msgs, m)
+		}
+	}
+	return strings.Join(msgs, "; ")
 }
 
 // PostgreSQL error codes the store interprets.
@@ -422,6 +451,9 @@ const (
 	codeLockNotAvailable       = "55P03"
 	codeIdleInTransactionTimed = "25P03"
 	codeUniqueViolation        = "23505"
+	codeInvalidAuthorization   = "28000" // also: no such role
+	codeInvalidPassword        = "28P01"
+	codeInvalidCatalogName     = "3D000" // no such database
 )
 
 // interpretError maps driver errors to the journal's sentinels; others pass through.

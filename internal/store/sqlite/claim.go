@@ -72,7 +72,8 @@ RETURNING attempt`
 // time, ?14 the first attempt's time (kept if there is one), ?15 and ?16 whether to
 // replace the warnings and with what, ?17 the search_phone of the new payload (when
 // ?8 is set), ?18 and ?19 the result's search_result_number and search_result_ref,
-// ?20 the late verification's time.
+// ?20 the late verification's time, ?21 to ?24 what journal.Derive reads off the
+// payload (the new one, when ?8 is set) and the result (derivedOf).
 //
 // The verdict spends the pending trigger: the attempts after this one are the
 // engine's retries (journal.ActorRetry) until a registration or requeue sets another.
@@ -82,6 +83,7 @@ SET status = ?2, result = ?3, last_error = ?4, attempts = ?5,
 	triggered_by = 'retry',
 	search_phone = CASE WHEN ?8 IS NOT NULL THEN ?17 ELSE search_phone END,
 	search_result_number = ?18, search_result_ref = ?19,
+	order_created_at = ?21, order_total = ?22, currency = ?23, search_text = ?24,
 	next_attempt_at = coalesce(?6, next_attempt_at), updated_at = ?7,
 	payload = coalesce(?8, payload), payload_sha256 = coalesce(?9, payload_sha256),
 	retry_class = CASE WHEN ?2 = 'pending' THEN ?10 ELSE '' END,
@@ -331,6 +333,11 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 	if payload != nil {
 		payloadSearch = searchPhone(*payload)
 	}
+	newPayload := string(c.op.Payload)
+	if payload != nil {
+		newPayload = *payload
+	}
+	dv := derivedOf(c.op.Key, c.op.Source, c.op.ExternalID, newPayload, f.StoredResult())
 	if r := f.StoredResult(); r != nil {
 		resultNumber, resultRef = resultSearch(r)
 		b, err := json.Marshal(r)
@@ -401,7 +408,7 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 			next, ts(now), payload, payloadSHA256,
 			f.Class, f.Class == journal.ClassUnknown, tsOrNil(f.SettleUntil), tsOrNil(f.VerifyAt),
 			tsOrNil(f.FirstAttemptAt), f.Warnings != nil, warnings, payloadSearch, resultNumber, resultRef,
-			tsOrNil(f.LateVerifyAt))
+			tsOrNil(f.LateVerifyAt), dv.orderAt, dv.total, dv.currency, dv.search)
 		if err != nil {
 			return err
 		}

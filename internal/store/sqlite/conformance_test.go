@@ -18,12 +18,13 @@ func TestConformance(t *testing.T) {
 		}
 		db := journalTestDB(t, cfg)
 		return storetest.Stores{
-			Journal: db.journalStore(),
-			Outbox:  db.Outbox(),
-			Enqueue: outboxEnqueueIn(db),
-			Inbox:   db.inboxStore(),
-			Stock:   db.Stock(),
-			Cursors: db.Cursors(),
+			Journal:  db.journalStore(),
+			Outbox:   db.Outbox(),
+			Enqueue:  outboxEnqueueIn(db),
+			Inbox:    db.inboxStore(),
+			Stock:    db.Stock(),
+			Cursors:  db.Cursors(),
+			Sessions: db.Sessions(),
 		}
 	}})
 }

@@ -70,10 +70,12 @@ VALUES (?, ?, ?, ?, nullif(?, ''), 'processed', ?, ?, nullif(?, ''), ?, ?)
 ON CONFLICT (source, event_id) DO NOTHING`
 
 // inboxRegisterSQL registers one operation, pending and due now, unless its key
-// exists, triggered by the receiving context's actor.
+// exists, triggered by the receiving context's actor, with what journal.Derive reads
+// off it (derivedOf).
 const inboxRegisterSQL = `INSERT INTO operations (key, kind, source, external_id, status, payload, payload_sha256,
-	attempts, last_error, next_attempt_at, created_at, updated_at, triggered_by, search_phone)
-VALUES (?, ?, ?, ?, 'pending', ?, ?, 0, '', ?, ?, ?, ?, ?)
+	attempts, last_error, next_attempt_at, created_at, updated_at, triggered_by, search_phone,
+	order_created_at, order_total, currency, search_text)
+VALUES (?, ?, ?, ?, 'pending', ?, ?, 0, '', ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (key) DO NOTHING`
 
 // inboxIndexSQL indexes one key of a stored event's operations (ByOperation).
@@ -319,8 +321,10 @@ func (ib *Inbox) registerOne(ctx context.Context, tx *sql.Tx, reg inbox.Registra
 	op := reg.Op
 	opSum := order.SHA256Hex(op.Payload)
 	at := ts(now)
+	dv := derivedOf(op.Key, op.Source, op.ExternalID, string(op.Payload), nil)
 	res, err := tx.ExecContext(ctx, inboxRegisterSQL, op.Key, op.Kind, op.Source, op.ExternalID,
-		string(op.Payload), opSum, at, at, at, actor, searchPhone(string(op.Payload)))
+		string(op.Payload), opSum, at, at, at, actor, searchPhone(string(op.Payload)),
+		dv.orderAt, dv.total, dv.currency, dv.search)
 	if err != nil {
 		return err
 	}

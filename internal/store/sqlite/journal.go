@@ -35,7 +35,8 @@ const DefaultListLimit = 100
 
 const opColumns = `key, kind, source, external_id, status, payload, payload_sha256, result,
 	attempts, last_error, next_attempt_at, created_at, updated_at,
-	settle_until, first_attempt_at, unknown_attempts, retry_class, verify_at, warnings, late_verify_at`
+	settle_until, first_attempt_at, unknown_attempts, retry_class, verify_at, warnings, late_verify_at,
+	order_created_at, onec_seen`
 
 // rowScanner is *sql.Row or *sql.Rows.
 type rowScanner interface{ Scan(dest ...any) error }
@@ -48,17 +49,22 @@ func scanOperation(row rowScanner, extra ...any) (journal.Operation, error) {
 		result, warnings        sql.NullString
 		next, created, updated  int64
 		settle, first, verifyAt sql.NullInt64
-		lateVerify              sql.NullInt64
+		lateVerify, orderAt     sql.NullInt64
+		onecSeen                sql.NullString
 	)
 	dest := append([]any{&op.Key, &op.Kind, &op.Source, &op.ExternalID, &status, &payload, &op.PayloadSHA256, &result,
 		&op.Attempts, &op.LastError, &next, &created, &updated,
-		&settle, &first, &op.UnknownAttempts, &op.RetryClass, &verifyAt, &warnings, &lateVerify}, extra...)
+		&settle, &first, &op.UnknownAttempts, &op.RetryClass, &verifyAt, &warnings, &lateVerify,
+		&orderAt, &onecSeen}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return journal.Operation{}, err
 	}
 	op.SettleUntil, op.FirstAttemptAt, op.VerifyAt = nullTS(settle), nullTS(first), nullTS(verifyAt)
-	op.LateVerifyAt = nullTS(lateVerify)
+	op.LateVerifyAt, op.OrderCreatedAt = nullTS(lateVerify), nullTS(orderAt)
 	var err error
+	if op.OneCSeen, err = decodeOneCSeen(op.Key, onecSeen); err != nil {
+		return journal.Operation{}, err
+	}
 	if op.Warnings, err = journal.DecodeWarnings([]byte(warnings.String)); err != nil {
 		return journal.Operation{}, fmt.Errorf("operation %s: %w", op.Key, err)
 	}
@@ -85,11 +91,13 @@ func journalError(err error) error {
 
 // registerSQL inserts a new operation, pending (?5 = 'pending', due now) or failed
 // from the start (?5 = 'failed', ?8 its reason), unless the key exists. ?10 is the
-// actor that registers it (the trigger of its first attempt), ?11 its search_phone.
+// actor that registers it (the trigger of its first attempt), ?11 its search_phone,
+// ?12 to ?15 what journal.Derive reads off it (derivedOf).
 const registerSQL = `
 INSERT INTO operations (key, kind, source, external_id, status, payload, payload_sha256,
-	attempts, last_error, next_attempt_at, created_at, updated_at, triggered_by, search_phone)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?9, ?9, ?9, ?10, ?11)
+	attempts, last_error, next_attempt_at, created_at, updated_at, triggered_by, search_phone,
+	order_created_at, order_total, currency, search_text)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8, ?9, ?9, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
 ON CONFLICT (key) DO NOTHING
 RETURNING ` + opColumns
 
@@ -163,9 +171,10 @@ func (j *Journal) register(ctx context.Context, op journal.NewOperation, status 
 // the event's detail), and actor as the trigger of its first attempt.
 func registerTx(ctx context.Context, tx *sql.Tx, op journal.NewOperation, status journal.Status, reason, actor string, now time.Time) (journal.Registration, error) {
 	sum := order.SHA256Hex(op.Payload)
+	dv := derivedOf(op.Key, op.Source, op.ExternalID, string(op.Payload), nil)
 	saved, err := scanOperation(tx.QueryRowContext(ctx, registerSQL,
 		op.Key, op.Kind, op.Source, op.ExternalID, string(status), string(op.Payload), sum, reason, ts(now),
-		actor, searchPhone(string(op.Payload))))
+		actor, searchPhone(string(op.Payload)), dv.orderAt, dv.total, dv.currency, dv.search))
 	if err == nil {
 		if err := addEvent(ctx, tx, op.Key, now, journal.EventRegistered, actor, reason); err != nil {
 			return journal.Registration{}, err
@@ -311,51 +320,11 @@ func readEvents(ctx context.Context, tx *sql.Tx, key string) ([]journal.Event, e
 // CreatedBefore) and the search term Query (journal.Matches; see querySQL), at most
 // Limit (default 100).
 func (j *Journal) List(ctx context.Context, f journal.Filter) ([]journal.Operation, error) {
-	q := `SELECT ` + opColumns + ` FROM operations WHERE 1`
-	var args []any
 	if err := f.Check(); err != nil {
 		return nil, fmt.Errorf("sqlite: list: %w", err)
 	}
-	if f.Status != "" {
-		q += ` AND status = ?`
-		args = append(args, string(f.Status))
-	}
-	if f.Source != "" {
-		q += ` AND source = ?`
-		args = append(args, f.Source)
-	}
-	if f.Kind != "" {
-		q += ` AND kind = ?`
-		args = append(args, f.Kind)
-	}
-	if !f.Since.IsZero() {
-		// The stored microsecond at or after Since: a Since between two microseconds
-		// must not admit the earlier one.
-		q += ` AND updated_at >= ?`
-		args = append(args, ceilTS(f.Since))
-	}
-	if !f.CreatedFrom.IsZero() {
-		q += ` AND created_at >= ?`
-		args = append(args, ceilTS(f.CreatedFrom))
-	}
-	if !f.CreatedBefore.IsZero() {
-		// A stored microsecond is before CreatedBefore exactly when it is before the
-		// first stored microsecond at or after it.
-		q += ` AND created_at < ?`
-		args = append(args, ceilTS(f.CreatedBefore))
-	}
-	if cond, qargs := querySQL(f.Query); cond != "" {
-		q += cond
-		args = append(args, qargs...)
-	}
-	if f.ErrorContains != "" {
-		// A cheap prefilter (non-empty errors); the text is matched below in Go,
-		// since SQLite's lower() folds ASCII only and errors are often Russian.
-		q += ` AND last_error <> ''`
-	}
-	if f.WarningsOnly {
-		q += ` AND warnings IS NOT NULL`
-	}
+	where, args := listWhere(f)
+	q := `SELECT ` + opColumns + ` FROM operations WHERE 1` + where
 	if f.After != nil {
 		at := ts(f.After.UpdatedAt)
 		q += ` AND (updated_at < ? OR (updated_at = ? AND key > ?))`
@@ -475,13 +444,15 @@ func (j *Journal) Revise(ctx context.Context, op journal.NewOperation) (journal.
 			}
 		}
 		actor := journal.ActorOf(ctx)
+		dv := derivedOf(op.Key, op.Source, op.ExternalID, string(op.Payload), cur.Result)
 		revised, err = scanOperation(tx.QueryRowContext(ctx, `UPDATE operations
 			SET kind = ?2, source = ?3, external_id = ?4, payload = ?5, payload_sha256 = ?6,
 				status = 'pending', last_error = '', next_attempt_at = ?7, updated_at = ?7,
-				triggered_by = ?8, search_phone = ?9
+				triggered_by = ?8, search_phone = ?9,
+				order_created_at = ?10, order_total = ?11, currency = ?12, search_text = ?13
 			WHERE key = ?1
 			RETURNING `+opColumns, op.Key, op.Kind, op.Source, op.ExternalID, string(op.Payload), sum, now,
-			actor, searchPhone(string(op.Payload))))
+			actor, searchPhone(string(op.Payload)), dv.orderAt, dv.total, dv.currency, dv.search))
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/stock"
+	"github.com/ordersync/ordersync/internal/ui/session"
 )
 
 // Harness adapts a store (one backend) to the conformance suite. It is the one thing
@@ -48,6 +49,8 @@ type Stores struct {
 	Inbox   inbox.Store
 	Stock   stock.Store
 	Cursors connectors.CursorStore
+	// Sessions are the journal pages' sessions (the Sessions topic).
+	Sessions session.Store
 }
 
 // Run runs the whole conformance suite against the store h opens: one subtest per
@@ -76,10 +79,12 @@ func Run(t *testing.T, h Harness) {
 		{"Cursors", runCursors},
 		{"Doubt", runDoubt},
 		{"Accountant", runAccountant},
+		{"List", runList},
 		{"Inbox", runInbox},
 		{"Outbox", runOutbox},
 		{"Paging", runPaging},
 		{"Stock", runStock},
+		{"Sessions", runSessions},
 	} {
 		t.Run(topic.name, func(t *testing.T) {
 			t.Parallel()
@@ -107,6 +112,8 @@ func (h Harness) open(t *testing.T, o Options, need ...string) Stores {
 			missing = s.Stock == nil
 		case "Cursors":
 			missing = s.Cursors == nil
+		case "Sessions":
+			missing = s.Sessions == nil
 		default:
 			t.Fatalf("storetest: no store %q", name)
 		}

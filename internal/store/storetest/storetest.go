@@ -1,10 +1,11 @@
 // Package storetest is the conformance suite of journal.Store (and of outbox.Store,
-// inbox.Store, stock.Store and connectors.CursorStore): the behaviour every store
+// inbox.Store, stock.Store, connectors.CursorStore and session.Store): the behaviour every store
 // (PostgreSQL, SQLite) must show, run by each store's tests through one entry, Run,
 // with a Harness that opens a fresh, migrated, empty database per case (see Run).
 //
 // The suite is split into topics, one file each: the journal (this file, failed.go,
-// lock.go, counts.go), cursors, doubt, accountant, inbox, outbox, paging and stock.
+// lock.go, counts.go), cursors, doubt, accountant, inbox, outbox, paging, stock and
+// sessions.
 // Subtests run in parallel, each on its own database.
 package storetest
 

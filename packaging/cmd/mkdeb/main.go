@@ -4,9 +4,13 @@
 //		-bin dist/build/ordersync -out dist
 //
 // (make deb does exactly that). It fills a staging directory with the binary, the
-// repository's unit (binary path /usr/bin/ordersync), the example config, README.md,
-// docs/*.md, a copyright file with the licences of every Go module in the binary, and the
-// maintainer scripts, then runs nfpm (pinned below, from the Go module proxy or its
+// repository's unit (binary path /usr/bin/ordersync), the configuration to start with
+// (deploy/ordersync.yaml), the docs (packaging.DocFiles: README.md, docs/, the example
+// configuration, deploy/1c, the Prometheus rules, the Grafana board, the example
+// drop-in), a copyright file with the licences of every Go module in the binary, the
+// man page and shell completions the binary's own help makes, and the maintainer
+// scripts, checks that the unit, the configuration and postinst agree
+// (packaging.CheckAgreement), then runs nfpm (pinned below, from the Go module proxy or its
 // cache) on packaging/nfpm.yaml. It writes OUT/ordersync_<debian version>_amd64.deb and
 // prints its path.
 package main
@@ -79,22 +83,22 @@ func build(version, bin, root, out, goCmd string) (string, error) {
 	}
 	defer os.RemoveAll(stage)
 
-	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	docs, err := packaging.DocFiles(root)
 	if err != nil {
 		return "", err
 	}
 	copies := map[string]string{ // staged name -> source
 		"ordersync":        bin,
-		"ordersync.yaml":   filepath.Join(root, "configs/ordersync.example.yaml"),
+		"ordersync.yaml":   filepath.Join(root, packaging.ConfigSource),
 		"nfpm.yaml":        filepath.Join(root, "packaging/nfpm.yaml"),
 		"scripts/postinst": filepath.Join(root, "packaging/scripts/postinst"),
 		"scripts/prerm":    filepath.Join(root, "packaging/scripts/prerm"),
 		"scripts/postrm":   filepath.Join(root, "packaging/scripts/postrm"),
-		"doc/README.md":    filepath.Join(root, "README.md"),
 	}
-	// docs/ keeps its name, so README's links to docs/….md hold in /usr/share/doc/ordersync.
-	for _, d := range docs {
-		copies["doc/docs/"+filepath.Base(d)] = d
+	// Each doc at its path in the repository, so the links between them hold in
+	// /usr/share/doc/ordersync.
+	for name, src := range docs {
+		copies["doc/"+name] = src
 	}
 	for name, src := range copies {
 		data, err := os.ReadFile(src)
@@ -107,6 +111,31 @@ func build(version, bin, root, out, goCmd string) (string, error) {
 	}
 	if err := writeFile(stage, "ordersync.service", unit, 0o644); err != nil {
 		return "", err
+	}
+	// The docs link to the unit: the one installed.
+	if err := writeFile(stage, "doc/"+packaging.DocUnit, unit, 0o644); err != nil {
+		return "", err
+	}
+	config, err := os.ReadFile(filepath.Join(root, packaging.ConfigSource))
+	if err != nil {
+		return "", err
+	}
+	postinst, err := os.ReadFile(filepath.Join(root, "packaging/scripts/postinst"))
+	if err != nil {
+		return "", err
+	}
+	if err := packaging.CheckAgreement(unit, config, postinst); err != nil {
+		return "", err
+	}
+	// The man page and the shell completions, from the binary itself.
+	generated, err := fromBinary(bin, version, mtime)
+	if err != nil {
+		return "", err
+	}
+	for name, data := range generated {
+		if err := writeFile(stage, name, data, 0o644); err != nil {
+			return "", err
+		}
 	}
 	copyright, err := copyrightFile(filepath.Join(root, "packaging/copyright"), info, goCmd)
 	if err != nil {
@@ -154,6 +183,40 @@ func build(version, bin, root, out, goCmd string) (string, error) {
 		return "", fmt.Errorf("nfpm did not write %s:\n%s", deb, log.Bytes())
 	}
 	return deb, nil
+}
+
+// fromBinary makes the files the binary's own help and completion say: the man page
+// (man/ordersync.1.gz, packaging.ManPage) and the completion scripts of bash, zsh
+// and fish (completions/…), by staged name.
+func fromBinary(bin, version string, date time.Time) (map[string][]byte, error) {
+	out := func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"} // nothing of the builder's ORDERSYNC_ environment
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("%s %s: %v: %s", bin, strings.Join(args, " "), err, stderr.Bytes())
+		}
+		return stdout.String(), nil
+	}
+	man, err := packaging.ManPage(version, date, out)
+	if err != nil {
+		return nil, err
+	}
+	if man, err = packaging.Gzip(man); err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{"man/ordersync.1.gz": man}
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		script, err := out("completion", shell)
+		if err != nil {
+			return nil, err
+		}
+		files["completions/"+shell] = []byte(script)
+	}
+	return files, nil
 }
 
 // checkBinary refuses a binary that is not what make build makes for the package: a

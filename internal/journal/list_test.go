@@ -1,0 +1,76 @@
+package journal
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestStateOf(t *testing.T) {
+	for _, c := range []struct {
+		kind           string
+		status, cancel Status
+		want           State
+	}{
+		{"order.create", StatusDone, "", StateCreated},
+		{"order.create", StatusPending, "", StatePending},
+		{"order.create", StatusFailed, "", StateFailed},
+		{"order.create", StatusDone, StatusDone, StateCancelled},
+		{"order.create", StatusDone, StatusPending, StateCancelPending},
+		{"order.create", StatusDone, StatusFailed, StateCancelFailed},
+		{"order.create", StatusFailed, StatusDone, StateCancelled}, // a cancel before the create
+		{"order.cancel", StatusDone, "", StateCancelled},
+		{"order.cancel", StatusPending, "", StateCancelPending},
+		{"order.cancel", StatusFailed, "", StateCancelFailed},
+		{"stock.snapshot", StatusDone, "", StateDone},
+		{"stock.snapshot", StatusFailed, "", StateFailed},
+	} {
+		if got := StateOf(c.kind, c.status, c.cancel); got != c.want {
+			t.Errorf("StateOf(%s, %s, %q) = %s, want %s", c.kind, c.status, c.cancel, got, c.want)
+		}
+	}
+}
+
+func TestNeedlesOf(t *testing.T) {
+	for term, want := range map[string]struct {
+		text, digits, amount string
+	}{
+		"":                 {},
+		"  ":               {},
+		"ОС-000123":        {text: "ос-000123"},
+		"51234410":         {text: "51234410", amount: "51234410"},
+		"+7 701 234-56-78": {text: "+7 701 234-56-78", digits: "7012345678"},
+		"3 000,20":         {text: "3 000,20", amount: "3000.2"},
+		"1500.10":          {text: "1500.10", amount: "1500.1", digits: "150010"},
+		"1e3":              {text: "1e3"},
+		"-5":               {text: "-5"},
+	} {
+		n := NeedlesOf(term)
+		amount := ""
+		if n.Amount != nil {
+			amount = n.Amount.String()
+		}
+		if n.Text != want.text || n.Digits != want.digits || amount != want.amount {
+			t.Errorf("NeedlesOf(%q) = %q %q %q, want %+v", term, n.Text, n.Digits, amount, want)
+		}
+	}
+}
+
+func TestDeriveReadsTheOrder(t *testing.T) {
+	p := json.RawMessage(`{"number":"A-1","created_at":"2026-09-30T23:58:00.1234567+06:00","currency":"KZT",
+		"customer":{"name":"Жанна Ахметова","phone":"+7 701 234-56-78"},"lines":[{"quantity":2,"price":"1500.10"}]}`)
+	d := Derive("site:order:A-1:create", "site", "A-1", p, &Result{Number: "ОС-1", Ref: "REF"})
+	if d.OrderCreatedAt == nil || d.OrderCreatedAt.Format("2006-01-02T15:04:05.999999Z07:00") != "2026-09-30T17:58:00.123456Z" {
+		t.Errorf("order date %v", d.OrderCreatedAt)
+	}
+	if d.Total == nil || d.Total.String() != "3000.2" || d.Currency != "KZT" {
+		t.Errorf("total %v %s", d.Total, d.Currency)
+	}
+	if want := "site:order:a-1:create site:a-1 a-1   жанна ахметова 77012345678 ос-1 ref"; d.SearchText != want {
+		t.Errorf("search text %q, want %q", d.SearchText, want)
+	}
+	// Amounts that do not read leave the texts.
+	d = Derive("k", "s", "x", json.RawMessage(`{"number":"N","lines":[{"quantity":"x"}]}`), nil)
+	if d.Total != nil || d.SearchText != "k s:x n    " {
+		t.Errorf("a payload with a bad amount: %v %q", d.Total, d.SearchText)
+	}
+}
