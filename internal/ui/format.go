@@ -40,6 +40,14 @@ func formatWhen(t time.Time, loc *time.Location, lang string) string {
 	return t.In(loc).Format("2006-01-02 15:04")
 }
 
+// formatDay is a date in loc: 02.12.2026 (ru), 2026-12-02 (en).
+func formatDay(t time.Time, loc *time.Location, lang string) string {
+	if lang == "ru" {
+		return t.In(loc).Format("02.01.2006")
+	}
+	return t.In(loc).Format(time.DateOnly)
+}
+
 // formatShortWhen is a time within a run of attempts: 01.12 10:00 (ru), 12-01
 // 10:00 (en).
 func formatShortWhen(t time.Time, loc *time.Location, lang string) string {

@@ -242,21 +242,15 @@ func (s *Server) sources(asked string) []string {
 
 // dateTime is t as the pages write a date with its time: 02.12.2026 02:50 (ru),
 // 2026-12-02 02:50 (en), in the pages' zone.
-func (s *Server) dateTime(t time.Time) string {
-	t = t.In(s.cfg.Location)
-	if s.cfg.Lang == "ru" {
-		return t.Format("02.01.2006 15:04")
-	}
-	return t.Format("2006-01-02 15:04")
-}
+func (s *Server) dateTime(t time.Time) string { return formatWhen(t, s.cfg.Location, s.cfg.Lang) }
 
 // day is a YYYY-MM-DD date as the pages write it.
 func (s *Server) day(d string) string {
 	t, err := time.Parse(time.DateOnly, d)
-	if err != nil || s.cfg.Lang != "ru" {
+	if err != nil {
 		return d
 	}
-	return t.Format("02.01.2006")
+	return formatDay(t, time.UTC, s.cfg.Lang)
 }
 
 // period says which period a list looked in.

@@ -114,12 +114,7 @@ func (s *Server) reconcilePage(w http.ResponseWriter, r *http.Request, u who) {
 }
 
 // dateText is a date as the language writes it: 01.11.2026 (ru).
-func (s *Server) dateText(t time.Time) string {
-	if s.cfg.Lang == "ru" {
-		return t.In(s.cfg.Location).Format("02.01.2006")
-	}
-	return t.In(s.cfg.Location).Format(time.DateOnly)
-}
+func (s *Server) dateText(t time.Time) string { return formatDay(t, s.cfg.Location, s.cfg.Lang) }
 
 // reconcileFile sends the report as the CLI writes it (reconcile.WriteCSV,
 // WriteXLSX), for a spreadsheet.

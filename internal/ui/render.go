@@ -188,10 +188,7 @@ func (s *Server) funcs() template.FuncMap {
 // oneCDate is 1C's zone-less date, in 1C's own zone: 03.11.2026 10:05 (ru).
 func (s *Server) oneCDate(d string) string {
 	if t, err := time.Parse("2006-01-02T15:04:05", d); err == nil {
-		if s.cfg.Lang == "ru" {
-			return t.Format("02.01.2006 15:04")
-		}
-		return t.Format("2006-01-02 15:04")
+		return formatWhen(t, time.UTC, s.cfg.Lang)
 	}
 	return d
 }
