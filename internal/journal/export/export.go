@@ -66,11 +66,6 @@ func RowOf(op journal.Operation, loc *time.Location) Row {
 			Name  string `json:"name"`
 			Phone string `json:"phone"`
 		} `json:"customer"`
-		Lines []struct {
-			Quantity decimal.Decimal `json:"quantity"`
-			Price    decimal.Decimal `json:"price"`
-		} `json:"lines"`
-		Total *decimal.Decimal `json:"total"`
 		Fetch struct {
 			ID string `json:"id"`
 		} `json:"fetch"`
@@ -78,17 +73,7 @@ func RowOf(op journal.Operation, loc *time.Location) Row {
 	_ = json.Unmarshal(op.Payload, &p) // a payload that is not an order leaves the order's columns empty
 	r.MarketplaceNumber = firstOf(p.Number, p.Fetch.ID, op.ExternalID)
 	r.Customer, r.Phone, r.Currency = p.Customer.Name, p.Customer.Phone, p.Currency
-	switch {
-	case p.Total != nil:
-		t := *p.Total
-		r.Total = &t
-	case len(p.Lines) > 0:
-		t := decimal.Zero
-		for _, l := range p.Lines {
-			t = t.Add(l.Quantity.Mul(l.Price))
-		}
-		r.Total = &t
-	}
+	r.Total = journal.Derive(op.Key, op.Source, op.ExternalID, op.Payload, op.Result).Total
 	if op.Result != nil {
 		r.OneCNumber, r.OneCDate, r.OneCRef = op.Result.Number, op.Result.Date, op.Result.Ref
 	}
