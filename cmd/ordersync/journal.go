@@ -101,7 +101,21 @@ func (a *app) journalListCommand() *cobra.Command {
 			}
 			switch format {
 			case "json":
-				return listing.WriteJSON(a.stdout, pages, func(op journal.Operation) any { return export.ListRowOf(op, loc) })
+				rows := func(emit func([]export.ListRow) error) error {
+					return pages(func(ops []journal.Operation) error {
+						cancels, err := journal.CancelsOf(ctx, db.Journal(), ops)
+						if err != nil {
+							return err
+						}
+						out := make([]export.ListRow, len(ops))
+						for i, op := range ops {
+							out[i] = export.ListRowOf(op, loc)
+							out[i].State = journal.OrderStateOf(op, cancels)
+						}
+						return emit(out)
+					})
+				}
+				return listing.WriteJSON(a.stdout, rows, func(r export.ListRow) any { return r })
 			case "csv", "xlsx":
 				var w export.Writer
 				if format == "csv" {
@@ -110,8 +124,14 @@ func (a *app) journalListCommand() *cobra.Command {
 					return err
 				}
 				if err := pages(func(ops []journal.Operation) error {
+					cancels, err := journal.CancelsOf(ctx, db.Journal(), ops)
+					if err != nil {
+						return err
+					}
 					for _, op := range ops {
-						if err := w.Write(export.RowOf(op, loc)); err != nil {
+						row := export.RowOf(op, loc)
+						row.State = string(journal.OrderStateOf(op, cancels))
+						if err := w.Write(row); err != nil {
 							return err
 						}
 					}

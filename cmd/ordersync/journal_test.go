@@ -137,6 +137,29 @@ func TestJournalShowByAnyFormAndListColumns(t *testing.T) {
 			if xrows[0][0] != "Источник" {
 				t.Fatalf("xlsx header %q, want ui.lang ru's", xrows[0])
 			}
+
+			// A cancelled order's create reads as cancelled, as on the pages: its
+			// cancel is looked up for the JSON and the CSV alike (order cancel
+			// carries the cancel out at once).
+			state := func() (string, string) {
+				t.Helper()
+				out, stderr, code := e.cli("", "journal", "list", "-q", key, "--format", "json")
+				var rows []struct{ State string }
+				if err := json.Unmarshal([]byte(out), &rows); err != nil || code != 0 || len(rows) != 1 {
+					t.Fatalf("list -q %s: exit %d %v: %s %s", key, code, err, out, stderr)
+				}
+				csvOut, _, _ := e.cli("", "journal", "list", "-q", key, "--format", "csv")
+				return rows[0].State, csvOut
+			}
+			if st, csvOut := state(); st != "created" || !strings.Contains(csvOut, "создан в 1С") {
+				t.Fatalf("a created order: state %q, csv %s", st, csvOut)
+			}
+			if _, stderr, code := e.cli("", "order", "cancel", "site", "512344101", "--reason", "покупатель отказался"); code != 0 {
+				t.Fatalf("order cancel: exit %d: %s", code, stderr)
+			}
+			if st, csvOut := state(); st != "cancelled" || !strings.Contains(csvOut, "отменён в 1С") {
+				t.Fatalf("a cancelled order: state %q, csv %s", st, csvOut)
+			}
 		})
 	}
 }

@@ -1,6 +1,11 @@
 package journal
 
-import "strings"
+import (
+	"context"
+	"strings"
+
+	"github.com/ordersync/ordersync/internal/order"
+)
 
 // State is an order's state as an accountant means it, read off its create operation
 // and its cancel operation together: a cancelled order's create is done, and it is
@@ -50,4 +55,39 @@ func cancelState(s Status) State {
 		return StateCancelFailed
 	}
 	return StateCancelPending
+}
+
+// Lister lists operations (a Store does).
+type Lister interface {
+	List(ctx context.Context, f Filter) ([]Operation, error)
+}
+
+// CancelsOf reads, in one listing, the status of the cancel operation of each
+// order create in ops, by the cancel's key: the third argument of StateOf for each.
+// A create with no cancel has none in the map.
+func CancelsOf(ctx context.Context, l Lister, ops []Operation) (map[string]Status, error) {
+	var keys []string
+	for _, op := range ops {
+		if k := order.CancelKeyOf(op.Key); k != "" && op.Kind == order.KindCreate {
+			keys = append(keys, k)
+		}
+	}
+	out := map[string]Status{}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	found, err := l.List(ctx, Filter{Keys: keys, Limit: len(keys)})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range found {
+		out[c.Key] = c.Status
+	}
+	return out, nil
+}
+
+// OrderStateOf is op's state with its cancel's status looked up in cancels (from
+// CancelsOf).
+func OrderStateOf(op Operation, cancels map[string]Status) State {
+	return StateOf(op.Kind, op.Status, cancels[order.CancelKeyOf(op.Key)])
 }

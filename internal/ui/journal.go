@@ -269,11 +269,11 @@ func (s *Server) period(q listQuery, whole bool) string {
 	return s.cat.t("period_all")
 }
 
-// rowOf is op as the list shows it; cancel is the status of its cancel operation
-// ("" for none).
-func (s *Server) rowOf(op journal.Operation, cancel journal.Status) listRow {
+// rowOf is op as the list shows it; cancels holds the status of the creates'
+// cancels (journal.CancelsOf).
+func (s *Server) rowOf(op journal.Operation, cancels map[string]journal.Status) listRow {
 	r := listRow{Row: export.RowOf(op, s.cfg.Location), Warnings: len(op.Warnings)}
-	r.Row.State = string(journal.StateOf(op.Kind, op.Status, cancel))
+	r.Row.State = string(journal.OrderStateOf(op, cancels))
 	ordered := op.CreatedAt
 	if op.OrderCreatedAt != nil {
 		ordered, r.OrderDated = *op.OrderCreatedAt, true
@@ -304,24 +304,7 @@ func (s *Server) rowOf(op journal.Operation, cancel journal.Status) listRow {
 
 // cancels reads the status of the cancel operation of each create in ops.
 func (s *Server) cancels(r *http.Request, ops []journal.Operation) (map[string]journal.Status, error) {
-	var keys []string
-	for _, op := range ops {
-		if k := order.CancelKeyOf(op.Key); k != "" && op.Kind == order.KindCreate {
-			keys = append(keys, k)
-		}
-	}
-	out := map[string]journal.Status{}
-	if len(keys) == 0 {
-		return out, nil
-	}
-	found, err := s.cfg.Journal.List(r.Context(), journal.Filter{Keys: keys, Limit: len(keys)})
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range found {
-		out[c.Key] = c.Status
-	}
-	return out, nil
+	return journal.CancelsOf(r.Context(), s.cfg.Journal, ops)
 }
 
 // totals are the period's totals by state, for the whole filtered set.
@@ -403,7 +386,7 @@ func (s *Server) journalPage(w http.ResponseWriter, r *http.Request, u who) {
 		return
 	}
 	for _, op := range ops {
-		d.Rows = append(d.Rows, s.rowOf(op, cancels[order.CancelKeyOf(op.Key)]))
+		d.Rows = append(d.Rows, s.rowOf(op, cancels))
 	}
 	if d.Totals, d.Count, err = s.totals(r, f); err != nil {
 		s.failed(w, r, u, "total the journal", err)
@@ -478,7 +461,7 @@ func (s *Server) export(w http.ResponseWriter, r *http.Request, u who, ext, cont
 		}
 		for _, op := range page {
 			row := export.RowOf(op, s.cfg.Location)
-			row.State = string(journal.StateOf(op.Kind, op.Status, cancels[order.CancelKeyOf(op.Key)]))
+			row.State = string(journal.OrderStateOf(op, cancels))
 			if err := ew.Write(row); err != nil {
 				abort("write", err)
 			}

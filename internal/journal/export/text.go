@@ -59,6 +59,9 @@ type ListRow struct {
 	// OneCSeen is what the latest reconciliation saw of the order in 1C; null when
 	// none has.
 	OneCSeen *journal.OneCSeen `json:"onec_seen"`
+	// State is the order's state as the pages show it (journal.StateOf, its cancel
+	// looked up); empty where the caller did not look.
+	State journal.State `json:"state,omitempty"`
 }
 
 // ListRowOf is op as a ListRow, its times in loc.
