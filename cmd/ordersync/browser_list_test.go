@@ -256,6 +256,31 @@ func TestTheListInABrowser(t *testing.T) {
 		t.Errorf("the source is not a choice of the sources: %q", sources)
 	}
 	screenshot(t, p, "journal-list-states.png")
+
+	// 15: the reconciliation page of the same week: headed by its source and period,
+	// money per category and for the period with the currency, R-1's difference in
+	// words, the downloads offered.
+	from, to := day(now.AddDate(0, 0, -6)), day(now)
+	browse(t, p, "the reconciliation",
+		chromedp.Navigate(base+"/ui/reconcile?source=site&from="+from+"&to="+to), chromedp.WaitVisible(css(`#reconcile-heading`)))
+	if h := value(t, p, "the heading", chromedp.Text(css(`#reconcile-heading`))); !strings.Contains(h, "site") ||
+		!strings.Contains(h, day2ru(from)) || !strings.Contains(h, day2ru(to)) {
+		t.Errorf("the reconciliation's heading %q names neither the source nor the period", h)
+	}
+	if got := value(t, p, "the mismatch's 1C sum", chromedp.Text(css(`#totals tr[data-category=amount_mismatch] td.sum-onec`))); !strings.Contains(got, "2\u00a0999,99\u00a0₸") {
+		t.Errorf("the mismatch's 1C sum %q, want 2 999,99 ₸", got)
+	}
+	if got := value(t, p, "the period's total", chromedp.Text(css(`#period-total td.sum-mp`))); !strings.Contains(got, "₸") {
+		t.Errorf("the period's marketplace total %q carries no currency", got)
+	}
+	note := value(t, p, "R-1's note", chromedp.Evaluate[string](`document.querySelector('tr.item[data-key="site:order:R-1:create"] td.rnote').innerText`))
+	if !strings.Contains(note, "0,21\u00a0₸") || strings.Contains(note, "difference") {
+		t.Errorf("R-1's note reads %q; want the difference of 0,21 ₸ in words, the English folded away", note)
+	}
+	if got := count(t, p, `#downloads a[href*="format=csv"]`) + count(t, p, `#downloads a[href*="format=xlsx"]`); got != 2 {
+		t.Errorf("the reconciliation offers %d downloads, want CSV and XLSX", got)
+	}
+	screenshot(t, p, "reconcile-week.png")
 }
 
 // day2ru writes a YYYY-MM-DD date as the Russian pages do.

@@ -181,6 +181,18 @@ func TestTheOperationPageInABrowser(t *testing.T) {
 	if got := text(`#last-error`); !strings.Contains(got, "1С отказала") || !strings.Contains(got, "Не найдена номенклатура SKU-1") {
 		t.Errorf("the last error reads %q", got)
 	}
+	// 12: what the page shows is Russian: the engine's English error texts stay
+	// folded in <details>, out of the visible text (1C's own message is quoted as
+	// 1C's), and durations read the Russian way.
+	shown := value(t, anna, "the page's visible text", chromedp.Evaluate[string](`document.querySelector("main").innerText`))
+	for _, english := range []string{"permanent", "transient", "unknown outcome", "1c create:", "1c find:", "gave up"} {
+		if strings.Contains(shown, english) {
+			t.Errorf("the page shows %q outside a folded raw text", english)
+		}
+	}
+	if m := regexp.MustCompile(`\d+ms\b`).FindString(shown); m != "" {
+		t.Errorf("a duration reads %q, not in Russian", m)
+	}
 	screenshot(t, anna, "operation-460-attempts.png")
 	browse(t, anna, "opening the run", chromedp.Click(css(`li.run summary`)), chromedp.WaitVisible(css(`ol.run-attempts li.attempt`)))
 	if opened := height(); opened <= 4*folded {

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -65,4 +66,24 @@ func formatQuantity(d decimal.Decimal, lang string) string {
 		s = strings.Replace(s, ".", ",", 1)
 	}
 	return strings.Replace(s, "-", "\u2212", 1)
+}
+
+// formatDuration is how long an attempt took, as the language writes it: 28 мс,
+// 1,5 с, 2 мин 5 с (ru); 28ms, 1.5s, 2m5s (en).
+func formatDuration(d time.Duration, lang string) string {
+	if lang != "ru" {
+		return d.Round(time.Millisecond).String()
+	}
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%d\u00a0мс", d.Round(time.Millisecond).Milliseconds())
+	case d < time.Minute:
+		tenths := d.Round(100*time.Millisecond).Milliseconds() / 100
+		if tenths%10 == 0 {
+			return fmt.Sprintf("%d\u00a0с", tenths/10)
+		}
+		return fmt.Sprintf("%d,%d\u00a0с", tenths/10, tenths%10)
+	}
+	d = d.Round(time.Second)
+	return fmt.Sprintf("%d\u00a0мин %d\u00a0с", int(d.Minutes()), int(d.Seconds())%60)
 }

@@ -220,7 +220,7 @@ func (s *Server) timeline(d journal.Detail, operator bool) []entry {
 			v.Worker = "" // which process ran it is the operators' business
 		}
 		if at.FinishedAt != nil {
-			v.Duration = at.FinishedAt.Sub(at.StartedAt).Round(time.Millisecond).String()
+			v.Duration = formatDuration(at.FinishedAt.Sub(at.StartedAt), s.cfg.Lang)
 		}
 		if len(at.Exchanges) > 0 {
 			var xs []onec.Exchange
