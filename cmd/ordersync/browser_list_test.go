@@ -14,7 +14,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/shopspring/decimal"
 
-	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
@@ -123,16 +122,7 @@ func TestTheListInABrowser(t *testing.T) {
 	e.environ = append(e.environ, "ORDERSYNC_UI__LISTEN=127.0.0.1:0", "ORDERSYNC_UI__TIMEZONE=Asia/Almaty")
 	stop, log := e.runWithLog()
 	defer stop()
-	var base string
-	eventually.True(t, "the UI's listening address in the log", func() bool {
-		for _, line := range strings.Split(log.String(), "\n") {
-			var rec struct{ Msg, URL string }
-			if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "ui: listening on ") {
-				base = strings.TrimSuffix(rec.URL, "/ui/journal")
-			}
-		}
-		return base != ""
-	})
+	base := uiBase(t, log)
 	p := newPerson(t, bctx)
 	rowKeys := func() []string {
 		return value(t, p, "the rows", chromedp.Evaluate[[]string](`[...document.querySelectorAll("tr.op")].map(tr => tr.dataset.key)`))

@@ -18,22 +18,6 @@ import (
 	"github.com/ordersync/ordersync/internal/sim/onecsim"
 )
 
-// uiBase is the pages' address, once the service's log says where they listen.
-func uiBase(t *testing.T, log *lockedBuffer) string {
-	t.Helper()
-	var base string
-	eventually.True(t, "the UI's listening address in the log", func() bool {
-		for _, line := range strings.Split(log.String(), "\n") {
-			var rec struct{ Msg, URL string }
-			if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "ui: listening on ") {
-				base = strings.TrimSuffix(rec.URL, "/ui/journal")
-			}
-		}
-		return base != ""
-	})
-	return base
-}
-
 // TestTheOperationPageInABrowser: against the real service and the simulated 1C,
 // an order whose total an operator changed in 1C shows 1C's total now beside the
 // marketplace's, the difference marked; a cancelled order's create and cancel say

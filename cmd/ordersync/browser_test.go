@@ -131,6 +131,22 @@ func signIn(t *testing.T, ctx context.Context, base, name, password string) {
 	)
 }
 
+// uiBase is the pages' address, once the service's log says where they listen.
+func uiBase(t *testing.T, log *lockedBuffer) string {
+	t.Helper()
+	var base string
+	eventually.True(t, "the UI's listening address in the log", func() bool {
+		for _, line := range strings.Split(log.String(), "\n") {
+			var rec struct{ Msg, URL string }
+			if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "ui: listening on ") {
+				base = strings.TrimSuffix(rec.URL, "/ui/journal")
+			}
+		}
+		return base != ""
+	})
+	return base
+}
+
 // screenshot writes the full page as a PNG artifact.
 func screenshot(t *testing.T, ctx context.Context, name string) string {
 	t.Helper()
@@ -232,16 +248,7 @@ func TestTheAccountantsPagesInABrowser(t *testing.T) {
 		"ORDERSYNC_UI__TIMEZONE=Asia/Almaty")
 	stop, log := e.runWithLog()
 	defer stop()
-	var base string
-	eventually.True(t, "the UI's listening address in the log", func() bool {
-		for _, line := range strings.Split(log.String(), "\n") {
-			var rec struct{ Msg, URL string }
-			if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "ui: listening on ") {
-				base = strings.TrimSuffix(rec.URL, "/ui/journal")
-			}
-		}
-		return base != ""
-	})
+	base := uiBase(t, log)
 	js := e.store()
 	key := "kaspi:order:512344101:create"
 	// Wait for the engine: every good order done, the lost reply found in 1C.
