@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/url"
 	"strings"
 	"testing"
 
@@ -16,22 +15,7 @@ import (
 func TestRefusedDatabaseExits2(t *testing.T) {
 	t.Parallel()
 	e := newEnvOn(t, "sqlite", onecsim.Options{}, false)
-	with := func(user, database string) string {
-		u, err := url.Parse(testdb.BaseURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if user != "" {
-			u.User = url.User(user)
-		}
-		if database != "" {
-			u.Path = "/" + database
-		}
-		q := u.Query()
-		q.Del("sslmode") // the driver's default, prefer, tries twice
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
+	with := func(user, database string) string { return testdb.ServerURL(t, user, database) }
 	for _, c := range []struct {
 		name, url, why string
 		code           int

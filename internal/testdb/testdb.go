@@ -27,6 +27,27 @@ func BaseURL() string {
 	return DefaultURL
 }
 
+// ServerURL is the test server's URL (BaseURL) with another user or database where
+// they are not empty, and sslmode left to the driver's default (prefer, which tries
+// with TLS, then without): for tests of how a refused connection is reported.
+func ServerURL(tb testing.TB, user, database string) string {
+	tb.Helper()
+	u, err := url.Parse(BaseURL())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if user != "" {
+		u.User = url.User(user)
+	}
+	if database != "" {
+		u.Path = "/" + database
+	}
+	q := u.Query()
+	q.Del("sslmode")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 // URL creates a fresh schema t_<random hex> on the test server and returns a URL whose
 // search_path runtime parameter selects it (and whose application_name is the schema's
 // name). The schema is dropped with everything in it when the test ends; sessions still

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"net/url"
 	"strings"
 	"testing"
 
@@ -11,26 +10,6 @@ import (
 
 	"github.com/ordersync/ordersync/internal/testdb"
 )
-
-// serverURL is the test server's URL with another user or database, and sslmode
-// left to the driver's default (prefer), which tries twice.
-func serverURL(t *testing.T, user, database string) string {
-	t.Helper()
-	u, err := url.Parse(testdb.BaseURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if user != "" {
-		u.User = url.User(user)
-	}
-	if database != "" {
-		u.Path = "/" + database
-	}
-	q := u.Query()
-	q.Del("sslmode")
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 // A role, a password or a database the server refuses is the configuration's fault:
 // the ConnectError says so (Refused), and names the driver's reason once, although
@@ -43,7 +22,7 @@ func TestOpenRefusedIsTheConfiguration(t *testing.T) {
 		{"no such role", "ordersync_no_such_role", "", `role "ordersync_no_such_role" does not exist`},
 		{"no such database", "", "ordersync_no_such_database", `database "ordersync_no_such_database" does not exist`},
 	} {
-		_, err := Open(context.Background(), Config{URL: serverURL(t, c.user, c.database)})
+		_, err := Open(context.Background(), Config{URL: testdb.ServerURL(t, c.user, c.database)})
 		var ce *ConnectError
 		if !errors.As(err, &ce) {
 			t.Fatalf("%s: %v, want a ConnectError", c.name, err)
