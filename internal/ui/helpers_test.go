@@ -296,9 +296,13 @@ func text(n *html.Node) string {
 
 // Journal fixtures.
 
+// fixtureOrdered is when every fixture order was placed: an hour before the tests
+// started, to the second, so it is in the list's default period (by the order's date)
+// and two versions of one order differ only where a test changed them.
+var fixtureOrdered = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+
 func orderPayload(source, id, name, phone, price string) json.RawMessage {
-	// Ordered an hour ago: in the list's default period, which is by the order's date.
-	created := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	created := fixtureOrdered
 	return json.RawMessage(fmt.Sprintf(`{"source":%q,"external_id":%q,"number":%q,"created_at":%q,`+
 		`"customer":{"name":%q,"phone":%q,"email":""},"warehouse":"WH1","currency":"KZT",`+
 		`"lines":[{"sku":"SKU-1","name":"Чайник","quantity":2,"price":%s}],"comment":""}`, source, id, id, created, name, phone, price))
