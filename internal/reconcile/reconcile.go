@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -60,13 +61,29 @@ const MaxDays = 93
 var (
 	// ErrPeriodTooLong is a period over MaxDays, refused before anything is read.
 	ErrPeriodTooLong = fmt.Errorf("reconcile: the period is longer than %d days", MaxDays)
-	// ErrBusy is a reconciliation of a source asked for while one of it runs in
-	// this process.
+	// ErrBusy is a reconciliation of a source asked for while one of it, on the same
+	// journal, runs in this process.
 	ErrBusy = errors.New("reconcile: a reconciliation of this source is already running")
 )
 
-// running holds the sources being reconciled in this process.
+// running holds the sources being reconciled in this process, each with its journal:
+// one database's reconciliation does not hold up another's of the same source.
 var running sync.Map
+
+// busyKey names a reconciliation in running: the source, and the journal when it is a
+// pointer (the stores are), whose address tells one database from another.
+type busyKey struct {
+	journal uintptr
+	source  string
+}
+
+func busyKeyOf(p Params) busyKey {
+	k := busyKey{source: p.Source}
+	if v := reflect.ValueOf(p.Journal); v.Kind() == reflect.Pointer {
+		k.journal = v.Pointer()
+	}
+	return k
+}
 
 // pageSize is how many journal operations one List reads.
 const pageSize = 500
@@ -115,10 +132,11 @@ func Run(ctx context.Context, p Params) (Report, error) {
 		return Report{}, fmt.Errorf("%w: %s to %s is %d days; reconcile it in parts", ErrPeriodTooLong,
 			p.From.Format(time.DateOnly), p.To.Format(time.DateOnly), days)
 	}
-	if _, busy := running.LoadOrStore(p.Source, true); busy {
+	key := busyKeyOf(p)
+	if _, busy := running.LoadOrStore(key, true); busy {
 		return Report{}, fmt.Errorf("%w (%s): wait for it to finish", ErrBusy, p.Source)
 	}
-	defer running.Delete(p.Source)
+	defer running.Delete(key)
 	r := run{p: p, start: start, end: end, byExt: map[string]*entry{}}
 
 	if err := r.marketplace(ctx); err != nil {
