@@ -140,7 +140,10 @@ type Fetch struct {
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
 	Saved      Saved     `json:"saved"`
-	Error      string    `json:"error,omitempty"`
+	// Total is the marketplace's own sum of the period's lines when it states one
+	// (Ozon's transaction totals, the total row of Kaspi's file); nil otherwise.
+	Total *decimal.Decimal `json:"total,omitempty"`
+	Error string           `json:"error,omitempty"`
 }
 
 // Store keeps payout lines (both backends implement it; storetest's Payouts topic
