@@ -46,7 +46,7 @@ type health struct {
 // authentication failure: the publication does not serve it (a web server's 404 or
 // 405 page), or 1C refuses the credentials for it. /readyz and the metrics name it.
 type BrokenEndpoint struct {
-	Op       string    `json:"op"`   // ping, find, create, cancel, stock, list
+	Op       string    `json:"op"`   // ping, find, create, cancel, stock, list, find_returns, create_return
 	Path     string    `json:"path"` // below onec.base_url, e.g. /orders/cancel
 	Class    string    `json:"class"`
 	Since    time.Time `json:"since"`
@@ -248,6 +248,18 @@ func (w watchedClient) SettleOrder(ctx context.Context, o onec.Order, req onec.C
 	err := w.Client.SettleOrder(ctx, o, req)
 	w.h.observe(ctx, "settle", err)
 	return err
+}
+
+func (w watchedClient) FindReturns(ctx context.Context, externalID string) ([]onec.Return, error) {
+	v, err := w.Client.FindReturns(ctx, externalID)
+	w.h.observe(ctx, "find_returns", err)
+	return v, err
+}
+
+func (w watchedClient) CreateReturn(ctx context.Context, req onec.CreateReturn) (onec.Created, error) {
+	v, err := w.Client.CreateReturn(ctx, req)
+	w.h.observe(ctx, "create_return", err)
+	return v, err
 }
 
 // watch applies left-over wakes each poll, pings 1C while it fails (BackoffMin after

@@ -20,7 +20,7 @@ type OneCStatus struct {
 	// it refused the credentials or the publication is missing.
 	Up       bool
 	At       time.Time // when that call ended
-	Endpoint string    // ping, find, create, cancel, stock
+	Endpoint string    // ping, find, create, cancel, stock, list, settle, find_returns, create_return
 	// Reason says why 1C is taken for down: the error of the call.
 	Reason string
 	// LastUp is when a call was last answered; zero when none was.
@@ -97,6 +97,20 @@ func (c *timedClient) SettleOrder(ctx context.Context, o onec.Order, req onec.Cr
 	err := c.Client.SettleOrder(ctx, o, req)
 	c.m.observe(ctx, "settle", start, err)
 	return err
+}
+
+func (c *timedClient) FindReturns(ctx context.Context, externalID string) ([]onec.Return, error) {
+	start := time.Now()
+	v, err := c.Client.FindReturns(ctx, externalID)
+	c.m.observe(ctx, "find_returns", start, err)
+	return v, err
+}
+
+func (c *timedClient) CreateReturn(ctx context.Context, req onec.CreateReturn) (onec.Created, error) {
+	start := time.Now()
+	v, err := c.Client.CreateReturn(ctx, req)
+	c.m.observe(ctx, "create_return", start, err)
+	return v, err
 }
 
 // observe records one call.

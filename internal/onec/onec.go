@@ -89,6 +89,38 @@ type Created struct {
 	ExternalID string `json:"-"`
 }
 
+// CreateReturn is the body of POST /returns (contract v1, an addition): a customer
+// return based on the order's 1C document. Number is the marketplace's id of the
+// return; Date is 1C's zone-less local time, YYYY-MM-DDTHH:MM:SS in onec.timezone.
+// Lines are what came back, part of a line's quantity allowed.
+type CreateReturn struct {
+	ExternalID      string          `json:"external_id"` // <source>:return:<id>
+	Source          string          `json:"source"`
+	Number          string          `json:"number"`
+	Date            string          `json:"date"`
+	Type            string          `json:"type"`              // full, partial, cancellation
+	OrderExternalID string          `json:"order_external_id"` // the order's <source>:<external id>
+	OrderRef        string          `json:"order_ref"`         // the order's 1C ref: the return's base document
+	Currency        string          `json:"currency"`
+	Lines           []Line          `json:"lines"`
+	Total           decimal.Decimal `json:"total"`
+	Reason          string          `json:"reason"`
+	Comment         string          `json:"comment"`
+}
+
+// Return is a customer return as 1C reports it (Return1C of contract v1). Total is
+// nil when 1C did not say.
+type Return struct {
+	Ref        string           `json:"ref"`
+	Number     string           `json:"number"`
+	Date       string           `json:"date"`
+	ExternalID string           `json:"external_id"`
+	OrderRef   string           `json:"order_ref"`
+	Posted     bool             `json:"posted"`
+	Deleted    bool             `json:"deleted"`
+	Total      *decimal.Decimal `json:"total,omitempty"`
+}
+
 // Cancelled is the answer to POST /orders/cancel.
 type Cancelled struct {
 	Ref    string `json:"ref"`
@@ -136,6 +168,13 @@ type Client interface {
 	// keeps a write in part and answers 200, the client reads the order back and
 	// compares it (a difference is a *Mismatch inside the *Error), and posts it.
 	SettleOrder(ctx context.Context, o Order, req CreateOrder) error
+	// FindReturns returns every customer return whose external-ID attribute equals
+	// externalID (GET /returns?external_id=…), an empty slice when there is none.
+	FindReturns(ctx context.Context, externalID string) ([]Return, error)
+	// CreateReturn sends the return once (POST /returns). 409 (already exists) is
+	// not an error: it returns the existing return with Existing set. A module that
+	// has no /returns yet is a Configuration failure naming the endpoint.
+	CreateReturn(ctx context.Context, req CreateReturn) (Created, error)
 }
 
 // Closer is a Client that keeps 1C sessions, which Close ends (both interfaces'
@@ -267,7 +306,7 @@ func (c Class) String() string {
 // Error is a classified failure of one 1C call.
 type Error struct {
 	Class  Class
-	Op     string // "ping", "find", "create", "cancel", "stock", "list"
+	Op     string // "ping", "find", "create", "cancel", "stock", "list", "find_returns", "create_return"
 	Path   string // the request's path below onec.base_url ("/orders"), when known
 	Status int    // HTTP status, 0 when no answer came
 	// API is true when the body was the contract's {"error":…} object: the

@@ -30,6 +30,7 @@
 //	401, 403                                          Auth
 //	a 2xx whose body is not JSON                      GET: Auth (a publication's login page); POST: Unknown (it may be 1C's
 //	                                                    answer mangled, or the login page: the find that comes next tells)
+//	404, 405 on /returns (not the {"error"} object)   Configuration: the module predates the returns, update it
 //	409 on create with the order                      success: onec.Created{Existing: true}
 //	409 or 2xx on create without the order's ref      Unknown
 package httpservice
@@ -122,6 +123,15 @@ func cancelCall(body []byte) wire.Call {
 func listCall(q onec.ListQuery) wire.Call {
 	return wire.Call{Op: "list", Method: http.MethodGet, Path: "/orders",
 		Query: url.Values{"source": {q.Source}, "date_from": {q.DateFrom}, "date_to": {q.DateTo}}}
+}
+
+func findReturnsCall(externalID string) wire.Call {
+	return wire.Call{Op: "find_returns", Method: http.MethodGet, Path: "/returns", Query: url.Values{"external_id": {externalID}}}
+}
+
+func createReturnCall(body []byte) wire.Call {
+	return wire.Call{Op: "create_return", Method: http.MethodPost, Path: "/returns", Body: body,
+		Accept: func(st int) bool { return st == http.StatusOK || st == http.StatusCreated || st == http.StatusConflict }}
 }
 
 func stockCall(warehouse string) wire.Call {
@@ -316,6 +326,80 @@ func (c *Client) listResult(k wire.Call, ans wire.Answer) ([]onec.Order, error) 
 	return out, nil
 }
 
+// FindReturns returns the customer returns whose external id is externalID (GET
+// /returns?external_id=…), an empty slice when there is none.
+func (c *Client) FindReturns(ctx context.Context, externalID string) ([]onec.Return, error) {
+	k := findReturnsCall(externalID)
+	ans, err := c.conn.Do(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	return c.findReturnsResult(k, ans)
+}
+
+func (c *Client) findReturnsResult(k wire.Call, ans wire.Answer) ([]onec.Return, error) {
+	var raw struct {
+		Returns []struct {
+			onec.Return
+			Total json.RawMessage `json:"total"`
+		} `json:"returns"`
+	}
+	if err := c.decode(k, ans, &raw); err != nil {
+		return nil, err
+	}
+	out := make([]onec.Return, len(raw.Returns))
+	for i, r := range raw.Returns {
+		out[i] = r.Return
+		if t := strings.TrimSpace(string(r.Total)); t == "" || t == "null" {
+			continue // 1C did not say: Total stays nil
+		}
+		d, err := exactNumber(r.Total)
+		if err != nil {
+			return nil, &onec.Error{Class: onec.Permanent, Op: k.Op, Path: k.Path, Status: ans.Status,
+				Message: fmt.Sprintf("1C answered a return list that does not follow contract v1: returns[%d] (external id %q): total %s", i, r.ExternalID, err)}
+		}
+		out[i].Total = &d
+	}
+	return out, nil
+}
+
+// CreateReturn sends the return once (POST /returns). 409 (already exists) is not
+// an error: it returns the existing return with Existing set.
+func (c *Client) CreateReturn(ctx context.Context, req onec.CreateReturn) (onec.Created, error) {
+	body, err := json.Marshal(toWireReturn(req))
+	if err != nil {
+		return onec.Created{}, &onec.Error{Class: onec.Permanent, Op: "create_return", Path: "/returns", Message: "cannot encode the return", Err: err}
+	}
+	k := createReturnCall(body)
+	ans, err := c.conn.Do(ctx, k)
+	if err != nil {
+		return onec.Created{}, err
+	}
+	return c.createReturnResult(k, ans)
+}
+
+func (c *Client) createReturnResult(k wire.Call, ans wire.Answer) (onec.Created, error) {
+	if ans.Status == http.StatusConflict {
+		var v struct {
+			Return *onec.Return `json:"return"`
+		}
+		if err := json.Unmarshal(ans.Body, &v); err != nil || v.Return == nil || v.Return.Ref == "" {
+			e := &onec.Error{Class: onec.Unknown, Op: k.Op, Path: k.Path, Status: ans.Status,
+				Message: "1C answered 409 (already exists) without the existing return"}
+			fillAPIError(e, ans.Body)
+			return onec.Created{}, e
+		}
+		return onec.Created{Ref: v.Return.Ref, Number: v.Return.Number, Date: v.Return.Date, Existing: true,
+			ExternalID: v.Return.ExternalID}, nil
+	}
+	var created onec.Created
+	if err := json.Unmarshal(ans.Body, &created); err != nil || created.Ref == "" {
+		return onec.Created{}, &onec.Error{Class: onec.Unknown, Op: k.Op, Path: k.Path, Status: ans.Status,
+			Message: "1C answered " + fmt.Sprint(ans.Status) + " without the ref of the created return: " + onec.Snippet(ans.Body), Err: err}
+	}
+	return created, nil
+}
+
 // Stock reads the stock of warehouse.
 func (c *Client) Stock(ctx context.Context, warehouse string) (onec.Stock, error) {
 	k := stockCall(warehouse)
@@ -411,6 +495,14 @@ func (c *Client) classify(k wire.Call, ans wire.Answer) *onec.Error {
 	e := &onec.Error{Op: k.Op, Path: k.Path, Status: st, API: isAPIError(ans.Body)}
 	fillAPIError(e, ans.Body)
 	switch {
+	case (st == http.StatusNotFound || st == http.StatusMethodNotAllowed) && !e.API && strings.HasPrefix(k.Path, "/returns"):
+		// The orders' paths may well work: a module older than the returns of
+		// contract v1 has no URL template for /returns, and 1C answers that with
+		// its own page. Nothing ran, and nothing is the return's fault.
+		e.Class = onec.Configuration
+		e.Message = fmt.Sprintf("the 1C module has no %s %s: update the ordersync HTTP service in the 1C base to the current module (deploy/1c/ordersync/Module.bsl, URL template /returns); "+
+			"if the orders' calls fail the same way, the publication or onec.base_url %s is wrong instead (1C's web server answered %d: %s)",
+			k.Method, k.Path, c.base, st, onec.Snippet(ans.Body))
 	case (st == http.StatusNotFound || st == http.StatusMethodNotAllowed) && !e.API:
 		// The web server's page, not the service's answer: the publication, its URL
 		// template, or onec.base_url is wrong. The handler never ran.
@@ -453,8 +545,11 @@ const codeLockConflict = "lock_conflict"
 
 // mayHaveActed says what follows from a POST whose outcome is unknown.
 func mayHaveActed(k wire.Call) string {
-	if k.Op == "create" {
+	switch k.Op {
+	case "create":
 		return "1C may have created the order, so it is looked up before it is created again"
+	case "create_return":
+		return "1C may have created the return, so it is looked up before it is created again"
 	}
 	return "1C may have carried it out"
 }
@@ -587,6 +682,33 @@ func toWire(o onec.CreateOrder) wireOrder {
 		Lines: make([]wireLine, len(o.Lines)), Total: number(o.Total), Comment: o.Comment,
 	}
 	for i, l := range o.Lines {
+		w.Lines[i] = wireLine{SKU: l.SKU, Name: l.Name, Quantity: number(l.Quantity), Price: number(l.Price), Amount: number(l.Amount)}
+	}
+	return w
+}
+
+type wireReturn struct {
+	ExternalID      string     `json:"external_id"`
+	Source          string     `json:"source"`
+	Number          string     `json:"number"`
+	Date            string     `json:"date"`
+	Type            string     `json:"type"`
+	OrderExternalID string     `json:"order_external_id"`
+	OrderRef        string     `json:"order_ref"`
+	Currency        string     `json:"currency"`
+	Lines           []wireLine `json:"lines"`
+	Total           number     `json:"total"`
+	Reason          string     `json:"reason"`
+	Comment         string     `json:"comment"`
+}
+
+func toWireReturn(r onec.CreateReturn) wireReturn {
+	w := wireReturn{
+		ExternalID: r.ExternalID, Source: r.Source, Number: r.Number, Date: r.Date, Type: r.Type,
+		OrderExternalID: r.OrderExternalID, OrderRef: r.OrderRef, Currency: r.Currency,
+		Lines: make([]wireLine, len(r.Lines)), Total: number(r.Total), Reason: r.Reason, Comment: r.Comment,
+	}
+	for i, l := range r.Lines {
 		w.Lines[i] = wireLine{SKU: l.SKU, Name: l.Name, Quantity: number(l.Quantity), Price: number(l.Price), Amount: number(l.Amount)}
 	}
 	return w

@@ -753,3 +753,21 @@ func (j judge) Judge(k wire.Call, ans wire.Answer) (wire.Answer, error) {
 func (judge) SessionRefused(ans wire.Answer) bool {
 	return ans.Status == http.StatusBadRequest && !ParseError("", "", ans.Status, ans.Body, false).API
 }
+
+// errReturnsNotCarried is why the returns of contract v1 are refused over the
+// standard OData interface: they are carried over the HTTP service only.
+const errReturnsNotCarried = "customer returns are not carried over the standard OData interface yet: " +
+	"register them in 1C by hand, or publish the ordersync HTTP service (deploy/1c/ordersync) and set onec.interface to httpservice; " +
+	"the return operations wait (worker.give_up_after) and go on once 1C is reached through the HTTP service"
+
+// FindReturns is refused with a Configuration error: returns are carried over the
+// HTTP service only (docs/1c-odata.md).
+func (c *Client) FindReturns(context.Context, string) ([]onec.Return, error) {
+	return nil, &onec.Error{Class: onec.Configuration, Op: "find_returns", Path: "/returns", Message: errReturnsNotCarried}
+}
+
+// CreateReturn is refused with a Configuration error before anything is sent:
+// returns are carried over the HTTP service only (docs/1c-odata.md).
+func (c *Client) CreateReturn(context.Context, onec.CreateReturn) (onec.Created, error) {
+	return onec.Created{}, &onec.Error{Class: onec.Configuration, Op: "create_return", Path: "/returns", Message: errReturnsNotCarried}
+}
