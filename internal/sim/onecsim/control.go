@@ -19,6 +19,7 @@ import (
 // without authentication, latency or faults:
 //
 //	GET    /_sim/orders           every order, in creation order (Order JSON)
+//	GET    /_sim/returns          every customer return, in creation order (Return JSON)
 //	GET    /_sim/stats            Stats
 //	POST   /_sim/faults           queue a fault (ControlFault): {"op","kind":"drop_after_create","times","delay":"2s","hold":"4s","external_id"}
 //	DELETE /_sim/faults           drop every queued fault
@@ -43,6 +44,8 @@ func (s *OneC) serveControl(w http.ResponseWriter, r *http.Request) {
 	switch route {
 	case "GET orders":
 		s.writeControl(w, http.StatusOK, s.Orders())
+	case "GET returns":
+		s.writeControl(w, http.StatusOK, s.Returns())
 	case "GET stats":
 		s.writeControl(w, http.StatusOK, s.Stats())
 	case "POST faults":

@@ -81,13 +81,27 @@ func parseCreate(body []byte) (OrderRequest, int, *apiError) {
 	if len(w.Lines) == 0 {
 		return reject("lines", "В заказе нет строк")
 	}
-	req := OrderRequest{
+	lines, total, problem := parseLines(w.Lines, w.Total)
+	if problem != nil {
+		return OrderRequest{}, http.StatusUnprocessableEntity, problem
+	}
+	return OrderRequest{
 		ExternalID: w.ExternalID, Source: w.Source, Number: w.Number, Date: w.Date,
 		Customer: w.Customer, Warehouse: w.Warehouse, Currency: w.Currency, Comment: w.Comment,
-		Lines: make([]OrderLine, len(w.Lines)),
+		Lines: lines, Total: total,
+	}, 0, nil
+}
+
+// parseLines checks the lines and the total of a create (an order's or a
+// return's): exact numbers, positive quantities, each amount quantity × price, the
+// total their sum.
+func parseLines(ws []lineWire, rawTotal json.RawMessage) ([]OrderLine, decimal.Decimal, *apiError) {
+	reject := func(field, format string, args ...any) ([]OrderLine, decimal.Decimal, *apiError) {
+		return nil, decimal.Decimal{}, &apiError{Code: "invalid", Message: fmt.Sprintf(format, args...), Field: field}
 	}
+	lines := make([]OrderLine, len(ws))
 	sum := decimal.Zero
-	for i, lw := range w.Lines {
+	for i, lw := range ws {
 		f := fmt.Sprintf("lines[%d]", i)
 		if lw.SKU == "" {
 			return reject(f+".sku", "Строка %d: не заполнен артикул", i+1)
@@ -114,15 +128,14 @@ func parseCreate(body []byte) (OrderRequest, int, *apiError) {
 			return reject(f+".amount", "Строка %d: сумма %s не равна количеству × цене = %s", i+1, a, want)
 		}
 		sum = sum.Add(a)
-		req.Lines[i] = OrderLine{SKU: lw.SKU, Name: lw.Name, Quantity: q, Price: p, Amount: a}
+		lines[i] = OrderLine{SKU: lw.SKU, Name: lw.Name, Quantity: q, Price: p, Amount: a}
 	}
-	total, err := number(w.Total)
+	total, err := number(rawTotal)
 	if err != nil {
 		return reject("total", "Итог: %v", err)
 	}
 	if !total.Equal(sum) {
 		return reject("total", "Итог %s не равен сумме строк %s", total, sum)
 	}
-	req.Total = total
-	return req, 0, nil
+	return lines, total, nil
 }

@@ -28,6 +28,10 @@ const (
 	// DropAfterCreate lets the handler do its work (the order IS created), then
 	// closes the TCP connection without an answer.
 	DropAfterCreate sim.Kind = "drop_after_create"
+	// Error500AfterCreate lets the handler do its work (the order or return IS
+	// created and committed), then answers 500 with the contract's error object,
+	// code exception: the module failed after the write.
+	Error500AfterCreate sim.Kind = "error_500_after_create"
 	// DropBeforeCreate closes the TCP connection without an answer before the
 	// handler runs: nothing is created.
 	DropBeforeCreate sim.Kind = "drop_before_create"
@@ -68,7 +72,7 @@ var faultNames = []string{
 	string(LockConflict500), string(BusinessError500), "status_422",
 	string(DropAfterCreate), string(DropBeforeCreate), string(Stall),
 	string(HTMLLogin200), string(ExpireSessions), string(SlowCreate),
-	string(Gateway504After), string(HTML404),
+	string(Gateway504After), string(HTML404), string(Error500AfterCreate),
 }
 
 // plainStatuses are the statuses a fault without a kind may answer.
@@ -117,9 +121,9 @@ func checkFault(f sim.Fault) error {
 		return fmt.Errorf("sim: fault kind %q is unknown", f.Kind)
 	}
 	switch f.Op {
-	case "", opPing, opFind, opCreate, opCancel, opStock:
+	case "", opPing, opFind, opCreate, opCancel, opStock, opFindReturns, opCreateReturn:
 	default:
-		return fmt.Errorf("sim: fault op %q is not one of ping, find, create, cancel, stock", f.Op)
+		return fmt.Errorf("sim: fault op %q is not one of ping, find, create, cancel, stock, find_returns, create_return", f.Op)
 	}
 	if f.RetryAfter != 0 || f.Body != "" {
 		return fmt.Errorf("sim: a 1C fault has no RetryAfter or Body: 1C answers its own")

@@ -33,7 +33,10 @@ const (
 	opCreate = "create"
 	opCancel = "cancel"
 	opStock  = "stock"
-	opOther  = "other" // requests to paths the service does not publish
+	// opFindReturns and opCreateReturn are GET and POST /returns.
+	opFindReturns  = "find_returns"
+	opCreateReturn = "create_return"
+	opOther        = "other" // requests to paths the service does not publish
 )
 
 // AuthFailureMode is how the simulated publication answers bad credentials.
@@ -75,6 +78,10 @@ type Options struct {
 	Location *time.Location
 	// Logger receives a line per request at debug level; default discards.
 	Logger *slog.Logger
+	// NoReturns is a base whose module is older than the returns of contract v1: it
+	// has no URL template for /returns, which 1C answers 404 with its own text, as
+	// any path the service does not publish.
+	NoReturns bool
 }
 
 // Customer is the buyer of a created order.
@@ -138,7 +145,8 @@ type StockItem struct {
 
 // Stats counts what the simulated base received.
 type Stats struct {
-	// Requests by operation: ping, find, create, cancel, stock, other.
+	// Requests by operation: ping, find, create, cancel, stock, find_returns,
+	// create_return, other.
 	Requests map[string]int `json:"requests"`
 	// SessionsStarted counts requests that carried "IBSession: start".
 	SessionsStarted int `json:"sessions_started"`
@@ -169,8 +177,9 @@ type session struct {
 // safe for concurrent use.
 type OneC struct {
 	// Faults fire on the matching requests, first queued first. Op is "ping",
-	// "find", "create", "cancel", "stock", or "" for any of them; ExternalID, when
-	// set, restricts a fault to finds, creates and cancels of this external id. A
+	// "find", "create", "cancel", "stock", "find_returns", "create_return", or ""
+	// for any of them; ExternalID, when set, restricts a fault to finds, creates
+	// and cancels (of orders and returns) of this external id. A
 	// fault is a plain status (406, 422, 502, 503, 504) or one of the kinds above
 	// (LockConflict500, DropAfterCreate, …), Delay and Hold timing those that take
 	// time. 1C sends no Retry-After, and answers its own bodies.
@@ -195,6 +204,8 @@ type OneC struct {
 	opLatency map[string]time.Duration
 	knownSKUs map[string]bool // nil: every SKU is known
 	orders    []*Order
+	returns   []*Return
+	noReturns bool
 	seq       int
 	sessions  map[string]*session
 	stock     map[string][]StockItem
@@ -242,6 +253,7 @@ func New(opts Options) *OneC {
 		stockRaw:  map[string][]byte{},
 		stats:     Stats{Requests: map[string]int{}},
 		locks:     map[string]chan struct{}{},
+		noReturns: opts.NoReturns,
 	}
 	if opts.Prefix == "" {
 		s.prefix = DefaultPrefix
@@ -580,8 +592,12 @@ func (s *OneC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case Stall:
 			s.wait(r.Context(), f.Delay, true)
 		case SlowCreate:
-			if op == opCreate {
+			switch op {
+			case opCreate:
 				s.answerCreate(w, s.create(body, f.Delay))
+				return
+			case opCreateReturn:
+				s.answerCreateReturn(w, s.createReturn(body, f.Delay))
 				return
 			}
 			s.sleep(f.Delay)
@@ -591,6 +607,12 @@ func (s *OneC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		case DropAfterCreate:
 			dropAfter = true
+		case Error500AfterCreate:
+			// The handler does its work and commits; then the module fails and
+			// answers its exception as the contract's error object.
+			s.serveOp(discardWriter{h: http.Header{}}, r, op, body)
+			s.writeError(w, http.StatusInternalServerError, apiError{Code: "exception", Message: afterWriteErrorText}, nil)
+			return
 		}
 	}
 
@@ -652,6 +674,10 @@ func (s *OneC) serveOp(w http.ResponseWriter, r *http.Request, op string, body [
 		s.serveCancel(w, body)
 	case opStock:
 		s.serveStock(w, r)
+	case opFindReturns:
+		s.serveFindReturns(w, r)
+	case opCreateReturn:
+		s.serveCreateReturn(w, body)
 	}
 }
 
@@ -673,15 +699,23 @@ func (s *OneC) route(r *http.Request) (op string, allowed bool) {
 		return opCancel, r.Method == http.MethodPost
 	case "/stock":
 		return opStock, r.Method == http.MethodGet
+	case "/returns":
+		if s.noReturns {
+			return opOther, false
+		}
+		if r.Method == http.MethodPost {
+			return opCreateReturn, true
+		}
+		return opFindReturns, r.Method == http.MethodGet
 	}
 	return opOther, false
 }
 
 func allowedMethod(op string) string {
 	switch op {
-	case opCreate, opCancel:
+	case opCreate, opCancel, opCreateReturn:
 		return http.MethodPost
-	case opFind:
+	case opFind, opFindReturns:
 		return http.MethodGet + ", " + http.MethodPost
 	}
 	return http.MethodGet
@@ -689,9 +723,9 @@ func allowedMethod(op string) string {
 
 func externalIDOf(op string, r *http.Request, body []byte) string {
 	switch op {
-	case opFind:
+	case opFind, opFindReturns:
 		return r.URL.Query().Get("external_id")
-	case opCreate, opCancel:
+	case opCreate, opCancel, opCreateReturn:
 		var v struct {
 			ExternalID string `json:"external_id"`
 		}
@@ -1201,6 +1235,10 @@ const lockConflictText = `{ОбщийМодуль.ordersync.Модуль(118)}: 
 Ресурс: РегистрНакопления.ТоварыНаСкладах`
 
 const shutdownText = "Сервер 1С:Предприятия завершает работу: транзакция отменена"
+
+const afterWriteErrorText = `{ОбщийМодуль.ordersync.Модуль(212)}: Ошибка при вызове метода контекста (ЗаписатьJSON)
+по причине:
+Недостаточно памяти для формирования ответа`
 
 const businessErrorText = `{ОбщийМодуль.ordersync.Модуль(131)}: Не удалось записать "Заказ клиента"!
 по причине:

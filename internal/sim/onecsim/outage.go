@@ -46,9 +46,9 @@ func (s *OneC) setMissing(ops []string) {
 func validateMissing(ops []string) error {
 	for _, op := range ops {
 		switch op {
-		case opPing, opFind, opCreate, opCancel, opStock:
+		case opPing, opFind, opCreate, opCancel, opStock, opFindReturns, opCreateReturn:
 		default:
-			return fmt.Errorf("sim: missing op %q is not one of ping, find, create, cancel, stock", op)
+			return fmt.Errorf("sim: missing op %q is not one of ping, find, create, cancel, stock, find_returns, create_return", op)
 		}
 	}
 	return nil
@@ -98,8 +98,12 @@ func (s *OneC) gateway504After(w http.ResponseWriter, r *http.Request, op string
 				s.mu.Unlock()
 			}()
 			defer release()
-			if op == opCreate {
+			switch op {
+			case opCreate:
 				s.create(body, hold)
+				return
+			case opCreateReturn:
+				s.createReturn(body, hold)
 				return
 			}
 			if s.sleep(hold) {
