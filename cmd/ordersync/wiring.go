@@ -13,7 +13,9 @@ import (
 	"github.com/ordersync/ordersync/internal/onec/httpservice"
 	"github.com/ordersync/ordersync/internal/onec/odata"
 	"github.com/ordersync/ordersync/internal/onec/wire"
+	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/returns"
 	"github.com/ordersync/ordersync/internal/stock"
 	stocksnapshot "github.com/ordersync/ordersync/internal/stock/snapshot"
 	"github.com/ordersync/ordersync/internal/store"
@@ -135,7 +137,7 @@ func getRetries(n int) int {
 // its settle times (postedAt + onec.settle_time), verification and retry times and a
 // cancel's "is the create settled" agree with what every replica's claims read. The
 // engine carries out the orders' creates and cancels itself; the features register
-// the handlers of their kinds here: the stock snapshots.
+// the handlers of their kinds here: the stock snapshots and the returns.
 func newEngine(db store.DB, client onec.Client, cfg *config.Config, routes outbox.Routes,
 	fetchers map[string]engine.Fetcher, log *slog.Logger) *engine.Engine {
 	return engine.New(db.Journal(), client, engine.Config{
@@ -154,7 +156,10 @@ func newEngine(db store.DB, client onec.Client, cfg *config.Config, routes outbo
 		Location:        cfg.OneC.Location(),
 		Routes:          routes,
 		Fetchers:        fetchers,
-		Handlers:        map[string]engine.Handler{stock.KindSnapshot: stocksnapshot.Handler{}},
-		Logger:          log.With("component", "engine"),
+		Handlers: map[string]engine.Handler{
+			stock.KindSnapshot: stocksnapshot.Handler{},
+			order.KindReturn:   returns.Handler{Journal: db.Journal(), Routes: routes},
+		},
+		Logger: log.With("component", "engine"),
 	})
 }

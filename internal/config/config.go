@@ -190,7 +190,7 @@ type Destination struct {
 }
 
 // eventTypes are the event types a destination may subscribe to.
-var eventTypes = []string{outbox.OrderCreated, outbox.OrderCancelled, outbox.OrderDuplicateIn1C, outbox.StockSnapshot}
+var eventTypes = []string{outbox.OrderCreated, outbox.OrderCancelled, outbox.OrderDuplicateIn1C, outbox.StockSnapshot, outbox.ReturnCreated}
 
 // publishingConnectors are the connectors that can be a destination: the sections
 // of Connectors.

@@ -74,14 +74,14 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 	}
 	found, others := sameExternalID(extID, all)
 	if len(found) > 0 {
-		res, ws := foundResult(extID, found, "1C already held the order: nothing was created", e.cfg.Now())
+		res, ws := FoundIn1C("order", extID, found, "1C already held the order: nothing was created", e.cfg.Now())
 		if op.Doubted {
-			recovered(res, "ordersync created the order in an earlier attempt whose answer was lost or which was cut short; this attempt found it by its external id")
+			Recovered(res, "ordersync created the order in an earlier attempt whose answer was lost or which was cut short; this attempt found it by its external id")
 		}
 		return e.settle(ctx, req, Verdict{Result: res, Warnings: ws})
 	}
 	if len(others) > 0 {
-		return caseConflict(extID, others, e.cfg.Now())
+		return CaseConflict("order", extID, others, e.cfg.Now())
 	}
 
 	if op.CancelRequested {
@@ -105,14 +105,11 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 	// moment the call was made, which is no later.
 	calledAt := e.cfg.Now()
 	created, err := e.client.CreateOrder(ctx, req)
-	postedAt := onec.RecorderFrom(ctx).LastSent()
-	if postedAt.Before(calledAt) {
-		postedAt = calledAt
-	}
+	postedAt := SentAt(ctx, calledAt)
 	if err == nil {
 		if created.Existing && created.ExternalID != "" && created.ExternalID != extID {
 			// 1C's lock took this order for another one it holds.
-			return caseConflict(extID, []onec.Order{{Ref: created.Ref, Number: created.Number, Date: created.Date,
+			return CaseConflict("order", extID, []onec.Order{{Ref: created.Ref, Number: created.Number, Date: created.Date,
 				ExternalID: created.ExternalID}}, e.cfg.Now())
 		}
 		res := &journal.Result{Ref: created.Ref, Number: created.Number, Date: created.Date}
@@ -120,7 +117,7 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 			res.Found = true
 			res.Note = "1C answered that it already held the order (the HTTP service's 409, or the OData interface's \"key exists\"): nothing was created"
 			if op.Doubted {
-				recovered(res, "ordersync created the order in an earlier attempt whose answer was lost or which was cut short; 1C refused this attempt's create as a repeat of it")
+				Recovered(res, "ordersync created the order in an earlier attempt whose answer was lost or which was cut short; 1C refused this attempt's create as a repeat of it")
 			}
 		}
 		return e.settle(ctx, req, Verdict{Result: res, Ref: created.Ref})
@@ -132,8 +129,7 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 		return Verdict{Class: class, Err: err, Warnings: []journal.Warning{{Code: journal.WarningUnmatchedSKU,
 			Message: "not created in 1C: " + u.Error(), Refs: []string{}, At: e.cfg.Now().UTC()}}}
 	}
-	var oe *onec.Error
-	if class == onec.Unknown && errors.As(err, &oe) && oe.Status == 500 && oe.API {
+	if AnsweredAfterPost(err) {
 		// The service's handler itself answered 500 with the contract's error after
 		// the POST: a business exception, or a failure after the order was written.
 		// 1C has finished with the request, so asking now settles which. Any other
@@ -146,18 +142,51 @@ func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op jou
 			return Verdict{Class: onec.Unknown, PostedAt: postedAt, Err: fmt.Errorf("%w; and the find that should settle it failed: %v", err, ferr)}
 		case len(again) > 0:
 			log.WarnContext(ctx, "1C answered an error but holds the order", "err", err)
-			res, ws := foundResult(extID, again, "", e.cfg.Now())
-			recovered(res, "ordersync created the order; 1C answered its POST with an error after writing it: "+err.Error())
+			res, ws := FoundIn1C("order", extID, again, "", e.cfg.Now())
+			Recovered(res, "ordersync created the order; 1C answered its POST with an error after writing it: "+err.Error())
 			return e.settle(ctx, req, Verdict{Result: res, Warnings: ws})
 		case len(others) > 0:
-			return caseConflict(extID, others, e.cfg.Now())
+			return CaseConflict("order", extID, others, e.cfg.Now())
 		default:
 			return Verdict{Class: onec.Permanent, Err: fmt.Errorf("%w (1C holds no order %s, so nothing was created)", err, extID)}
 		}
 	}
+	return Failed(err, "order", postedAt, e.cfg.SettleTime)
+}
+
+// SentAt is when the POST of a find-or-create's create was sent, for its settle
+// time: the moment the client stamped on the attempt's recorder when it wrote the
+// request whole (not before a wait for a free onec.max_concurrency slot), or, for
+// a client that does not stamp, calledAt, the moment the call was made, which is
+// no later.
+func SentAt(ctx context.Context, calledAt time.Time) time.Time {
+	postedAt := onec.RecorderFrom(ctx).LastSent()
+	if postedAt.Before(calledAt) {
+		return calledAt
+	}
+	return postedAt
+}
+
+// AnsweredAfterPost reports whether err, the failure of a create's POST, is the
+// service's handler itself answering 500 with the contract's error: a business
+// exception, or a failure after the document was written. 1C has finished with the
+// request, so a find now settles which. Any other 5xx (a proxy's page, a 504) may
+// come while 1C is still writing; that waits for the next attempt, after the
+// settle time.
+func AnsweredAfterPost(err error) bool {
+	var oe *onec.Error
+	return onec.ClassOf(err) == onec.Unknown && errors.As(err, &oe) && oe.Status == 500 && oe.API
+}
+
+// Failed is the verdict on a create whose POST failed with err: of its class, and
+// for an unknown outcome with the settle time of the POST sent at postedAt (no
+// attempt starts before it has passed) and a message saying so. what names the
+// document ("order", "return").
+func Failed(err error, what string, postedAt time.Time, settle time.Duration) Verdict {
+	class := onec.ClassOf(err)
 	if class == onec.Unknown {
-		err = fmt.Errorf("%w: the order may exist in 1C, which may still be writing it; the next attempt asks 1C first, "+
-			"not before onec.settle_time (%s) has passed", err, e.cfg.SettleTime)
+		err = fmt.Errorf("%w: the %s may exist in 1C, which may still be writing it; the next attempt asks 1C first, "+
+			"not before onec.settle_time (%s) has passed", err, what, settle)
 		return Verdict{Class: class, Err: err, PostedAt: postedAt}
 	}
 	return Verdict{Class: class, Err: err}
@@ -200,12 +229,13 @@ func sameExternalID(extID string, found []onec.Order) (same, others []onec.Order
 	return same, others
 }
 
-// caseConflict is the verdict on a create whose external id 1C cannot tell from
-// another's: 1C holds an order whose external id differs from extID only in letter
-// case (or is otherwise not extID). Creating it would give 1C two orders that its
-// search, its lock and a cancel take for one, so nothing is created: the operation
-// fails with a warning naming the other order, for a person to decide.
-func caseConflict(extID string, others []onec.Order, now time.Time) Verdict {
+// CaseConflict is the verdict on a create whose external id 1C cannot tell from
+// another's: 1C holds a document (what: "order", "return") whose external id
+// differs from extID only in letter case (or is otherwise not extID). Creating it
+// would give 1C two documents that its search, its lock and a cancel take for one,
+// so nothing is created: the operation fails with a warning naming the other, for
+// a person to decide.
+func CaseConflict(what, extID string, others []onec.Order, now time.Time) Verdict {
 	refs := make([]string, len(others))
 	numbers := make([]string, len(others))
 	var named []string
@@ -213,31 +243,39 @@ func caseConflict(extID string, others []onec.Order, now time.Time) Verdict {
 		refs[i], numbers[i] = o.Ref, o.Number
 		named = append(named, fmt.Sprintf("%s (№ %s, external id %q)", o.Ref, o.Number, o.ExternalID))
 	}
-	msg := fmt.Sprintf("1C's search for external id %q found %s, an order with another external id that 1C does not tell "+
-		"from this one (they differ only in letter case): nothing was created, so that 1C does not hold two orders it "+
-		"takes for one; give one of the orders another id in its source, or create it in 1C by hand",
-		extID, strings.Join(named, ", "))
+	msg := fmt.Sprintf("1C's search for external id %q found %s, %s %s with another external id that 1C does not tell "+
+		"from this one (they differ only in letter case): nothing was created, so that 1C does not hold two %ss it "+
+		"takes for one; give one of the %ss another id in its source, or create it in 1C by hand",
+		extID, strings.Join(named, ", "), article(what), what, what, what)
 	return Verdict{Class: onec.Permanent, Err: errors.New(msg), Warnings: []journal.Warning{{
 		Code: journal.WarningExternalIDConflict, Message: msg, Refs: refs, Numbers: numbers, At: now.UTC(),
 	}}}
 }
 
-// foundResult picks the earliest of the orders 1C holds for one external id and
-// warns about any others: they are duplicates that were made outside this operation.
-func foundResult(extID string, orders []onec.Order, note string, now time.Time) (*journal.Result, []journal.Warning) {
+func article(what string) string {
+	if strings.ContainsRune("aeiou", rune(what[0])) {
+		return "an"
+	}
+	return "a"
+}
+
+// FoundIn1C picks the earliest of the documents 1C holds for one external id (what
+// names them: "order", "return") and warns about any others: they are duplicates
+// that were made outside this operation.
+func FoundIn1C(what, extID string, orders []onec.Order, note string, now time.Time) (*journal.Result, []journal.Warning) {
 	sorted := sortFound(orders)
 	pick := sorted[0]
 	res := &journal.Result{Ref: pick.Ref, Number: pick.Number, Date: pick.Date, Found: true, Note: note}
-	ws := warningsFor(extID, sorted, now)
+	ws := warningsFor(what, extID, sorted, now)
 	for _, w := range ws {
 		res.Warnings = append(res.Warnings, w.Message)
 	}
 	return res, ws
 }
 
-// recovered marks a result as ordersync's own create whose answer was lost, with
+// Recovered marks a result as ordersync's own create whose answer was lost, with
 // the note saying how it was found.
-func recovered(res *journal.Result, note string) {
+func Recovered(res *journal.Result, note string) {
 	res.Found, res.Recovered, res.Note = false, true, note
 }
 
@@ -263,7 +301,7 @@ func sortFound(orders []onec.Order) []onec.Order {
 // warningsFor says what is wrong with what 1C holds for one external id (sorted by
 // sortFound): two or more orders are a duplicate, naming every ref and number; the
 // order in use marked for deletion is a warning too.
-func warningsFor(extID string, sorted []onec.Order, now time.Time) []journal.Warning {
+func warningsFor(what, extID string, sorted []onec.Order, now time.Time) []journal.Warning {
 	if len(sorted) == 0 {
 		return nil
 	}
@@ -281,15 +319,15 @@ func warningsFor(extID string, sorted []onec.Order, now time.Time) []journal.War
 		}
 		ws = append(ws, journal.Warning{
 			Code: journal.WarningDuplicateIn1C,
-			Message: fmt.Sprintf("1C holds %d orders with external id %s: using the earliest, %s (№ %s); duplicates: %s",
-				len(sorted), extID, pick.Ref, pick.Number, strings.Join(others, ", ")),
+			Message: fmt.Sprintf("1C holds %d %ss with external id %s: using the earliest, %s (№ %s); duplicates: %s",
+				len(sorted), what, extID, pick.Ref, pick.Number, strings.Join(others, ", ")),
 			Refs: refs, Numbers: numbers, At: now.UTC(),
 		})
 	}
 	if pick.Deleted {
 		ws = append(ws, journal.Warning{
 			Code:    journal.WarningDeletedIn1C,
-			Message: fmt.Sprintf("the order %s (№ %s) is marked for deletion in 1C", pick.Ref, pick.Number),
+			Message: fmt.Sprintf("the %s %s (№ %s) is marked for deletion in 1C", what, pick.Ref, pick.Number),
 			Refs:    []string{pick.Ref}, Numbers: []string{pick.Number}, At: now.UTC(),
 		})
 	}

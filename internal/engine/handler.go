@@ -24,7 +24,9 @@ import (
 //
 // The engine carries out order.create and order.cancel itself; a feature registers
 // the handler of its own kind in Config.Handlers (the stock snapshots:
-// internal/stock/snapshot).
+// internal/stock/snapshot; the returns: internal/returns). A handler that finds
+// or creates a document in 1C follows the orders' rules with FoundIn1C,
+// Recovered, SentAt, AnsweredAfterPost and Failed.
 type Handler interface {
 	CarryOut(ctx context.Context, c Call) Verdict
 }
@@ -50,6 +52,9 @@ type Call struct {
 	Now func() time.Time
 	// Location is onec.timezone, the zone of 1C's zone-less dates.
 	Location *time.Location
+	// SettleTime is onec.settle_time: after a POST whose outcome is unknown
+	// (Verdict.PostedAt), no attempt starts before it has passed.
+	SettleTime time.Duration
 }
 
 // Verdict is what carrying out an operation came to, before the retry policy. A
@@ -125,7 +130,8 @@ func (e *Engine) carryOut(ctx context.Context, log *slog.Logger, op journal.Oper
 		return Verdict{Class: onec.Permanent, Err: fmt.Errorf("unknown operation kind %q (this engine carries out %s)",
 			op.Kind, strings.Join(e.Kinds(), ", "))}
 	}
-	v := h.CarryOut(ctx, Call{Op: op, OneC: e.client, Log: log, Now: e.cfg.Now, Location: e.cfg.Location})
+	v := h.CarryOut(ctx, Call{Op: op, OneC: e.client, Log: log, Now: e.cfg.Now, Location: e.cfg.Location,
+		SettleTime: e.cfg.SettleTime})
 	if v.Err == nil && v.Result == nil {
 		v.Result = &journal.Result{} // done says what was done; a handler that said nothing did nothing more
 	}

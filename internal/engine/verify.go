@@ -47,7 +47,7 @@ func (e *Engine) Verify(ctx context.Context, op journal.Operation) error {
 	e.verified.Add(1)
 	now := e.cfg.Now()
 	found, _ := sameExternalID(extID, all) // another id's order is not this one's duplicate
-	ws := warningsFor(extID, sortFound(found), now)
+	ws := warningsFor("order", extID, sortFound(found), now)
 	if len(found) == 0 {
 		ws = append(ws, journal.Warning{Code: journal.WarningMissingIn1C,
 			Message: "1C holds no order with external id " + extID + " although the operation is done (deleted in 1C?)",

@@ -27,7 +27,10 @@ import (
 const (
 	OrderCreated   = "order.created"
 	OrderCancelled = "order.cancelled"
-	StockSnapshot  = "stock.snapshot"
+	// ReturnCreated: a marketplace's return is in 1C (created, or found there),
+	// in the lane of the order it is based on.
+	ReturnCreated = "return.created"
+	StockSnapshot = "stock.snapshot"
 	// OrderDuplicateIn1C: 1C holds two or more orders for one operation's external
 	// id; the event names every ref and number.
 	OrderDuplicateIn1C = "order.duplicate_in_1c"
