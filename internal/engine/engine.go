@@ -561,7 +561,8 @@ func (e *Engine) finishFor(op journal.Operation, v Verdict, attempt int, started
 
 // verdictFinish is the retry policy:
 //
-//   - done: done; a create that was ever in doubt is verified once settled;
+//   - done: done; a create (or an operation of a Verifier's kind) that was ever in
+//     doubt is verified once settled;
 //   - permanent: failed at once;
 //   - unknown outcome: retried no sooner than settle time after the POST; it counts
 //     toward worker.max_attempts, and failing for that is the only way an unknown
@@ -572,7 +573,7 @@ func (e *Engine) verdictFinish(op journal.Operation, v Verdict, attempt int, sta
 	now := e.cfg.Now()
 	if v.Err == nil {
 		f := journal.Finish{Status: journal.StatusDone, Result: v.Result, Ref: v.Result.Ref}
-		if op.Kind == order.KindCreate && (op.Doubted || op.UnknownAttempts > 0) {
+		if e.verifies(op.Kind) && (op.Doubted || op.UnknownAttempts > 0) {
 			// Looked up again once its newest doubtful POST has settled (by now, as a
 			// rule), and once more onec.late_verify after that POST, for a 1C slower
 			// than the settle time. The POST's time is its settle time less

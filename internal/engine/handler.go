@@ -31,6 +31,19 @@ type Handler interface {
 	CarryOut(ctx context.Context, c Call) Verdict
 }
 
+// Verifier is a Handler whose done operations are verified as an order's create
+// is: once an operation that was ever in doubt (a lost reply, an interrupted
+// attempt) is done, the engine asks 1C again when its doubtful POST has settled, and
+// once more onec.late_verify after it, so that a duplicate or a document gone from
+// 1C is recorded as a warning, never silent.
+type Verifier interface {
+	Handler
+	// Find asks 1C, through client, for what op made, by its external id: the
+	// noun the warnings name it by ("return"), the external id, and the documents
+	// 1C holds with that id exactly.
+	Find(ctx context.Context, client onec.Client, op journal.Operation) (what, extID string, found []onec.Order, err error)
+}
+
 // HandlerFunc is a func as a Handler.
 type HandlerFunc func(ctx context.Context, c Call) Verdict
 
@@ -121,6 +134,16 @@ func (e *Engine) register(registered map[string]Handler) (map[string]Handler, er
 
 // Kinds are the operation kinds the engine carries out, sorted.
 func (e *Engine) Kinds() []string { return slices.Sorted(maps.Keys(e.kinds)) }
+
+// verifies reports whether the done operations of kind are verified: an order's
+// create, and the kinds whose handler is a Verifier.
+func (e *Engine) verifies(kind string) bool {
+	if kind == order.KindCreate {
+		return true
+	}
+	_, ok := e.kinds[kind].(Verifier)
+	return ok
+}
 
 // carryOut calls the handler of the operation's kind. A kind none is registered
 // for fails permanently.

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/ordersync/ordersync/internal/journal"
+	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/outbox"
 )
@@ -34,23 +35,33 @@ func (e *Engine) verifyDue(callCtx, claimCtx context.Context, worker string) boo
 	return true
 }
 
-// Verify asks 1C once more for a done create's external id and records what it
+// findDone asks 1C for what the done operation made, by its external id: an
+// order's create itself, another kind through its handler (Verifier).
+func (e *Engine) findDone(ctx context.Context, op journal.Operation) (what, extID string, found []onec.Order, err error) {
+	if v, ok := e.kinds[op.Kind].(Verifier); ok && op.Kind != order.KindCreate {
+		return v.Find(ctx, e.client, op)
+	}
+	extID = order.OneCExternalID(op.Source, op.ExternalID)
+	all, err := e.client.FindOrders(ctx, extID)
+	found, _ = sameExternalID(extID, all) // another id's order is not this one's duplicate
+	return "order", extID, found, err
+}
+
+// Verify asks 1C once more for a done operation's external id and records what it
 // finds: a duplicate as a warning (and an event), a missing order as a warning.
 func (e *Engine) Verify(ctx context.Context, op journal.Operation) error {
 	ctx, cancel := context.WithTimeout(ctx, CallBudget(e.cfg.OneCTimeout))
 	defer cancel()
-	extID := order.OneCExternalID(op.Source, op.ExternalID)
-	all, err := e.client.FindOrders(ctx, extID)
+	what, extID, found, err := e.findDone(ctx, op)
 	if err != nil {
 		return err
 	}
 	e.verified.Add(1)
 	now := e.cfg.Now()
-	found, _ := sameExternalID(extID, all) // another id's order is not this one's duplicate
-	ws := warningsFor("order", extID, sortFound(found), now)
+	ws := warningsFor(what, extID, sortFound(found), now)
 	if len(found) == 0 {
 		ws = append(ws, journal.Warning{Code: journal.WarningMissingIn1C,
-			Message: "1C holds no order with external id " + extID + " although the operation is done (deleted in 1C?)",
+			Message: "1C holds no " + what + " with external id " + extID + " although the operation is done (deleted in 1C?)",
 			Refs:    []string{}, At: now.UTC()})
 	}
 	merged := mergeWarnings(op.Warnings, ws)

@@ -210,3 +210,18 @@ func CreatedEvent(op journal.Operation, r order.Return, res *journal.Result, now
 		OccurredAt:    now,
 	}
 }
+
+var _ engine.Verifier = Handler{}
+
+// Find asks 1C for the done return op made, by its own external id: the engine's
+// verification of a return that was ever in doubt.
+func (Handler) Find(ctx context.Context, client onec.Client, op journal.Operation) (what, extID string, found []onec.Order, err error) {
+	r, err := order.ParseReturn(op.Payload)
+	if err != nil {
+		return "return", "", nil, fmt.Errorf("return payload: %w", err)
+	}
+	extID = r.OneCExternalID()
+	all, err := client.FindReturns(ctx, extID)
+	found, _ = split(extID, all) // another id's return is not this one's duplicate
+	return "return", extID, found, err
+}

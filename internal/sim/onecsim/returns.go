@@ -306,3 +306,17 @@ func parseReturn(body []byte) (ReturnRequest, int, *apiError) {
 		Lines: lines, Total: total, Reason: w.Reason, Comment: w.Comment,
 	}, 0, nil
 }
+
+// DeleteReturn removes the return ref from the base altogether, as deleting marked
+// objects in 1C does. False when there is none.
+func (s *OneC) DeleteReturn(ref string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, r := range s.returns {
+		if r.Ref == ref {
+			s.returns = slices.Delete(s.returns, i, i+1)
+			return true
+		}
+	}
+	return false
+}
