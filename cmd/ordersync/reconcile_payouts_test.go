@@ -124,7 +124,7 @@ func plantPayoutMonth(t *testing.T, e *env) (map[string]payrec.Category, decimal
 
 	created("0104-0001-1", on(6), "560.00", false)
 	line(retK, returned, "0104-0001-1", on(25), "-560.00", "84.00", "-45.00", "0", "0")
-	ret("0104-0001-1", "9002", journal.StatusFailed, nil, "1C refused the return: the order is not posted")
+	ret("0104-0001-1", "9002", journal.StatusFailed, nil, "1С отклонила возврат: документ-основание не проведён")
 	want["0104-0001-1"] = payrec.ReturnedNotIn1C
 	created("0104-0002-1", on(6), "430.00", false)
 	line(retK, returned, "0104-0002-1", on(26), "-430.00", "64.50", "0", "0", "0")
