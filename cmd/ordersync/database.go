@@ -121,6 +121,8 @@ var commandUses = map[string]dbUse{
 	"status": {readOnly: true},
 	// It reads the journal and asks 1C and the marketplace (--source) for their lists.
 	"reconcile": {secrets: readOneC},
+	// It reads the payout lines and the journal, and asks 1C for its orders.
+	"reconcile payouts": {secrets: readOneC},
 
 	// They read $metadata and the catalogs of 1C; the probe writes one draft there.
 	"onec check": {secrets: readOneC},

@@ -44,6 +44,12 @@ func commands(c *cobra.Command) (groups, leaves []string) {
 			continue
 		}
 		path := strings.TrimPrefix(sub.CommandPath(), c.Root().Name()+" ")
+		if sub.HasSubCommands() && sub.Annotations[alsoACommand] != "" {
+			// A command of its own with subcommands (reconcile and reconcile payouts).
+			_, l := commands(sub)
+			leaves = append(append(leaves, path), l...)
+			continue
+		}
 		if sub.HasSubCommands() {
 			groups = append(groups, path)
 			g, l := commands(sub)

@@ -23,8 +23,11 @@ puts each order in one category: ok, missing_in_journal, not_done, missing_in_1c
 duplicate_in_1c, amount_mismatch, cancelled_but_live, unknown_to_journal.
 
 The table shows the totals per category, then every order that is not ok; json,
-csv and xlsx hold every order. Exit status 0 when every order is ok, 1 otherwise.`,
-		Args: cobra.NoArgs,
+csv and xlsx hold every order. Exit status 0 when every order is ok, 1 otherwise.
+
+reconcile payouts reconciles a payout period's lines instead (see its --help).`,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{alsoACommand: "true"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(format, "table", "json", "csv", "xlsx"); err != nil {
 				return err
@@ -145,5 +148,6 @@ csv and xlsx hold every order. Exit status 0 when every order is ok, 1 otherwise
 	c.Flags().StringVar(&from, "from", "", "first day of the period, YYYY-MM-DD")
 	c.Flags().StringVar(&to, "to", "", "last day of the period, YYYY-MM-DD (inclusive)")
 	c.Flags().StringVar(&format, "format", "table", "table, json, csv or xlsx")
+	c.AddCommand(a.reconcilePayoutsCommand())
 	return c
 }

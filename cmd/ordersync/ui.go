@@ -12,6 +12,7 @@ import (
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/onec"
+	payrec "github.com/ordersync/ordersync/internal/payouts/reconcile"
 	"github.com/ordersync/ordersync/internal/reconcile"
 	"github.com/ordersync/ordersync/internal/store"
 	"github.com/ordersync/ordersync/internal/ui"
@@ -88,6 +89,7 @@ func newUI(cfg *config.Config, db store.DB, client onec.Client, markets []market
 		Users: users, SessionTTL: cfg.UI.SessionTTL, Sessions: db.Sessions(), SecureCookie: cfg.UI.CookieSecure(),
 		Journal: db.Journal(), Outbox: db.Outbox(), Inbox: db.Inbox(),
 		Reconcile: uiReconcile(cfg, db, client, markets), ReconcileSources: sources,
+		Payouts: uiPayouts(cfg, db, client), PayoutSources: []string{"kaspi", "ozon", "wildberries"},
 		Wake: wake, OnSignIn: signIn, Logger: log.With("component", "ui"),
 		OneC: client, OneCWebURL: cfg.UI.OneCWebURL, OneCDocument: uiDocument(cfg),
 	})
@@ -142,5 +144,20 @@ func uiReconcile(cfg *config.Config, db store.DB, client onec.Client, markets []
 		return reconcile.Run(ctx, reconcile.Params{Source: name, From: from, To: to,
 			Location: cfg.UILocation(), OneCLocation: cfg.OneC.Location(),
 			Journal: db.Journal(), OneC: client, Marketplace: mp})
+	}
+}
+
+// uiPayouts is the payout reconciliation page's: source is a marketplace's
+// configuration name (kaspi, ozon, wildberries), as the CLI takes it. It reads the
+// lines ordersync holds; the connector need not be enabled.
+func uiPayouts(cfg *config.Config, db store.DB, client onec.Client) ui.PayoutsFunc {
+	return func(ctx context.Context, source string, from, to time.Time) (payrec.Report, error) {
+		name, err := payoutSource(source)
+		if err != nil {
+			return payrec.Report{}, err
+		}
+		return payrec.Run(ctx, payrec.Params{Source: name, From: from, To: to,
+			Location: cfg.UILocation(), OneCLocation: cfg.OneC.Location(),
+			Lines: db.Payouts(), Journal: db.Journal(), OneC: client})
 	}
 }

@@ -145,22 +145,13 @@ func Run(ctx context.Context, p Params) (Report, error) {
 	if err := r.journal(ctx); err != nil {
 		return Report{}, err
 	}
-	list, err := p.OneC.ListOrders(ctx, onec.ListQuery{
-		Source:   p.Source,
-		DateFrom: start.In(oneCLoc).Format(oneCDate),
-		DateTo:   end.Add(-time.Second).In(oneCLoc).Format(oneCDate),
-	})
+	list, err := ListOneC(ctx, p.OneC, p.Source, start, end, oneCLoc)
 	if err != nil {
-		return Report{}, fmt.Errorf("reconcile: list 1C's orders of %s: %w", p.Source, err)
+		return Report{}, fmt.Errorf("reconcile: %w", err)
 	}
-	for _, o := range list {
-		prefix := p.Source + ":"
-		if len(o.ExternalID) < len(prefix) || !strings.EqualFold(o.ExternalID[:len(prefix)], prefix) {
-			continue // not of this source: a module that filters loosely
-		}
-		id := o.ExternalID[len(prefix):]
-		e := r.entry(id)
-		e.onec = append(e.onec, o)
+	for _, so := range list {
+		e := r.entry(so.ID)
+		e.onec = append(e.onec, so.Order)
 		e.onecListed = true
 	}
 
@@ -203,16 +194,8 @@ const oneCDate = "2006-01-02T15:04:05"
 // marked for deletion (or the earliest marked, when all are), and how many it held.
 func oneCSeen(key string, os []onec.Order, at time.Time) journal.OneCSeen {
 	s := journal.OneCSeen{Key: key, SeenAt: at}
-	var pick *onec.Order
-	for i := range os {
-		o := &os[i]
-		if !o.Deleted {
-			s.Held++
-		}
-		if pick == nil || pick.Deleted && !o.Deleted || pick.Deleted == o.Deleted && o.Date < pick.Date {
-			pick = o
-		}
-	}
+	pick, held := PickOneC(os)
+	s.Held = held
 	if pick != nil {
 		s.Ref, s.Number, s.Date, s.Total, s.Currency = pick.Ref, pick.Number, pick.Date, pick.Total, pick.Currency
 		s.Posted, s.Cancelled, s.Deleted = pick.Posted, pick.Cancelled, pick.Deleted
@@ -329,7 +312,7 @@ func (r *run) journal(ctx context.Context) error {
 // journal by key, 1C by external id.
 func (r *run) complete(ctx context.Context, e *entry) error {
 	if e.key == "" {
-		e.key = order.Key(r.p.Source, entityOf(r.p.Source), e.id, "create")
+		e.key = CreateKey(r.p.Source, e.id)
 	}
 	if !e.opKnown {
 		e.opKnown = true

@@ -24,6 +24,7 @@ import (
 	"github.com/ordersync/ordersync/internal/inbox"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/payouts"
 	"github.com/ordersync/ordersync/internal/stock"
 	"github.com/ordersync/ordersync/internal/store/postgres"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
@@ -41,6 +42,8 @@ type DB interface {
 	Stock() stock.Store
 	// Sessions are the journal pages' sign-ins, shared by every replica.
 	Sessions() session.Store
+	// Payouts are the marketplaces' financial lines and the record of their readings.
+	Payouts() payouts.Store
 	// EmbeddedFile is the SQLite file the database is, "" for PostgreSQL: one
 	// process works an embedded file.
 	EmbeddedFile() string

@@ -16,7 +16,7 @@ import (
 //go:embed templates/*.html static/*
 var assets embed.FS
 
-var pages = []string{"journal", "op", "signin", "reconcile", "error"}
+var pages = []string{"journal", "op", "signin", "reconcile", "payouts", "error"}
 
 func parseTemplates(funcs template.FuncMap) (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}

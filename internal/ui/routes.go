@@ -29,6 +29,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /ui/journal/resync", s.action(s.resync))
 	mux.HandleFunc("POST /ui/outbox/requeue", s.action(s.requeueEvent))
 	mux.HandleFunc("GET /ui/reconcile", s.page(s.reconcilePage))
+	mux.HandleFunc("GET /ui/payouts", s.page(s.payoutsPage))
 	// No catch-all: it would match a GET on a POST route, which must answer 405.
 	return hostcheck.Guard(secure(mux), s.cfg.Hosts, "ui", s.log)
 }

@@ -10,6 +10,7 @@
 //	POST /ui/journal/resync          key, csrf   (operators)
 //	POST /ui/outbox/requeue          id, key, csrf (operators)
 //	GET  /ui/reconcile?source=&from=&to=&format=  (format csv|xlsx: the report as a file)
+//	GET  /ui/payouts?source=&from=&to=&format=    (format xlsx: the payout reconciliation's workbook)
 //	GET  /ui/signin?next=   POST /ui/signin  name, password, csrf, next
 //	POST /ui/signout                 csrf
 //
@@ -99,6 +100,10 @@ type Config struct {
 	Reconcile ReconcileFunc
 	// ReconcileSources are offered on the reconciliation's form.
 	ReconcileSources []string
+	// Payouts serves /ui/payouts; nil: the page says it is not available.
+	Payouts PayoutsFunc
+	// PayoutSources are offered on the payout reconciliation's form.
+	PayoutSources []string
 	// OneC, when set, is asked for the order when an operation's page opens, so
 	// that the page shows 1C's total as 1C holds it now; nil: 1C is not asked and
 	// the page says so.

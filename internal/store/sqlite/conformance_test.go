@@ -25,6 +25,7 @@ func TestConformance(t *testing.T) {
 			Stock:    db.Stock(),
 			Cursors:  db.Cursors(),
 			Sessions: db.Sessions(),
+			Payouts:  db.Payouts(),
 		}
 	}})
 }

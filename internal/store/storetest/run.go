@@ -9,6 +9,7 @@ import (
 	"github.com/ordersync/ordersync/internal/inbox"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/outbox"
+	"github.com/ordersync/ordersync/internal/payouts"
 	"github.com/ordersync/ordersync/internal/stock"
 	"github.com/ordersync/ordersync/internal/ui/session"
 )
@@ -51,6 +52,8 @@ type Stores struct {
 	Cursors connectors.CursorStore
 	// Sessions are the journal pages' sessions (the Sessions topic).
 	Sessions session.Store
+	// Payouts are the payout lines and their readings (the Payouts topic).
+	Payouts payouts.Store
 }
 
 // Run runs the whole conformance suite against the store h opens: one subtest per
@@ -85,6 +88,7 @@ func Run(t *testing.T, h Harness) {
 		{"Paging", runPaging},
 		{"Stock", runStock},
 		{"Sessions", runSessions},
+		{"Payouts", runPayouts},
 	} {
 		t.Run(topic.name, func(t *testing.T) {
 			t.Parallel()
@@ -114,6 +118,8 @@ func (h Harness) open(t *testing.T, o Options, need ...string) Stores {
 			missing = s.Cursors == nil
 		case "Sessions":
 			missing = s.Sessions == nil
+		case "Payouts":
+			missing = s.Payouts == nil
 		default:
 			t.Fatalf("storetest: no store %q", name)
 		}
