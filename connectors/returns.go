@@ -20,7 +20,10 @@ type ReturnItem struct {
 	// item is then logged and counted only.
 	ID string
 	// Return is the mapped return, SKUs still the marketplace's (the poller applies
-	// the SKU map). Nil when Err is set.
+	// the SKU map). Nil when Err is set. A return without lines (a marketplace that
+	// names only the order, as Wildberries does) is the whole order coming back: the
+	// poller takes the lines, and the currency, from the order's create operation in
+	// the journal, already mapped to 1C's SKUs.
 	Return *order.Return
 	// Err says why the return cannot be carried into 1C, naming the field: it is
 	// recorded as a failed operation with this reason.
@@ -179,11 +182,17 @@ func (p *Poller) handleReturn(ctx context.Context, it ReturnItem, st *PollStats)
 	if mapErr == nil {
 		r = *it.Return
 		r.Source, r.ID = name, it.ID
-		o := order.Order{Source: name, Lines: append([]order.Line(nil), it.Return.Lines...)}
-		if err := p.cfg.SKUs.Apply(name, &o); err != nil {
-			mapErr = err
+		if len(r.Lines) == 0 {
+			mapErr = p.linesOfOrder(ctx, &r)
 		} else {
-			r.Lines = o.Lines
+			o := order.Order{Source: name, Lines: append([]order.Line(nil), it.Return.Lines...)}
+			if err := p.cfg.SKUs.Apply(name, &o); err != nil {
+				mapErr = err
+			} else {
+				r.Lines = o.Lines
+			}
+		}
+		if mapErr == nil {
 			mapErr = r.Validate()
 		}
 	}
@@ -230,6 +239,47 @@ func (p *Poller) handleReturn(ctx context.Context, it ReturnItem, st *PollStats)
 		}
 		st.ReturnsConflicts++
 		log.WarnContext(ctx, "the marketplace changed a registered return; the change is recorded as a conflict, 1C keeps the first version")
+	}
+	return nil
+}
+
+// orderReader is the part of the journal that reads one operation (a journal.Store
+// has it).
+type orderReader interface {
+	Get(ctx context.Context, key string) (journal.Operation, error)
+}
+
+// errNoOrder is a return whose order the journal does not hold (yet).
+var errNoOrder = errors.New("the journal holds no such order")
+
+// linesOfOrder fills a return without lines with its order's, read off the order's
+// create operation. An order the journal does not hold fails the return naming
+// order_key; when the order arrives, the next listing revises the failed return.
+func (p *Poller) linesOfOrder(ctx context.Context, r *order.Return) error {
+	jr, ok := p.cfg.Journal.(orderReader)
+	if !ok {
+		return &order.ValidationError{Problems: []order.FieldError{{Field: "lines", Message: "are required (the marketplace named none)"}}}
+	}
+	op, err := jr.Get(ctx, r.OrderKey)
+	if errors.Is(err, journal.ErrNotFound) {
+		err = errNoOrder
+	}
+	if err == nil && op.Kind != order.KindCreate {
+		err = fmt.Errorf("it is a %s, not an order's create", op.Kind)
+	}
+	var o order.Order
+	if err == nil {
+		if jerr := json.Unmarshal(op.Payload, &o); jerr != nil || len(o.Lines) == 0 {
+			err = errors.New("its create names no lines yet")
+		}
+	}
+	if err != nil {
+		return &order.ValidationError{Problems: []order.FieldError{{Field: "order_key",
+			Message: fmt.Sprintf("the return names no lines, and its order %s cannot give them: %v", r.OrderKey, err)}}}
+	}
+	r.Lines = append([]order.Line(nil), o.Lines...)
+	if r.Currency == "" {
+		r.Currency = o.Currency
 	}
 	return nil
 }
