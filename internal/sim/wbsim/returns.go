@@ -170,7 +170,6 @@ func (s *Wildberries) serveGoodsReturn(w http.ResponseWriter, q url.Values) {
 		return
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	rows := []map[string]any{}
 	for _, g := range s.returns.goods {
 		d, _ := time.Parse(time.DateOnly, g.OrderDate.In(moscow).Format(time.DateOnly))
@@ -188,6 +187,7 @@ func (s *Wildberries) serveGoodsReturn(w http.ResponseWriter, q url.Values) {
 			"shkId": g.OrderID*10 + 7, "stickerId": strconv.FormatInt(g.OrderID+1, 10),
 		})
 	}
+	s.mu.Unlock() // the recorder of the answer takes the lock
 	s.writeJSON(w, http.StatusOK, map[string]any{"report": rows})
 }
 
@@ -211,7 +211,6 @@ func (s *Wildberries) serveClaims(w http.ResponseWriter, q url.Values) {
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	since := s.now().Add(-ClaimsPeriod)
 	var all []map[string]any
 	for _, c := range s.returns.claims {
@@ -221,6 +220,7 @@ func (s *Wildberries) serveClaims(w http.ResponseWriter, q url.Values) {
 		all = append(all, map[string]any{"id": c.ID, "nm_id": c.NmID, "srid": c.OrderSrid,
 			"dt": c.CreatedAt.UTC().Format(time.RFC3339), "status": c.Status})
 	}
+	s.mu.Unlock()
 	total := len(all)
 	page := []map[string]any{}
 	if offset < total {
