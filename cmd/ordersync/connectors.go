@@ -81,7 +81,7 @@ func buildConnectors(cfg *config.Config, log *slog.Logger, names ...string) ([]m
 	if w := c.Wildberries; w.Enabled && want("wildberries") {
 		conn, err := wildberries.New(wildberries.Config{BaseURL: w.BaseURL, Token: w.Token, Warehouse: w.Warehouse,
 			Acknowledge: w.Acknowledge, SupplyName: w.SupplyName, PageSize: w.PageSize, Timeout: w.Timeout,
-			AnalyticsURL: w.Returns.BaseURL,
+			AnalyticsURL:  w.Returns.BaseURL,
 			RatePerSecond: float64(w.RatePerSecond), Logger: log.With("connector", "wildberries"),
 			Transport: connectors.BoundResponses(nil, w.MaxResponse, "connectors.wildberries.max_response")})
 		if err != nil {
