@@ -59,6 +59,11 @@ type PollerConfig struct {
 	Journal  Registrar
 	Cursors  CursorStore
 	SKUs     *SKUMap // nil: identity
+	// Returns lists the marketplace's returns too, when it implements ReturnLister
+	// (connectors.<name>.returns.enabled), on their own cursor (ReturnsCursor) with
+	// the same lookback; ReturnsInterval is their schedule, default Interval.
+	Returns         bool
+	ReturnsInterval time.Duration
 	// Registered is called after a listing registered something new (wake the engine).
 	Registered func()
 	Now        func() time.Time
@@ -70,6 +75,10 @@ type PollerConfig struct {
 // went on.
 type PollStats struct {
 	Seen, Registered, Duplicates, Conflicts, Revised, Failed, Cancels, Unreadable, Panics int
+	// The returns' listing (PollReturnsOnce): returns handled, repeats included;
+	// registered new; read again unchanged; changed after registration; failed to
+	// map before and pending again; recorded failed; without a readable id.
+	ReturnsSeen, ReturnsRegistered, ReturnsDuplicates, ReturnsConflicts, ReturnsRevised, ReturnsFailed, ReturnsUnreadable int
 }
 
 // Poller lists a marketplace on a schedule and registers what it finds.
@@ -93,6 +102,7 @@ func (p *Poller) Panics() int64 { return p.panics.Load() }
 func NewPoller(mp Marketplace, cfg PollerConfig) *Poller {
 	cfg.Interval = cmp.Or(cfg.Interval, time.Minute)
 	cfg.Lookback = cmp.Or(cfg.Lookback, 72*time.Hour)
+	cfg.ReturnsInterval = cmp.Or(cfg.ReturnsInterval, cfg.Interval)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -112,8 +122,13 @@ func (p *Poller) Start(ctx context.Context) error {
 	}
 	ctx, p.cancel = context.WithCancel(ctx)
 	p.done = make(chan struct{})
+	var wg sync.WaitGroup
+	if p.ReadsReturns() {
+		wg.Go(func() { p.returnsLoop(ctx) })
+	}
 	go func() {
 		defer close(p.done)
+		defer wg.Wait()
 		t := time.NewTimer(0)
 		defer t.Stop()
 		for {
@@ -138,6 +153,33 @@ func (p *Poller) Start(ctx context.Context) error {
 		}
 	}()
 	return nil
+}
+
+// returnsLoop lists the returns at once and then every ReturnsInterval. An
+// authentication failure stops the returns' listing only (a key may lack the
+// returns' role and still read orders).
+func (p *Poller) returnsLoop(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		_, err := p.PollReturnsOnce(ctx)
+		var ae *AuthError
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.As(err, &ae):
+			p.log.Error("returns are no longer read: fix the credential (or its role) and restart ordersync", "err", err)
+			return
+		case err != nil:
+			p.log.Error("poll of returns failed; the cursor stays, the next poll lists the window again", "err", err)
+		}
+		t.Reset(p.cfg.ReturnsInterval)
+	}
 }
 
 // Stop ends polling and waits for a listing in progress. Safe twice and before Start.

@@ -30,6 +30,10 @@ type marketplace struct {
 	ack      outbox.Publisher // the acknowledgement, when configured to acknowledge
 	interval time.Duration
 	lookback time.Duration
+	// returns: the connector lists returns too (connectors.<name>.returns), every
+	// returnsInterval.
+	returns         bool
+	returnsInterval time.Duration
 }
 
 // enabledConnectors builds the connectors the configuration enables.
@@ -52,7 +56,8 @@ func buildConnectors(cfg *config.Config, log *slog.Logger, names ...string) ([]m
 		if err != nil {
 			return nil, usageError(fmt.Errorf("config: %w", err))
 		}
-		m := marketplace{name: "kaspi", mp: conn, interval: k.PollInterval, lookback: k.Lookback}
+		m := marketplace{name: "kaspi", mp: conn, interval: k.PollInterval, lookback: k.Lookback,
+			returns: k.Returns.Enabled, returnsInterval: k.Returns.PollInterval}
 		if k.AcceptOrders {
 			m.ack = conn.Publisher()
 		}
@@ -66,7 +71,8 @@ func buildConnectors(cfg *config.Config, log *slog.Logger, names ...string) ([]m
 		if err != nil {
 			return nil, usageError(fmt.Errorf("config: %w", err))
 		}
-		m := marketplace{name: "ozon", mp: conn, interval: o.PollInterval, lookback: o.Lookback}
+		m := marketplace{name: "ozon", mp: conn, interval: o.PollInterval, lookback: o.Lookback,
+			returns: o.Returns.Enabled, returnsInterval: o.Returns.PollInterval}
 		if o.Acknowledge {
 			m.ack = conn.Publisher()
 		}
@@ -75,12 +81,14 @@ func buildConnectors(cfg *config.Config, log *slog.Logger, names ...string) ([]m
 	if w := c.Wildberries; w.Enabled && want("wildberries") {
 		conn, err := wildberries.New(wildberries.Config{BaseURL: w.BaseURL, Token: w.Token, Warehouse: w.Warehouse,
 			Acknowledge: w.Acknowledge, SupplyName: w.SupplyName, PageSize: w.PageSize, Timeout: w.Timeout,
+			AnalyticsURL:  w.Returns.BaseURL,
 			RatePerSecond: float64(w.RatePerSecond), Logger: log.With("connector", "wildberries"),
 			Transport: connectors.BoundResponses(nil, w.MaxResponse, "connectors.wildberries.max_response")})
 		if err != nil {
 			return nil, usageError(fmt.Errorf("config: %w", err))
 		}
-		m := marketplace{name: "wildberries", mp: conn, interval: w.PollInterval, lookback: w.Lookback}
+		m := marketplace{name: "wildberries", mp: conn, interval: w.PollInterval, lookback: w.Lookback,
+			returns: w.Returns.Enabled, returnsInterval: w.Returns.PollInterval}
 		if w.Acknowledge {
 			m.ack = conn.Publisher()
 		}
@@ -103,6 +111,7 @@ func newPollers(ms []marketplace, db store.DB, skus *connectors.SKUMap, wake fun
 	for i, m := range ms {
 		ps[i] = connectors.NewPoller(m.mp, connectors.PollerConfig{
 			Interval: m.interval, Lookback: m.lookback, Journal: db.Journal(), Cursors: db.Cursors(),
+			Returns: m.returns, ReturnsInterval: m.returnsInterval,
 			SKUs: skus, Registered: wake, Logger: log.With("component", "poller"),
 		})
 	}
@@ -147,6 +156,10 @@ func (a *app) connectorsCommand() *cobra.Command {
 				{kaspi.Name, "connectors.kaspi", cfg.Connectors.Kaspi.Enabled},
 				{ozon.Name, "connectors.ozon", cfg.Connectors.Ozon.Enabled},
 				{wildberries.Name, "connectors.wildberries", cfg.Connectors.Wildberries.Enabled},
+				// The returns' cursors, kept apart from the orders'.
+				{connectors.ReturnsCursor(kaspi.Name), "connectors.kaspi.returns", cfg.Connectors.Kaspi.Enabled && cfg.Connectors.Kaspi.Returns.Enabled},
+				{connectors.ReturnsCursor(ozon.Name), "connectors.ozon.returns", cfg.Connectors.Ozon.Enabled && cfg.Connectors.Ozon.Returns.Enabled},
+				{connectors.ReturnsCursor(wildberries.Name), "connectors.wildberries.returns", cfg.Connectors.Wildberries.Enabled && cfg.Connectors.Wildberries.Returns.Enabled},
 			}
 			type row struct {
 				connectors.Cursor

@@ -57,6 +57,7 @@ func (e *env) withMarketplaces() *marketplaces {
 		"ORDERSYNC_CONNECTORS__OZON__RATE_PER_SECOND=40",
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__ENABLED=true",
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__BASE_URL="+m.wb.URL(),
+		"ORDERSYNC_CONNECTORS__WILDBERRIES__RETURNS__BASE_URL="+m.wb.URL(),
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__TOKEN=wb-token",
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__WAREHOUSE=WH3",
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__ACKNOWLEDGE=true",
@@ -174,10 +175,16 @@ func TestRunBringsEveryMarketplaceOrderInto1COnceAndAcknowledgesIt(t *testing.T)
 		OrdersSeen int64  `json:"orders_seen"`
 		LastError  string `json:"last_error"`
 	}
-	if json.Unmarshal([]byte(out), &st); code != 0 || len(st) != 3 {
-		t.Fatalf("connectors status: exit %d %s", code, out)
+	if json.Unmarshal([]byte(out), &st); code != 0 || len(st) != 6 {
+		t.Fatalf("connectors status: exit %d %s: want the three connectors and their returns' cursors", code, out)
 	}
 	for _, c := range st {
+		if strings.HasSuffix(c.Connector, ".returns") { // no returns here: read, not seen
+			if c.LastError != "" {
+				t.Fatalf("returns cursor %+v, want no error", c)
+			}
+			continue
+		}
 		if c.OrdersSeen == 0 || c.LastError != "" {
 			t.Fatalf("connector %+v, want orders seen and no error", c)
 		}

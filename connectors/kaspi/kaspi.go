@@ -74,7 +74,7 @@ const (
 var (
 	knownStates   = []string{StateNew, StateSignRequired, StatePickup, StateDelivery, StateKaspiDelivery, StateArchive}
 	knownStatuses = []string{StatusApprovedByBank, StatusAcceptedByMerchant, StatusCompleted, StatusCancelled,
-		StatusCancelling, StatusReturned, StatusReturnRequested, StatusArrived}
+		StatusCancelling, StatusReturned, StatusReturnRequested, StatusReturnAcceptedByMerchant, StatusArrived}
 
 	// DefaultStates are the states listed when Config.States is empty: a new order
 	// (NEW) and the states an order moves to once the merchant accepted it.
@@ -125,8 +125,11 @@ type Config struct {
 	// DefaultStatuses. CANCELLED and CANCELLING are never created: in any listed state
 	// they become cancellations.
 	Statuses []string
-	PageSize int           // at most 100, default 100
-	Timeout  time.Duration // per request, default 30s
+	// ReturnsHorizon is how long after its creation an order is still looked at for a
+	// return (Returns); default DefaultReturnsHorizon.
+	ReturnsHorizon time.Duration
+	PageSize       int           // at most 100, default 100
+	Timeout        time.Duration // per request, default 30s
 	// RatePerSecond bounds requests to Kaspi; 0 is DefaultRatePerSecond, negative is
 	// no bound.
 	RatePerSecond float64
@@ -284,6 +287,16 @@ func (c *Connector) List(ctx context.Context, from, to time.Time, fn func(page [
 }
 
 func (c *Connector) listWindow(ctx context.Context, l listing, w Window, fn func([]connectors.Item) error) error {
+	return c.listWindowOf(ctx, l, w, true, fn)
+}
+
+// listWindowAll is listWindow keeping the orders of every status (the returns'
+// listing asks Kaspi for one status itself).
+func (c *Connector) listWindowAll(ctx context.Context, l listing, w Window, fn func([]connectors.Item) error) error {
+	return c.listWindowOf(ctx, l, w, false, fn)
+}
+
+func (c *Connector) listWindowOf(ctx context.Context, l listing, w Window, imported bool, fn func([]connectors.Item) error) error {
 	what := "state " + l.state
 	if l.status != "" {
 		what += " status " + l.status
@@ -309,7 +322,7 @@ func (c *Connector) listWindow(ctx context.Context, l listing, w Window, fn func
 		if err != nil {
 			return fmt.Errorf("kaspi: %s: %w", where, err)
 		}
-		items, err := c.mapPage(ctx, pg, true)
+		items, err := c.mapPage(ctx, pg, imported)
 		if err != nil {
 			return err
 		}

@@ -82,6 +82,9 @@ type Config struct {
 	// PageSize is the postings asked for per page: default 100; at most 100 in v4 and
 	// 1000 in v3.
 	PageSize int
+	// ReturnsPageSize is the returns asked for per page of /v1/returns/list: default
+	// and at most 500, Ozon's limit.
+	ReturnsPageSize int
 	// CutoffHorizon is how far past the listing window the unfulfilled list looks for
 	// the postings' cutoff (the time by which Ozon wants them assembled), the only
 	// time that list filters on. A posting created in the window has its cutoff within
@@ -135,6 +138,8 @@ func New(cfg Config) (*Connector, error) {
 		return nil, fmt.Errorf("connectors.ozon.api_version: must be v4 or v3, got %q", cfg.APIVersion)
 	case cfg.PageSize < 1 || cfg.PageSize > maxPage:
 		return nil, fmt.Errorf("connectors.ozon.page_size: must be between 1 and %d for %s, got %d", maxPage, cfg.APIVersion, cfg.PageSize)
+	case cfg.ReturnsPageSize < 0 || cfg.ReturnsPageSize > maxReturnsPage:
+		return nil, fmt.Errorf("ozon: the returns' page size must be between 1 and %d, got %d", maxReturnsPage, cfg.ReturnsPageSize)
 	case cfg.CutoffHorizon < 0:
 		return nil, fmt.Errorf("connectors.ozon.cutoff_horizon: must not be negative, got %s", cfg.CutoffHorizon)
 	case cfg.RatePerSecond > publishedRatePerSecond:

@@ -90,6 +90,12 @@ type Config struct {
 	// Location is the zone of a createdAt that carries none, and the zone orders'
 	// times are expressed in; default UTC (Wildberries sends RFC 3339 in UTC).
 	Location *time.Location
+	// AnalyticsURL is the seller analytics API, which lists the goods returned to
+	// the seller (Returns); default DefaultAnalyticsURL.
+	AnalyticsURL string
+	// ReturnsLimiter paces the returns' report; default one request a minute, the
+	// published limit (tests inject their clock's).
+	ReturnsLimiter Limiter
 	// Now is the clock; default time.Now.
 	Now       func() time.Time
 	Transport http.RoundTripper // tests
@@ -108,6 +114,8 @@ type Connector struct {
 	// to this process, the one that last accepted an order first.
 	ackMu    sync.Mutex
 	supplies []string
+
+	returns returnsClient // Returns' client, made on first use
 }
 
 var _ connectors.Marketplace = (*Connector)(nil)
@@ -116,6 +124,7 @@ var _ connectors.Marketplace = (*Connector)(nil)
 func New(cfg Config) (*Connector, error) {
 	cfg.BaseURL = strings.TrimRight(cmp.Or(cfg.BaseURL, DefaultBaseURL), "/")
 	cfg.SupplyName = cmp.Or(cfg.SupplyName, DefaultSupplyName)
+	cfg.AnalyticsURL = cmp.Or(cfg.AnalyticsURL, DefaultAnalyticsURL)
 	cfg.PageSize = cmp.Or(cfg.PageSize, MaxPageSize)
 	cfg.Timeout = cmp.Or(cfg.Timeout, 30*time.Second)
 	cfg.RatePerSecond = cmp.Or(cfg.RatePerSecond, DefaultRatePerSecond)

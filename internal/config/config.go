@@ -255,6 +255,7 @@ func defaults() Config {
 				Timeout:       30 * time.Second,
 				RatePerSecond: 5,
 				MaxResponse:   defaultConnectorMaxResponse,
+				Returns:       Returns{Enabled: true, PollInterval: 10 * time.Minute},
 			},
 			Ozon: Ozon{
 				BaseURL:       "https://api-seller.ozon.ru",
@@ -265,6 +266,7 @@ func defaults() Config {
 				Timeout:       30 * time.Second,
 				RatePerSecond: 10,
 				MaxResponse:   defaultConnectorMaxResponse,
+				Returns:       Returns{Enabled: true, PollInterval: 10 * time.Minute},
 			},
 			Wildberries: Wildberries{
 				BaseURL:       "https://marketplace-api.wildberries.ru",
@@ -276,6 +278,8 @@ func defaults() Config {
 				RatePerSecond: 5,
 				MaxResponse:   defaultConnectorMaxResponse,
 				ContentURL:    "https://content-api.wildberries.ru",
+				Returns: WildberriesReturns{Enabled: true, PollInterval: 10 * time.Minute,
+					BaseURL: "https://seller-analytics-api.wildberries.ru"},
 			},
 		},
 		Webhooks: Webhooks{

@@ -142,6 +142,7 @@ func TestDefaults(t *testing.T) {
 				Timeout:       30 * time.Second,
 				RatePerSecond: 5,
 				MaxResponse:   16 << 20,
+				Returns:       Returns{Enabled: true, PollInterval: 10 * time.Minute},
 			},
 			Ozon: Ozon{
 				Enabled:       false,
@@ -154,6 +155,7 @@ func TestDefaults(t *testing.T) {
 				Timeout:       30 * time.Second,
 				RatePerSecond: 10,
 				MaxResponse:   16 << 20,
+				Returns:       Returns{Enabled: true, PollInterval: 10 * time.Minute},
 			},
 			Wildberries: Wildberries{
 				Enabled:       false,
@@ -167,6 +169,8 @@ func TestDefaults(t *testing.T) {
 				RatePerSecond: 5,
 				MaxResponse:   16 << 20,
 				ContentURL:    "https://content-api.wildberries.ru",
+				Returns: WildberriesReturns{Enabled: true, PollInterval: 10 * time.Minute,
+					BaseURL: "https://seller-analytics-api.wildberries.ru"},
 			},
 		},
 		Webhooks: Webhooks{

@@ -43,6 +43,7 @@ type Kaspi struct {
 	PageSize      int           `koanf:"page_size"` // page[size], 1..100
 	Timeout       time.Duration `koanf:"timeout"`   // of one HTTP call
 	RatePerSecond int           `koanf:"rate_per_second"`
+	Returns       Returns       `koanf:"returns"`
 	MaxResponse   int64         `koanf:"max_response"` // bytes of one answer at most
 	// Stores maps a 1C warehouse code to the Kaspi store (storeId in the price
 	// list feed, PP1) whose availability its stock is. Nil when empty.
@@ -70,6 +71,7 @@ type Ozon struct {
 	PageSize      int           `koanf:"page_size"` // 1..1000
 	Timeout       time.Duration `koanf:"timeout"`
 	RatePerSecond int           `koanf:"rate_per_second"`
+	Returns       Returns       `koanf:"returns"`
 	MaxResponse   int64         `koanf:"max_response"`
 	// StockWarehouses maps a 1C warehouse code to the Ozon warehouse id (decimal
 	// text of a whole number greater than 0; StockWarehouseIDs reads them) its
@@ -93,12 +95,13 @@ type Wildberries struct {
 	Lookback     time.Duration `koanf:"lookback"`
 	Warehouse    string        `koanf:"warehouse"`
 	// Acknowledge adds each order to a supply (which confirms it) once 1C holds it.
-	Acknowledge   bool          `koanf:"acknowledge"`
-	SupplyName    string        `koanf:"supply_name"` // the supply's name, 1..128 characters
-	PageSize      int           `koanf:"page_size"`   // 1..1000
-	Timeout       time.Duration `koanf:"timeout"`
-	RatePerSecond int           `koanf:"rate_per_second"`
-	MaxResponse   int64         `koanf:"max_response"`
+	Acknowledge   bool               `koanf:"acknowledge"`
+	SupplyName    string             `koanf:"supply_name"` // the supply's name, 1..128 characters
+	PageSize      int                `koanf:"page_size"`   // 1..1000
+	Timeout       time.Duration      `koanf:"timeout"`
+	RatePerSecond int                `koanf:"rate_per_second"`
+	Returns       WildberriesReturns `koanf:"returns"`
+	MaxResponse   int64              `koanf:"max_response"`
 	// StockWarehouses maps a 1C warehouse code to the seller warehouse id
 	// (decimal text of a whole number greater than 0; StockWarehouseIDs reads them)
 	// its stock is sent to. Nil when empty.
@@ -106,6 +109,36 @@ type Wildberries struct {
 	// ContentURL is the root of the content API (the cards, for each vendor
 	// code's chrtId): an absolute http(s) URL.
 	ContentURL string `koanf:"content_url"`
+}
+
+// Returns is a connector's reading of the marketplace's returns, each registered as
+// a return.register operation (connectors.<name>.returns).
+type Returns struct {
+	Enabled bool `koanf:"enabled"`
+	// PollInterval is how often returns are listed, on a cursor of their own with
+	// the connector's lookback.
+	PollInterval time.Duration `koanf:"poll_interval"`
+}
+
+// WildberriesReturns is Returns with the root of the API that lists them, which is
+// not the orders' (the seller analytics API).
+type WildberriesReturns struct {
+	Enabled      bool          `koanf:"enabled"`
+	PollInterval time.Duration `koanf:"poll_interval"`
+	BaseURL      string        `koanf:"base_url"`
+}
+
+func (r Returns) validate(key string, p *problems) {
+	if r.Enabled && r.PollInterval <= 0 {
+		p.add(key+".poll_interval", fmt.Sprintf("must be greater than 0, got %s", formatDuration(r.PollInterval)))
+	}
+}
+
+func (r WildberriesReturns) validate(key string, p *problems) {
+	Returns{Enabled: r.Enabled, PollInterval: r.PollInterval}.validate(key, p)
+	if r.Enabled {
+		checkBaseURL(key+".base_url", r.BaseURL, key+".enabled", p)
+	}
 }
 
 // defaultConnectorMaxResponse is the default max_response of the marketplace and
@@ -189,6 +222,7 @@ func (k Kaspi) validate(key string, p *problems) {
 		maxResponse:  k.MaxResponse,
 	}.validate(p)
 	requireSecret(key, "token", k.Token, p)
+	k.Returns.validate(key+".returns", p)
 	checkNames(key+".states", "order state", "NEW", k.States, p)
 	checkNames(key+".statuses", "order status", "APPROVED_BY_BANK", k.Statuses, p)
 	// Stock: what a schedule that publishes to kaspi requires is checked with the
@@ -231,6 +265,7 @@ func (o Ozon) validate(key string, p *problems) {
 		p.add(key+".client_id", "must not contain line breaks or other control characters")
 	}
 	requireSecret(key, "api_key", o.APIKey, p)
+	o.Returns.validate(key+".returns", p)
 	switch o.APIVersion {
 	case OzonV4, OzonV3:
 	default:
@@ -256,6 +291,7 @@ func (w Wildberries) validate(key string, p *problems) {
 		maxResponse:  w.MaxResponse,
 	}.validate(p)
 	requireSecret(key, "token", w.Token, p)
+	w.Returns.validate(key+".returns", p)
 	// Wildberries accepts supply names of 1 to 128 characters.
 	if w.Acknowledge {
 		switch n := utf8.RuneCountInString(strings.TrimSpace(w.SupplyName)); {

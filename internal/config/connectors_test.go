@@ -95,6 +95,9 @@ connectors:
     timeout: 1m
     rate_per_second: 1
     max_response: 2MB
+    returns:
+      poll_interval: 1h
+      base_url: http://127.0.0.1:8094
 `
 
 // connectorsWant is what connectorsYAML loads to.
@@ -115,6 +118,7 @@ func connectorsWant() Connectors {
 			Timeout:       10 * time.Second,
 			RatePerSecond: 2,
 			MaxResponse:   8 << 20,
+			Returns:       Returns{Enabled: true, PollInterval: 10 * time.Minute},
 		},
 		Ozon: Ozon{
 			Enabled:       true,
@@ -130,6 +134,7 @@ func connectorsWant() Connectors {
 			Timeout:       15 * time.Second,
 			RatePerSecond: 20,
 			MaxResponse:   32 << 20,
+			Returns:       Returns{Enabled: true, PollInterval: 10 * time.Minute},
 		},
 		Wildberries: Wildberries{
 			Enabled:       true,
@@ -145,6 +150,7 @@ func connectorsWant() Connectors {
 			RatePerSecond: 1,
 			MaxResponse:   2_000_000,
 			ContentURL:    "https://content-api.wildberries.ru",
+			Returns:       WildberriesReturns{Enabled: true, PollInterval: time.Hour, BaseURL: "http://127.0.0.1:8094"},
 		},
 	}
 }
@@ -234,6 +240,8 @@ func TestConnectorsEnv(t *testing.T) {
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__TIMEOUT=1m",
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__RATE_PER_SECOND=1",
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__MAX_RESPONSE=2 mb",
+		"ORDERSYNC_CONNECTORS__WILDBERRIES__RETURNS__POLL_INTERVAL=1h",
+		"ORDERSYNC_CONNECTORS__WILDBERRIES__RETURNS__BASE_URL=http://127.0.0.1:8094",
 	)
 	if err != nil {
 		t.Fatalf("Load: %v", err)
@@ -359,6 +367,9 @@ func TestConnectorsEffective(t *testing.T) {
     page_size: 50
     timeout: 10s
     rate_per_second: 2
+    returns:
+      enabled: true
+      poll_interval: 10m
     max_response: 8MiB
     stores: {}
     feed_token: ""
@@ -377,6 +388,9 @@ func TestConnectorsEffective(t *testing.T) {
     page_size: 1000
     timeout: 15s
     rate_per_second: 20
+    returns:
+      enabled: true
+      poll_interval: 10m
     max_response: 32MiB
     stock_warehouses: {}
   wildberries:
@@ -391,6 +405,10 @@ func TestConnectorsEffective(t *testing.T) {
     page_size: 1
     timeout: 1m
     rate_per_second: 1
+    returns:
+      enabled: true
+      poll_interval: 1h
+      base_url: http://127.0.0.1:8094
     max_response: 2MB
     stock_warehouses: {}
     content_url: https://content-api.wildberries.ru

@@ -86,7 +86,7 @@ var (
 		StateDelivery, StateKaspiDelivery, StateArchive}
 	kaspiStatuses = []string{StatusApprovedByBank, StatusAcceptedByMerchant,
 		StatusCompleted, StatusCancelled, StatusCancelling, StatusReturned,
-		StatusReturnRequested, StatusArrived}
+		StatusReturnRequested, StatusReturnAcceptedByMerchant, StatusArrived}
 )
 
 // Options configure a simulated Kaspi Shop API.

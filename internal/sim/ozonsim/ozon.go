@@ -139,6 +139,9 @@ type Ozon struct {
 	requests     []Request
 	authFailures int
 	stocks       ozonStocks // PathStocks (ozon_stock.go)
+	// PathReturns (returns.go)
+	returns       ozonReturns
+	returnsServed int
 }
 
 // New returns a simulator; it serves nothing until Start, or until it is
@@ -428,6 +431,8 @@ func (s *Ozon) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		s.serveShip(w, body)
 	case PathStocks:
 		s.serveStocks(w, body)
+	case PathReturns:
+		s.serveReturns(w, body)
 	default:
 		ozonWriteError(w, http.StatusNotFound, 5, "Not Found")
 	}

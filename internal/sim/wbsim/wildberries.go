@@ -133,7 +133,8 @@ type Wildberries struct {
 	supplySeq int
 	requests  []Request
 	acks      map[int64]int
-	stock     wbStock // stocks and cards: wildberries_stock.go, wildberries_content.go
+	stock     wbStock   // stocks and cards: wildberries_stock.go, wildberries_content.go
+	returns   wbReturns // goods returned and claims: returns.go
 }
 
 // New returns a simulator; it serves nothing until Start, or until it is
@@ -376,6 +377,8 @@ func (s *Wildberries) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveDeliver(rec, vars[0])
 	case OpStocksUpdate, OpStocksGet, OpCardsList:
 		s.serveStockOp(rec, op, vars, body)
+	case OpGoodsReturn, OpClaims:
+		s.serveReturnsOp(rec, op, r.URL.Query())
 	}
 }
 
@@ -412,6 +415,9 @@ func wbRoute(method, path string) (string, []string) {
 		return OpSupplyAdd, []string{parts[3], parts[5]}
 	case method == http.MethodPatch && is("api", "v3", "supplies", "*", "deliver"):
 		return OpDeliver, []string{parts[3]}
+	}
+	if op, ok := wbReturnsRoute(method, parts); ok {
+		return op, nil
 	}
 	if op, vars, ok := wbStockRoute(method, parts); ok {
 		return op, vars
