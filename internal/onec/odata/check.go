@@ -31,9 +31,15 @@ type Ref struct {
 type Report struct {
 	Profile string
 	// Metadata is how large $metadata was (bytes read) and what the profile needs
-	// of it that is not published.
+	// of it that is not published: the orders', then the customer returns' (marked
+	// Returns).
 	MetadataBytes int64
 	Missing       []Missing
+	// Returns says whether the profile's customer returns are carried over OData:
+	// false for a profile that has no return document (ReturnsDocument ""), or
+	// when a Missing marked Returns names what to publish.
+	Returns         bool
+	ReturnsDocument string
 	// Marker is the marker field, and its length (0: unlimited or unknown).
 	Marker       string
 	MarkerLength int
@@ -43,9 +49,15 @@ type Report struct {
 }
 
 // Problems counts what stops orders from being written: missing fields and
-// references that do not resolve.
+// references that do not resolve. What only the customer returns need (a Missing
+// marked Returns) is listed in Missing and not counted: the orders go on without it.
 func (r Report) Problems() int {
-	n := len(r.Missing)
+	n := 0
+	for _, m := range r.Missing {
+		if !m.Returns {
+			n++
+		}
+	}
 	for _, ref := range r.Refs {
 		if ref.Problem != "" {
 			n++
@@ -117,6 +129,11 @@ func (c *Client) Check(ctx context.Context, probeWrite bool, progress func(strin
 	}
 	r.MetadataBytes = n
 	r.Missing = c.p.Needs(md, c.cfg.ItemsBy)
+	returns := c.p.ReturnNeeds(md)
+	r.Missing = append(r.Missing, returns...)
+	if c.p.Return != nil {
+		r.ReturnsDocument, r.Returns = c.p.Return.Document, len(returns) == 0
+	}
 	r.MarkerLength = md.MaxLength[c.p.Document+"."+c.p.Marker]
 	say("resolving the configured references")
 	for _, ref := range c.refsOf() {

@@ -334,14 +334,19 @@ func (c *Client) CreateOrder(ctx context.Context, req onec.CreateOrder) (onec.Cr
 
 // read GETs the order ref: parsed, and as 1C answered it.
 func (c *Client) read(ctx context.Context, ref string) (Document, []byte, error) {
-	full := c.urls.Read(c.p.Document, ref)
-	ans, err := c.get(ctx, "read", full)
+	return c.readOf(ctx, c.p, "read", ref)
+}
+
+// readOf GETs the document ref of p's set, op naming the call.
+func (c *Client) readOf(ctx context.Context, p Profile, op, ref string) (Document, []byte, error) {
+	full := c.urls.Read(p.Document, ref)
+	ans, err := c.get(ctx, op, full)
 	if err != nil {
 		return Document{}, nil, err
 	}
-	d, err := c.p.Parse(ans.Body)
+	d, err := p.Parse(ans.Body)
 	if err != nil {
-		return Document{}, nil, c.notOData("read", full, ans, err)
+		return Document{}, nil, c.notOData(op, full, ans, err)
 	}
 	return d, ans.Body, nil
 }
@@ -383,16 +388,19 @@ func (c *Client) SettleOrder(ctx context.Context, o onec.Order, req onec.CreateO
 // its class: a marker 1C cut cannot be found again, so that order is not retried
 // (Permanent, or the next attempt would create it again); any other difference
 // waits for an administrator (Configuration) and is looked at again.
-func (c *Client) compare(want, got Document) error {
-	diffs := c.p.Compare(want, got)
+func (c *Client) compare(want, got Document) error { return compareIn(c.p, want, got) }
+
+// compareIn is compare of a document of p's set.
+func compareIn(p Profile, want, got Document) error {
+	diffs := p.Compare(want, got)
 	if len(diffs) == 0 {
 		return nil
 	}
-	m := &onec.Mismatch{Ref: got.Ref, Number: got.Number, Differences: diffs, Hint: hint(c.p, diffs)}
-	e := &onec.Error{Class: onec.Configuration, PerOrder: true, Op: "readback", Path: "/" + c.p.Document,
+	m := &onec.Mismatch{Ref: got.Ref, Number: got.Number, Differences: diffs, Hint: hint(p, diffs)}
+	e := &onec.Error{Class: onec.Configuration, PerOrder: true, Op: "readback", Path: "/" + p.Document,
 		Message: m.Error(), Err: m}
 	for _, d := range diffs {
-		if d.Field == c.p.Marker {
+		if d.Field == p.Marker {
 			e.Class = onec.Permanent
 			e.Message += "; the marker 1C holds is not the order's, so it cannot be found by it again and is not retried: " +
 				"choose a longer field with onec.odata.marker, then resync the order after correcting the document in 1C"
@@ -752,22 +760,4 @@ func (j judge) Judge(k wire.Call, ans wire.Answer) (wire.Answer, error) {
 // session it no longer knows.
 func (judge) SessionRefused(ans wire.Answer) bool {
 	return ans.Status == http.StatusBadRequest && !ParseError("", "", ans.Status, ans.Body, false).API
-}
-
-// errReturnsNotCarried is why the returns of contract v1 are refused over the
-// standard OData interface: they are carried over the HTTP service only.
-const errReturnsNotCarried = "customer returns are not carried over the standard OData interface yet: " +
-	"register them in 1C by hand, or publish the ordersync HTTP service (deploy/1c/ordersync) and set onec.interface to httpservice; " +
-	"the return operations wait (worker.give_up_after) and go on once 1C is reached through the HTTP service"
-
-// FindReturns is refused with a Configuration error: returns are carried over the
-// HTTP service only (docs/1c-odata.md).
-func (c *Client) FindReturns(context.Context, string) ([]onec.Return, error) {
-	return nil, &onec.Error{Class: onec.Configuration, Op: "find_returns", Path: "/returns", Message: errReturnsNotCarried}
-}
-
-// CreateReturn is refused with a Configuration error before anything is sent:
-// returns are carried over the HTTP service only (docs/1c-odata.md).
-func (c *Client) CreateReturn(context.Context, onec.CreateReturn) (onec.Created, error) {
-	return onec.Created{}, &onec.Error{Class: onec.Configuration, Op: "create_return", Path: "/returns", Message: errReturnsNotCarried}
 }

@@ -37,8 +37,11 @@ type Document struct {
 	Rows    []Row
 	Total   decimal.Decimal
 	Comment string
-	Posted  bool // as read back
-	Deleted bool // DeletionMark, as read back
+	// Basis is the GUID of the document this one is based on (Profile.Basis),
+	// BasisType its type as 1C names it (StandardODATA.Document_ЗаказКлиента).
+	Basis, BasisType string
+	Posted           bool // as read back
+	Deleted          bool // DeletionMark, as read back
 }
 
 // refNamespace makes RefKey's UUIDs ordersync's own: no other name-based UUID of
@@ -76,6 +79,10 @@ func (p Profile) Body(d Document) ([]byte, error) {
 	}
 	if p.Operation != "" {
 		m[p.Operation] = p.OperationValue
+	}
+	if p.Basis != "" && d.Basis != "" {
+		m[p.Basis] = d.Basis
+		m[p.Basis+"_Type"] = d.BasisType
 	}
 	rows := make([]map[string]any, len(d.Rows))
 	for i, r := range d.Rows {
@@ -173,6 +180,9 @@ func (p Profile) Parse(b []byte) (Document, error) {
 	if p.Comment != "" && p.Comment != p.Marker {
 		d.Comment = str(p.Comment)
 	}
+	if p.Basis != "" {
+		d.Basis, d.BasisType = str(p.Basis), str(p.Basis+"_Type")
+	}
 	var rows []map[string]json.RawMessage
 	if raw, ok := m[p.Rows]; ok {
 		if err := json.Unmarshal(raw, &rows); err != nil {
@@ -197,8 +207,8 @@ func (p Profile) Parse(b []byte) (Document, error) {
 type Difference = onec.Difference
 
 // Compare lists how got (read back) differs from want (written): the marker, the
-// date, each reference written, each row's item, quantity, price and amount, the
-// number of rows and the total. 1C answers 200 to a write it truncated or ignored,
+// date, each reference written, the base document when one is written, each
+// row's item, quantity, price and amount, the number of rows and the total. 1C answers 200 to a write it truncated or ignored,
 // so a create is not done until Compare finds nothing.
 func (p Profile) Compare(want, got Document) []Difference {
 	var out []Difference
@@ -225,6 +235,10 @@ func (p Profile) Compare(want, got Document) []Difference {
 	}
 	if p.Comment != "" && p.Comment != p.Marker && want.Comment != "" {
 		diff(p.Comment, want.Comment, got.Comment)
+	}
+	if p.Basis != "" && want.Basis != "" {
+		diff(p.Basis, want.Basis, got.Basis)
+		diff(p.Basis+"_Type", want.BasisType, got.BasisType)
 	}
 	if len(want.Rows) != len(got.Rows) {
 		diff(p.Rows, fmt.Sprintf("%d rows", len(want.Rows)), fmt.Sprintf("%d rows", len(got.Rows)))

@@ -105,6 +105,9 @@ type Missing struct {
 	Set   string // the entity set (or row type) it belongs to
 	Field string // "" when the whole set is missing
 	Why   string // what ordersync needs it for
+	// Returns: only the customer returns need it; the orders are written without
+	// it (Report.Problems does not count it).
+	Returns bool
 }
 
 func (m Missing) String() string {
@@ -119,38 +122,7 @@ func (m Missing) String() string {
 // item, quantity, price and amount), its Post action, and the item catalog with
 // the field items are matched by (itemsBy: Артикул, Code, …).
 func (p Profile) Needs(m Metadata, itemsBy string) []Missing {
-	var out []Missing
-	if !m.Sets[p.Document] {
-		out = append(out, Missing{Set: p.Document, Why: "the orders are created in it"})
-	} else {
-		props := m.Properties[p.Document]
-		need := func(field, why string) {
-			if field != "" && !props[field] {
-				out = append(out, Missing{Set: p.Document, Field: field, Why: why})
-			}
-		}
-		need(p.Marker, "the marker an order is found by before every create")
-		need("Date", "the order's date")
-		for _, f := range []string{p.Organization, p.Partner, p.Counterparty, p.Agreement, p.Currency, p.Warehouse} {
-			if f != "" {
-				need(f+"_Key", "a reference the order is written with")
-			}
-		}
-		need(p.Total, "the total compared on read-back")
-		need(p.Rows, "the order's lines")
-		if props[p.Rows] {
-			rowType := p.Document + "_" + p.Rows + "_RowType"
-			rows := m.Properties[rowType]
-			for _, f := range []string{p.Item + "_Key", p.Quantity, p.Price, p.Amount} {
-				if !rows[f] {
-					out = append(out, Missing{Set: rowType, Field: f, Why: "a line's item, quantity, price or amount"})
-				}
-			}
-		}
-		if !m.Posts[p.Document] {
-			out = append(out, Missing{Set: p.Document, Field: "Post", Why: "the order is posted after it is created"})
-		}
-	}
+	out := p.documentNeeds(m, "order", "the orders are created in it")
 	const items = "Catalog_Номенклатура"
 	switch {
 	case itemsBy == ByBarcode && !m.Sets[p.Barcodes.Register]:
@@ -162,4 +134,68 @@ func (p Profile) Needs(m Metadata, itemsBy string) []Missing {
 		out = append(out, Missing{Set: items, Field: itemsBy, Why: "onec.odata.items_by: the field SKUs are matched by"})
 	}
 	return out
+}
+
+// ReturnNeeds lists what the profile's customer returns need of the publication
+// that m lacks: the return document as Needs reads the order's, with the field of
+// its base document. Each is marked Returns: the orders do not need it. None when
+// the profile carries no returns.
+func (p Profile) ReturnNeeds(m Metadata) []Missing {
+	if p.Return == nil {
+		return nil
+	}
+	out := p.Return.documentNeeds(m, "return", "customer returns are created in it; the orders do not need it")
+	for i := range out {
+		out[i].Returns = true
+	}
+	return out
+}
+
+// documentNeeds lists what the profile's document (what: "order", "return")
+// needs that m lacks; created says what the set is for.
+func (p Profile) documentNeeds(m Metadata, what, created string) []Missing {
+	var out []Missing
+	if !m.Sets[p.Document] {
+		return append(out, Missing{Set: p.Document, Why: created})
+	}
+	props := m.Properties[p.Document]
+	need := func(field, why string) {
+		if field != "" && !props[field] {
+			out = append(out, Missing{Set: p.Document, Field: field, Why: why})
+		}
+	}
+	need(p.Marker, "the marker "+article(what)+" "+what+" is found by before every create")
+	need("Date", "the "+what+"'s date")
+	for _, f := range []string{p.Organization, p.Partner, p.Counterparty, p.Agreement, p.Currency, p.Warehouse} {
+		if f != "" {
+			need(f+"_Key", "a reference the "+what+" is written with")
+		}
+	}
+	need(p.Total, "the total compared on read-back")
+	if p.Basis != "" {
+		need(p.Basis, "the document the "+what+" is based on")
+		need(p.Basis+"_Type", "the type of the document the "+what+" is based on")
+	}
+	need(p.Rows, "the "+what+"'s lines")
+	if props[p.Rows] {
+		rowType := p.Document + "_" + p.Rows + "_RowType"
+		rows := m.Properties[rowType]
+		for _, f := range []string{p.Item + "_Key", p.Quantity, p.Price, p.Amount} {
+			if !rows[f] {
+				out = append(out, Missing{Set: rowType, Field: f, Why: "a line's item, quantity, price or amount"})
+			}
+		}
+	}
+	if !m.Posts[p.Document] {
+		out = append(out, Missing{Set: p.Document, Field: "Post", Why: "the " + what + " is posted after it is created"})
+	}
+	return out
+}
+
+// article is "an" or "a" for what.
+func article(what string) string {
+	if what == "order" {
+		return "an"
+	}
+	return "a"
 }

@@ -207,8 +207,8 @@ func TestReadBackComparison(t *testing.T) {
 }
 
 // A publication's $metadata, read as a stream, against what each profile needs:
-// the УТ sample lacks the rows' Сумма and the catalog's Артикул; УНФ's document is
-// not published at all.
+// the УТ sample lacks the rows' Сумма and the catalog's Артикул and publishes the
+// return document whole; УНФ's document is not published at all.
 func TestNeedsOfTheMetadata(t *testing.T) {
 	f, err := os.Open(filepath.Join("testdata", "metadata-ut11.xml"))
 	if err != nil {
@@ -232,6 +232,22 @@ func TestNeedsOfTheMetadata(t *testing.T) {
 	}
 	if n := Profiles["ut11"].Needs(m, "Code"); len(n) != 1 {
 		t.Fatalf("items by Code: %v, want only the rows' Сумма", n)
+	}
+	if r := Profiles["ut11"].ReturnNeeds(m); len(r) != 0 {
+		t.Fatalf("ut11's returns need %v of a sample that publishes the return document whole", r)
+	}
+	if Profiles["unf"].ReturnNeeds(m) != nil {
+		t.Fatal("unf has no return document to need")
+	}
+	delete(m.Posts, "Document_ВозвратТоваровОтКлиента")
+	delete(m.Properties["Document_ВозвратТоваровОтКлиента"], "ДокументРеализации")
+	r := Profiles["ut11"].ReturnNeeds(m)
+	if len(r) != 2 || !r[0].Returns || r[0].Field != "ДокументРеализации" || r[1].Field != "Post" {
+		t.Fatalf("returns need %v, want the base document's field and Post", r)
+	}
+	delete(m.Sets, "Document_ВозвратТоваровОтКлиента")
+	if r := Profiles["ut11"].ReturnNeeds(m); len(r) != 1 || r[0].Field != "" || !strings.Contains(r[0].String(), "customer returns") {
+		t.Fatalf("returns need %v, want the return document", r)
 	}
 	unf := Profiles["unf"].Needs(m, "Code")
 	if len(unf) != 1 || unf[0].Set != "Document_ЗаказПокупателя" || unf[0].Field != "" {

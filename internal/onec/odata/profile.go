@@ -44,6 +44,15 @@ type Profile struct {
 	// Status, when set, is the header's order state reference (УНФ's
 	// СостояниеЗаказа).
 	Status string
+	// Basis, when set, is the header's composite reference to the document this
+	// one is based on, written as Basis (the GUID) and Basis_Type (its type): the
+	// order a customer return is based on.
+	Basis string
+
+	// Return is the configuration's customer return document, written as the
+	// order is (its Stock, Prices, Catalogs and Barcodes unused); nil when
+	// ordersync does not know it, and returns are refused over OData.
+	Return *Profile
 
 	// Stock is the balance register stock is read from; Prices the register of
 	// prices by price type (onec.odata.price_type).
@@ -111,6 +120,24 @@ var Profiles = map[string]Profile{
 			Agreement: "Catalog_СоглашенияСКлиентами", Currency: "Catalog_Валюты", Warehouse: "Catalog_Склады",
 			PriceType: "Catalog_ВидыЦен", CancelReason: "Catalog_ПричиныОтменыЗаказовКлиентов"},
 		Barcodes: BarcodeRegister{Register: "InformationRegister_ШтрихкодыНоменклатуры", Barcode: "Штрихкод", Item: "Номенклатура"},
+
+		// УТ 11's «Возврат товаров от клиента». Its marker is the client's incoming
+		// document number, the header string a return keeps the other side's
+		// number in; its base is ДокументРеализации, here the order.
+		Return: &Profile{
+			Name:     "ut11",
+			Document: "Document_ВозвратТоваровОтКлиента",
+			Rows:     "Товары",
+			Marker:   "НомерВходящегоДокумента",
+
+			Organization: "Организация", Partner: "Партнер", Counterparty: "Контрагент", Agreement: "Соглашение",
+			Currency: "Валюта", Warehouse: "Склад",
+			Total: "СуммаДокумента", Comment: "Комментарий",
+			Operation: "ХозяйственнаяОперация", OperationValue: "ВозвратОтКлиента",
+
+			Item: "Номенклатура", Quantity: "Количество", Price: "Цена", Amount: "Сумма",
+			Basis: "ДокументРеализации",
+		},
 	},
 	"unf": {
 		Name:     "unf",
@@ -143,6 +170,10 @@ func ProfileNamed(name, marker string) (Profile, error) {
 	p, ok := Profiles[name]
 	if !ok {
 		return Profile{}, fmt.Errorf("onec.odata.profile: %q is not a profile ordersync knows (ut11 for УТ 11, КА 2 and ERP 2; unf for УНФ)", name)
+	}
+	if p.Return != nil {
+		r := *p.Return
+		p.Return = &r
 	}
 	if marker != "" {
 		p.Marker = marker

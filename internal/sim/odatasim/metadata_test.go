@@ -106,11 +106,17 @@ func TestMetadataDescribesWhatIsServed(t *testing.T) {
 	if types[Items][Article] != "Edm.String" || types[Warehouses]["Description"] != "Edm.String" || types[CancelReasons]["Code"] == "" {
 		t.Errorf("catalogs: %v %v", types[Items], types[Warehouses])
 	}
-	if len(sets) != 10 || !slices.Contains(sets, Partners) || slices.Contains(sets, Contracts) {
-		t.Errorf("sets %v: want the order, the items and the eight catalogs of УТ", sets)
+	if len(sets) != 11 || !slices.Contains(sets, Partners) || !slices.Contains(sets, Returns) || slices.Contains(sets, Contracts) {
+		t.Errorf("sets %v: want the order, the return, the items and the eight catalogs of УТ", sets)
 	}
-	if !slices.Equal(functions["Post"], []string{"StandardODATA." + Orders}) || !slices.Equal(functions["Unpost"], []string{"StandardODATA." + Orders}) {
+	docs := []string{"StandardODATA." + Orders, "StandardODATA." + Returns}
+	if !slices.Equal(functions["Post"], docs) || !slices.Equal(functions["Unpost"], docs) {
 		t.Errorf("functions %v", functions)
+	}
+	ret := types[Returns]
+	if ret[ReturnMarker] != "Edm.String" || ret[ReturnBasis] != "Edm.String" || ret[ReturnBasis+"_Type"] != "Edm.String" ||
+		ret["Партнер_Key"] != "Edm.Guid" || types[Returns+"_"+Rows+"_RowType"]["Сумма"] != "Edm.Double" {
+		t.Errorf("return document %v", ret)
 	}
 	if types[Stock+"_Balance"][StockBalance] != "Edm.Double" || len(functions["Balance"]) != 1 {
 		t.Errorf("stock: %v %v", types[Stock+"_Balance"], functions["Balance"])
@@ -124,10 +130,10 @@ func TestMetadataDescribesWhatIsServed(t *testing.T) {
 }
 
 func TestUnpublished(t *testing.T) {
-	s := start(t, Options{Unpublished: []string{Orders, Partners, Stock},
+	s := start(t, Options{Unpublished: []string{Orders, Returns, Partners, Stock},
 		UnpublishedFields: map[string][]string{Items: {Article}, Agreements: {"Code"}}})
 	types, sets, functions := described(t, s)
-	if slices.Contains(sets, Orders) || slices.Contains(sets, Partners) || types[Orders] != nil || len(functions) != 0 {
+	if slices.Contains(sets, Orders) || slices.Contains(sets, Returns) || slices.Contains(sets, Partners) || types[Orders] != nil || len(functions) != 0 {
 		t.Fatalf("unpublished sets described: %v %v", sets, functions)
 	}
 	if _, ok := types[Items][Article]; ok || types[Items]["Description"] == "" || types[Agreements]["Code"] != "" {

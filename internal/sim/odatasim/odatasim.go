@@ -13,7 +13,12 @@
 // Комментарий (Options.Marker names another marker field). Both serve
 // Catalog_Номенклатура (with Артикул) and the reference catalogs of their profile
 // (Catalogs), each with Ref_Key, DataVersion, DeletionMark, Code and Description;
-// "ut11" serves the stock register AccumulationRegister_ТоварыНаСкладах.
+// "ut11" serves the stock register AccumulationRegister_ТоварыНаСкладах, and the
+// customer return Document_ВозвратТоваровОтКлиента (tabular part Товары, marked by
+// НомерВходящегоДокумента, its base the composite ДокументРеализации with
+// ДокументРеализации_Type), served as the order is: create, $filter, PATCH, Post,
+// the same faults (ExternalID naming the return's marker), counted by
+// CountReturns.
 //
 //   - A create (POST Set) of an order answers 201 with the whole object and a
 //     Location header whose URL is raw UTF-8. Every row needs a LineNumber (none:
@@ -172,7 +177,11 @@ func New(opts Options) *Server {
 		opts.Marker = p.marker
 	}
 	s := &Server{opts: opts, prof: p, Faults: sim.NewFaults(checkFault), sets: buildSets(p, opts)}
-	s.names = append([]string{p.document, Items}, p.catalogs...)
+	s.names = []string{p.document}
+	if p.returns != nil {
+		s.names = append(s.names, p.returns.document)
+	}
+	s.names = append(append(s.names, Items), p.catalogs...)
 	return s
 }
 
@@ -267,6 +276,43 @@ func (s *Server) CountMarker(marker string) int {
 	n := 0
 	for _, d := range s.sets[s.prof.document].docs {
 		if d[s.opts.Marker] == marker {
+			n++
+		}
+	}
+	return n
+}
+
+// ReturnSet is the customer return document's entity set, "" when the profile
+// serves none.
+func (s *Server) ReturnSet() string {
+	if s.prof.returns == nil {
+		return ""
+	}
+	return s.prof.returns.document
+}
+
+// Returns returns a copy of every customer return, in creation order (none when
+// the profile serves no returns).
+func (s *Server) Returns() []Doc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	es := s.sets[s.ReturnSet()]
+	if es == nil {
+		return nil
+	}
+	out := make([]Doc, len(es.docs))
+	for i, d := range es.docs {
+		out[i] = clone(d)
+	}
+	return out
+}
+
+// CountReturns is how many customer returns hold marker in ReturnMarker: exactly
+// once is 1.
+func (s *Server) CountReturns(marker string) int {
+	n := 0
+	for _, d := range s.Returns() {
+		if d[ReturnMarker] == marker {
 			n++
 		}
 	}
@@ -555,7 +601,7 @@ func (s *Server) markerOf(es *entitySet, ref string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, d := es.find(ref); es.document && d != nil {
-		return text(d[s.opts.Marker])
+		return text(d[es.marker])
 	}
 	return ""
 }
@@ -579,7 +625,7 @@ func (s *Server) list(c *request, es *entitySet) {
 	}
 	marker := ""
 	if es.document {
-		if i := slices.IndexFunc(l.filter, func(f cond) bool { return f.field == s.opts.Marker && f.op == "eq" }); i >= 0 {
+		if i := slices.IndexFunc(l.filter, func(f cond) bool { return f.field == es.marker && f.op == "eq" }); i >= 0 {
 			marker = text(l.filter[i].lit.v)
 		}
 	}

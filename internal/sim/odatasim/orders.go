@@ -46,7 +46,7 @@ func (s *Server) create(c *request, es *entitySet) {
 	if !ok {
 		return
 	}
-	marker, _ := body[s.opts.Marker].(string)
+	marker, _ := body[es.marker].(string)
 	f, faulted := s.takeFault("create", marker)
 	if faulted && f.Kind == "" {
 		answerFault(c.w, f)
@@ -72,7 +72,7 @@ func (s *Server) create(c *request, es *entitySet) {
 		d["Ref_Key"] = requested
 	}
 	s.number++
-	d["Number"] = fmt.Sprintf("%s%06d", s.prof.numberPrefix, s.number)
+	d["Number"] = fmt.Sprintf("%s%06d", es.prefix, s.number)
 	es.docs = append(es.docs, d)
 	out := clone(d)
 	s.mu.Unlock()

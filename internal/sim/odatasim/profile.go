@@ -36,6 +36,14 @@ const (
 	// StockBalance is the Balance's field of the register's resource ВНаличии: a
 	// virtual table names a resource's total by its name and "Balance".
 	StockBalance = "ВНаличииBalance"
+
+	// Returns is УТ's customer return document, with the tabular part Rows;
+	// ReturnMarker its field CountReturns counts by (the client's incoming
+	// document number); ReturnBasis its composite reference to the document it is
+	// based on (ReturnBasis and ReturnBasis_Type).
+	Returns      = "Document_ВозвратТоваровОтКлиента"
+	ReturnMarker = "НомерВходящегоДокумента"
+	ReturnBasis  = "ДокументРеализации"
 )
 
 // The entity sets and fields of УНФ (profile "unf").
@@ -68,6 +76,14 @@ type profile struct {
 	catalogs                             []string
 	register                             string // "" when the profile serves no stock
 	barcodes                             bool   // the items' barcodes register is served
+	// returns is the customer return document, nil when the profile serves none.
+	returns *docSpec
+}
+
+// docSpec is a document the profile serves besides the order.
+type docSpec struct {
+	document, rows, marker, numberPrefix string
+	header, row                          []field
 }
 
 var profiles = map[string]profile{
@@ -83,6 +99,15 @@ var profiles = map[string]profile{
 			PriceTypes, CancelReasons},
 		register: Stock,
 		barcodes: true,
+		returns: &docSpec{document: Returns, rows: Rows, marker: ReturnMarker, numberPrefix: "ВК-",
+			header: []field{{"Date", edmDateTime}, {ReturnMarker, edmString}, {"ДатаВходящегоДокумента", edmDateTime},
+				{"Комментарий", edmString}, {"СуммаДокумента", edmDouble}, {"Организация_Key", edmGuid},
+				{"Партнер_Key", edmGuid}, {"Контрагент_Key", edmGuid}, {"Соглашение_Key", edmGuid},
+				{"Валюта_Key", edmGuid}, {"Склад_Key", edmGuid}, {"ХозяйственнаяОперация", edmString},
+				// A composite reference: the GUID and the type of what it refers to.
+				{ReturnBasis, edmString}, {ReturnBasis + "_Type", edmString}},
+			row: []field{{"Номенклатура_Key", edmGuid}, {"Количество", edmDouble}, {"Цена", edmDouble},
+				{"Сумма", edmDouble}}},
 	},
 	"unf": {
 		document: UNFOrders, rows: UNFRows, marker: UNFMarker, numberPrefix: "ЗП-",
@@ -110,6 +135,8 @@ var stockRecord = []field{{"Recorder_Key", edmGuid}, {"Period", edmDateTime}, {"
 type entitySet struct {
 	name      string
 	document  bool
+	marker    string  // a document's marker field: a fault's ExternalID names it
+	prefix    string  // a document's number prefix
 	fields    []field // in $metadata order, the tabular part left out
 	rows      string  // the tabular part, "" for none
 	rowFields []field
@@ -164,8 +191,13 @@ func buildSets(p profile, opts Options) map[string]*entitySet {
 		sets[e.name] = e
 	}
 	header := slices.DeleteFunc(slices.Clone(p.header), func(f field) bool { return f.name == "Date" })
-	add(&entitySet{name: p.document, document: true, fields: append(slices.Clone(documentFields), header...),
-		rows: p.rows, rowFields: p.row})
+	add(&entitySet{name: p.document, document: true, marker: opts.Marker, prefix: p.numberPrefix,
+		fields: append(slices.Clone(documentFields), header...), rows: p.rows, rowFields: p.row})
+	if r := p.returns; r != nil {
+		header := slices.DeleteFunc(slices.Clone(r.header), func(f field) bool { return f.name == "Date" })
+		add(&entitySet{name: r.document, document: true, marker: r.marker, prefix: r.numberPrefix,
+			fields: append(slices.Clone(documentFields), header...), rows: r.rows, rowFields: r.row})
+	}
 	add(&entitySet{name: Items, fields: append(slices.Clone(catalogFields), field{Article, edmString})})
 	for _, c := range p.catalogs {
 		add(&entitySet{name: c, fields: catalogFields})
