@@ -419,7 +419,7 @@ func TestConnectorsStatusShowsEveryConnectorAsConfigured(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, onecsim.Options{}, true)
 	// Kaspi enabled, its token in a credential only the service has: status reads
-	// no secret, and shows the three connectors as configured.
+	// no secret, and shows the three connectors and their returns as configured.
 	e.environ = append(e.environ, "ORDERSYNC_CONNECTORS__KASPI__ENABLED=true", "ORDERSYNC_CONNECTORS__KASPI__WAREHOUSE=WH1",
 		"ORDERSYNC_CONNECTORS__KASPI__TOKEN_FILE=/run/credentials/ordersync.service/kaspi-token")
 	out, stderr, code := e.cli("", "connectors", "status", "--format", "json")
@@ -433,7 +433,9 @@ func TestConnectorsStatusShowsEveryConnectorAsConfigured(t *testing.T) {
 	want := []struct {
 		Connector, Config string
 		Enabled           bool
-	}{{"kaspi", "connectors.kaspi", true}, {"ozon", "connectors.ozon", false}, {"wb", "connectors.wildberries", false}}
+	}{{"kaspi", "connectors.kaspi", true}, {"ozon", "connectors.ozon", false}, {"wb", "connectors.wildberries", false},
+		{"kaspi.returns", "connectors.kaspi.returns", true}, {"ozon.returns", "connectors.ozon.returns", false},
+		{"wb.returns", "connectors.wildberries.returns", false}}
 	if !slices.Equal(rows, want) {
 		t.Fatalf("connectors status: %+v, want %+v", rows, want)
 	}
