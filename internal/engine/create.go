@@ -201,14 +201,24 @@ func Failed(err error, what string, postedAt time.Time, settle time.Duration) Ve
 func (e *Engine) settle(ctx context.Context, req onec.CreateOrder, done Verdict) Verdict {
 	res := done.Result
 	err := e.client.SettleOrder(ctx, onec.Order{Ref: res.Ref, Number: res.Number, Date: res.Date, ExternalID: req.ExternalID}, req)
+	return Settled("order", done, err, e.cfg.Now())
+}
+
+// Settled is the verdict on a document what (an "order", a "return") that 1C
+// holds, found or just created (done), once the client settled it with err: done
+// when err is nil; otherwise not done, of err's class, a *onec.Mismatch recorded
+// as a mismatch_in_1c warning naming the fields, so that the next attempt finds
+// the document and looks again, and never creates it twice.
+func Settled(what string, done Verdict, err error, now time.Time) Verdict {
 	if err == nil {
 		return done
 	}
+	res := done.Result
 	v := Verdict{Class: onec.ClassOf(err), Ref: res.Ref, Warnings: done.Warnings,
-		Err: fmt.Errorf("1C holds the order as %s (№ %s), but it is not done: %w", res.Ref, res.Number, err)}
+		Err: fmt.Errorf("1C holds the %s as %s (№ %s), but it is not done: %w", what, res.Ref, res.Number, err)}
 	if m := onec.MismatchOf(err); m != nil {
 		v.Warnings = append(v.Warnings, journal.Warning{Code: journal.WarningMismatchIn1C, Message: m.Error(),
-			Refs: []string{res.Ref}, Numbers: []string{res.Number}, At: e.cfg.Now().UTC()})
+			Refs: []string{res.Ref}, Numbers: []string{res.Number}, At: now.UTC()})
 	}
 	return v
 }

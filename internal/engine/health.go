@@ -250,6 +250,12 @@ func (w watchedClient) SettleOrder(ctx context.Context, o onec.Order, req onec.C
 	return err
 }
 
+func (w watchedClient) SettleReturn(ctx context.Context, r onec.Return, req onec.CreateReturn) error {
+	err := w.Client.SettleReturn(ctx, r, req)
+	w.h.observe(ctx, "settle_return", err)
+	return err
+}
+
 func (w watchedClient) FindReturns(ctx context.Context, externalID string) ([]onec.Return, error) {
 	v, err := w.Client.FindReturns(ctx, externalID)
 	w.h.observe(ctx, "find_returns", err)

@@ -99,6 +99,13 @@ func (c *timedClient) SettleOrder(ctx context.Context, o onec.Order, req onec.Cr
 	return err
 }
 
+func (c *timedClient) SettleReturn(ctx context.Context, r onec.Return, req onec.CreateReturn) error {
+	start := time.Now()
+	err := c.Client.SettleReturn(ctx, r, req)
+	c.m.observe(ctx, "settle_return", start, err)
+	return err
+}
+
 func (c *timedClient) FindReturns(ctx context.Context, externalID string) ([]onec.Return, error) {
 	start := time.Now()
 	v, err := c.Client.FindReturns(ctx, externalID)

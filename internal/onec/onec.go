@@ -175,6 +175,10 @@ type Client interface {
 	// not an error: it returns the existing return with Existing set. A module that
 	// has no /returns yet is a Configuration failure naming the endpoint.
 	CreateReturn(ctx context.Context, req CreateReturn) (Created, error)
+	// SettleReturn is SettleOrder for a return r that 1C holds for req, found or
+	// just created: nothing to do over the HTTP service; over the standard OData
+	// interface a read-back compared with req (a *Mismatch) and the posting.
+	SettleReturn(ctx context.Context, r Return, req CreateReturn) error
 }
 
 // Closer is a Client that keeps 1C sessions, which Close ends (both interfaces'

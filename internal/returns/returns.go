@@ -4,7 +4,8 @@
 // of its order, so it goes only once the order's create is done; it is found
 // first by its own external id (<source>:return:<id>) and created only when 1C
 // holds none, under the row lock the engine holds, by the same rules as an order's
-// create (engine.FoundIn1C, engine.SentAt, engine.AnsweredAfterPost, engine.Failed).
+// create (engine.FoundIn1C, engine.SentAt, engine.AnsweredAfterPost, engine.Failed,
+// engine.Settled).
 // A done return announces return.created in the lane of its order.
 package returns
 
@@ -105,7 +106,7 @@ func findOrCreate(ctx context.Context, c engine.Call, req onec.CreateReturn) eng
 		if c.Op.Doubted {
 			engine.Recovered(res, "ordersync created the return in an earlier attempt whose answer was lost or which was cut short; this attempt found it by its external id")
 		}
-		return engine.Verdict{Result: res, Warnings: ws}
+		return settle(ctx, c, req, engine.Verdict{Result: res, Warnings: ws})
 	}
 	if len(others) > 0 {
 		return engine.CaseConflict("return", extID, others, c.Now())
@@ -127,7 +128,7 @@ func findOrCreate(ctx context.Context, c engine.Call, req onec.CreateReturn) eng
 				engine.Recovered(res, "ordersync created the return in an earlier attempt whose answer was lost or which was cut short; 1C refused this attempt's create as a repeat of it")
 			}
 		}
-		return engine.Verdict{Result: res, Ref: created.Ref}
+		return settle(ctx, c, req, engine.Verdict{Result: res, Ref: created.Ref})
 	}
 	if engine.AnsweredAfterPost(err) {
 		listed, ferr := c.OneC.FindReturns(ctx, extID)
@@ -139,7 +140,7 @@ func findOrCreate(ctx context.Context, c engine.Call, req onec.CreateReturn) eng
 			c.Log.WarnContext(ctx, "1C answered an error but holds the return", "err", err)
 			res, ws := engine.FoundIn1C("return", extID, again, "", c.Now())
 			engine.Recovered(res, "ordersync created the return; 1C answered its POST with an error after writing it: "+err.Error())
-			return engine.Verdict{Result: res, Warnings: ws}
+			return settle(ctx, c, req, engine.Verdict{Result: res, Warnings: ws})
 		case len(others) > 0:
 			return engine.CaseConflict("return", extID, others, c.Now())
 		default:
@@ -147,6 +148,16 @@ func findOrCreate(ctx context.Context, c engine.Call, req onec.CreateReturn) eng
 		}
 	}
 	return engine.Failed(err, "return", postedAt, c.SettleTime)
+}
+
+// settle has the client make sure that the return of done, which 1C holds (found
+// or just created), is what req asks and is posted (onec.Client.SettleReturn),
+// by the rule an order's create settles by (engine.Settled).
+func settle(ctx context.Context, c engine.Call, req onec.CreateReturn, done engine.Verdict) engine.Verdict {
+	res := done.Result
+	err := c.OneC.SettleReturn(ctx, onec.Return{Ref: res.Ref, Number: res.Number, Date: res.Date, ExternalID: req.ExternalID,
+		OrderRef: req.OrderRef}, req)
+	return engine.Settled("return", done, err, c.Now())
 }
 
 // split takes what 1C found for extID as the engine's rules read it: the returns

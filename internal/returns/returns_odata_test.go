@@ -72,6 +72,9 @@ func TestReturnOverODataLostReplyThenFound(t *testing.T) {
 	if op.Status != journal.StatusDone || op.Result == nil || op.Result.Ref != got["Ref_Key"] || !op.Result.Recovered || op.Attempts < 2 {
 		t.Fatalf("return operation %s %+v after %d attempts (%s), want done, recovered by a later attempt", op.Status, op.Result, op.Attempts, op.LastError)
 	}
+	if got["Posted"] != true {
+		t.Fatalf("the return found after the lost reply is not posted in 1C: %v", got)
+	}
 	if evs := h.returnEvents(); len(evs) != 1 {
 		t.Fatalf("%d return.created events, want 1", len(evs))
 	}

@@ -269,6 +269,9 @@ func (c *Client) ListOrders(ctx context.Context, q onec.ListQuery) ([]onec.Order
 // transaction, and posts it as its configuration says, or refuses it.
 func (c *Client) SettleOrder(context.Context, onec.Order, onec.CreateOrder) error { return nil }
 
+// SettleReturn has nothing to do, as SettleOrder: the module writes a return whole.
+func (c *Client) SettleReturn(context.Context, onec.Return, onec.CreateReturn) error { return nil }
+
 // checkListQuery refuses a query 1C would answer 400 for, before it is sent.
 func checkListQuery(q onec.ListQuery) error {
 	if q.Source == "" {

@@ -146,8 +146,8 @@ func returnComment(req onec.CreateReturn) string {
 }
 
 // CreateReturn POSTs the return once, based on the order's document, with the
-// marker and a Ref_Key of its external id, and settles it before it answers: it
-// reads it back and compares it, posts it, and reads and compares it again. A base
+// marker and a Ref_Key of its external id; SettleReturn then reads it back,
+// compares it and posts it, as the engine settles a found or created return. A base
 // that keeps the client's Ref_Key answers a repeated create "key exists": the
 // return is read and answered as Existing. An unmatched SKU is refused before
 // anything is written.
@@ -183,11 +183,24 @@ func (c *Client) CreateReturn(ctx context.Context, req onec.CreateReturn) (onec.
 			Message: fmt.Sprintf("1C answered %d to the create with a body that does not read as the return: it may have been created, so it is looked up by its marker before it is created again (%s)",
 				ans.Status, onec.Snippet(ans.Body)), Err: perr}
 	}
-	created := onec.Created{Ref: got.Ref, Number: got.Number, Date: got.Date}
-	if err := c.settleReturn(ctx, rp, got.Ref, want); err != nil {
-		return onec.Created{}, notSettled(rp, created, err)
+	return onec.Created{Ref: got.Ref, Number: got.Number, Date: got.Date}, nil
+}
+
+// SettleReturn makes sure the return r, found or just created, is what req asks
+// and is posted, as SettleOrder does for an order: a read-back compared with req
+// (a *onec.Mismatch: Configuration, or Permanent when the marker was cut), the
+// posting when it is not posted (a refusal is Transient: the posting alone is
+// tried again), and a second read-back.
+func (c *Client) SettleReturn(ctx context.Context, r onec.Return, req onec.CreateReturn) error {
+	rp, err := c.returnProfile("settle_return")
+	if err != nil {
+		return err
 	}
-	return created, nil
+	want, err := c.returnDocument(ctx, rp, req)
+	if err != nil {
+		return err
+	}
+	return c.settleReturn(ctx, rp, r.Ref, want)
 }
 
 // settleReturn reads the return ref back and compares it with want, posts it
@@ -204,7 +217,7 @@ func (c *Client) settleReturn(ctx context.Context, rp Profile, ref string, want 
 		return nil
 	}
 	if _, err := c.conn.Do(ctx, c.call("post_return", http.MethodPost, c.urls.Post(rp.Document, got.Ref), nil)); err != nil {
-		return err
+		return postReturnError(rp, got, err)
 	}
 	again, _, err := c.readOf(ctx, rp, "read_return", ref)
 	if err != nil {
@@ -217,25 +230,21 @@ func (c *Client) settleReturn(ctx context.Context, rp Profile, ref string, want 
 	return compareIn(rp, want, again)
 }
 
-// notSettled is a return CreateReturn created that is not done: 1C holds it
-// otherwise than written, did not post it, or could not be read. The next attempt
-// would find it by its marker and take it as it is, so it fails at once and says
-// what to do; the cause (a *onec.Mismatch, 1C's refusal) stays in its chain.
-func notSettled(rp Profile, created onec.Created, err error) error {
-	e := &onec.Error{Class: onec.Permanent, PerOrder: true, Op: "create_return", Path: "/" + rp.Document, Err: err}
+// postReturnError is a posting 1C refused: the return is created, not posted, and
+// the posting alone is tried again.
+func postReturnError(rp Profile, d Document, err error) error {
+	e := &onec.Error{Class: onec.Transient, PerOrder: true, Op: "post_return", Path: "/" + rp.Document + "/Post",
+		Message: fmt.Sprintf("the return № %s (%s) is created in 1C and 1C did not post it; the posting is tried again", d.Number, d.Ref), Err: err}
 	var oe *onec.Error
 	if errors.As(err, &oe) {
 		e.Status, e.Code, e.API = oe.Status, oe.Code, oe.API
+		if oe.Message != "" {
+			e.Message += "; 1C said: " + oe.Message
+		}
 		if oe.Class == onec.Auth {
 			e.Class, e.PerOrder = onec.Auth, false
+			e.Message += " (the user needs the right to post " + rp.Document + ")"
 		}
 	}
-	what := "was not posted or read back"
-	if m := onec.MismatchOf(err); m != nil {
-		what = "is held otherwise than it was written"
-	}
-	e.Message = fmt.Sprintf("the return is created in 1C as %s № %s (%s) and %s; it is not created again, and the next attempt would take it as it is, so it fails now: "+
-		"correct and post the document in 1C (publish what the read-back names), then requeue the operation, which finds it by %s",
-		rp.Document, created.Number, created.Ref, what, rp.Marker)
 	return e
 }
