@@ -138,7 +138,8 @@ type Ozon struct {
 	shipsRefused int
 	requests     []Request
 	authFailures int
-	stocks       ozonStocks // PathStocks (ozon_stock.go)
+	stocks       ozonStocks  // PathStocks (ozon_stock.go)
+	finance      ozonFinance // PathTransactionList, PathTransactionTotals (finance.go)
 }
 
 // New returns a simulator; it serves nothing until Start, or until it is
@@ -428,6 +429,8 @@ func (s *Ozon) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		s.serveShip(w, body)
 	case PathStocks:
 		s.serveStocks(w, body)
+	case PathTransactionList, PathTransactionTotals:
+		s.serveFinance(w, path, body)
 	default:
 		ozonWriteError(w, http.StatusNotFound, 5, "Not Found")
 	}
