@@ -133,7 +133,8 @@ type Wildberries struct {
 	supplySeq int
 	requests  []Request
 	acks      map[int64]int
-	stock     wbStock // stocks and cards: wildberries_stock.go, wildberries_content.go
+	stock     wbStock  // stocks and cards: wildberries_stock.go, wildberries_content.go
+	report    wbReport // the realization report: report.go
 }
 
 // New returns a simulator; it serves nothing until Start, or until it is
@@ -279,7 +280,7 @@ func (s *Wildberries) RequestsOf(op string) []Request {
 func checkFault(f sim.Fault) error {
 	switch f.Op {
 	case "", OpNew, OpOrders, OpStatus, OpSupplyCreate, OpSupplies, OpSupply, OpSupplyAdd, OpDeliver:
-	case OpStocksUpdate, OpStocksGet, OpCardsList:
+	case OpStocksUpdate, OpStocksGet, OpCardsList, OpReport:
 	default:
 		return fmt.Errorf("sim: wildberries: fault op %q is unknown", f.Op)
 	}
@@ -376,6 +377,8 @@ func (s *Wildberries) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveDeliver(rec, vars[0])
 	case OpStocksUpdate, OpStocksGet, OpCardsList:
 		s.serveStockOp(rec, op, vars, body)
+	case OpReport:
+		s.serveReport(rec, r.URL.Query())
 	}
 }
 
@@ -415,6 +418,9 @@ func wbRoute(method, path string) (string, []string) {
 	}
 	if op, vars, ok := wbStockRoute(method, parts); ok {
 		return op, vars
+	}
+	if op, ok := wbReportRoute(method, parts); ok {
+		return op, nil
 	}
 	return OpOther, nil
 }
