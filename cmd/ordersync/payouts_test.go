@@ -13,6 +13,7 @@ import (
 
 	"github.com/xuri/excelize/v2"
 
+	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/payouts"
 	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/sim/ozonsim"
@@ -220,5 +221,28 @@ func TestPayoutPeriodDefaultsToThePreviousMonth(t *testing.T) {
 	from, to, err = payoutPeriod("2026-02-01", "2026-02-28", time.UTC, now)
 	if err != nil || !to.Equal(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)) || !from.Equal(time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)) {
 		t.Errorf("period %s – %s (%v)", from, to, err)
+	}
+}
+
+// run starts the nightly reading of the enabled marketplaces, and not when
+// payouts.schedule is off.
+func TestRunStartsThePayoutsSchedule(t *testing.T) {
+	t.Parallel()
+	for _, schedule := range []string{"45 2 * * *", "off"} {
+		e := newEnvOn(t, "sqlite", onecsim.Options{}, true)
+		e.withMarketplaces()
+		stockSetEnv(e, "ORDERSYNC_PAYOUTS__SCHEDULE="+schedule)
+		stop, log := e.runWithLog()
+		eventually.True(t, "the service started, in the log", func() bool { return strings.Contains(log.String(), "connectors polling") })
+		running := strings.Contains(log.String(), `"msg":"payouts schedule running"`)
+		if code := stop(); code != 0 {
+			t.Fatalf("run exit %d", code)
+		}
+		if want := schedule != "off"; running != want {
+			t.Errorf("schedule %q: the payouts schedule running %v, want %v:\n%s", schedule, running, want, log.String())
+		}
+		if running && !strings.Contains(log.String(), `"sources":"ozon,wildberries"`) {
+			t.Errorf("the schedule does not read ozon and wildberries:\n%s", log.String())
+		}
 	}
 }

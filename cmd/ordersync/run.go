@@ -217,12 +217,12 @@ func (a *app) run(ctx context.Context) error {
 	if err := services.Start(ctx); err != nil {
 		return stoppedDuringStartUp(ctx, log, err)
 	}
-	if len(markets) > 0 {
-		log.InfoContext(ctx, "connectors polling", "connectors", connectorNames(markets))
-	}
 	if payoutsSched != nil {
 		log.InfoContext(ctx, "payouts schedule running", "schedule", cfg.Payouts.Schedule,
 			"sources", strings.Join(cfg.ScheduledSources(), ","), "window", cfg.Payouts.Window.String())
+	}
+	if len(markets) > 0 {
+		log.InfoContext(ctx, "connectors polling", "connectors", connectorNames(markets))
 	}
 	if len(setup.schedules) > 0 {
 		log.InfoContext(ctx, "stock schedules running", "schedules", len(setup.schedules), "catch_up", cfg.Stock.CatchUp,
