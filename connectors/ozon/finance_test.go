@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,5 +199,38 @@ func TestFinanceLongPeriodIsSplit(t *testing.T) {
 	}
 	if n := len(s.RequestsTo(ozonsim.PathTransactionList)); n != 6 {
 		t.Errorf("%d list requests for 31 January – 30 June, want 6 (one a month)", n)
+	}
+}
+
+// An operation that does not read is skipped and named; the rest of its page is kept.
+func TestFinanceBadOperationFailsOnlyItself(t *testing.T) {
+	t.Parallel()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == ozonsim.PathTransactionTotals {
+			w.Write([]byte(`{"result":{"accruals_for_sale":100,"sale_commission":-10}}`))
+			return
+		}
+		w.Write([]byte(`{"result":{"page_count":1,"row_count":2,"operations":[
+			{"operation_id":1,"operation_type":"OperationAgentDeliveredToCustomer","operation_date":"2026-09-02 00:00:00",
+			 "amount":90,"accruals_for_sale":100,"sale_commission":-10,"posting":{"posting_number":"P-1"},"items":[],"services":[]},
+			{"operation_id":2,"operation_type":"OperationAgentDeliveredToCustomer","operation_date":"2026-09-02 00:00:00",
+			 "amount":"ninety","posting":{"posting_number":"P-2"},"items":[],"services":[]}]}}`))
+	}))
+	t.Cleanup(ts.Close)
+	c, err := ozon.New(ozon.Config{BaseURL: ts.URL, ClientID: "1", APIKey: "k", RatePerSecond: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := payoutstest.NewMem()
+	f, err := payouts.Run(t.Context(), store, c.Finance(ozon.FinanceOptions{}), day(9, 1), day(10, 1), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Saved.Inserted != 1 || !strings.Contains(f.Error, "1 records skipped") || !strings.Contains(f.Error, "operation_id 2: amount") {
+		t.Errorf("reading %+v: want 1 line kept and operation 2's amount named", f)
+	}
+	if f.Total == nil || !f.Total.Equal(d("90")) {
+		t.Errorf("total %v, want 90", f.Total)
 	}
 }

@@ -2,9 +2,11 @@ package wildberries_test
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -219,5 +221,35 @@ func TestMinuteLimiterNeverLetsTwoThroughInAMinute(t *testing.T) {
 	}
 	if gap := at[5].Sub(at[4]); gap < 90*time.Second {
 		t.Errorf("a deferred request came %s after the last, want 90s at least", gap)
+	}
+}
+
+// A row that does not read is skipped and named; the paging goes on past it.
+func TestReportBadRowFailsOnlyItself(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if r.URL.Query().Get("rrdid") != "0" {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		w.Write([]byte(`[{"rrd_id":5,"doc_type_name":"Продажа","supplier_oper_name":"Продажа","retail_amount":100,
+			"ppvz_for_pay":80,"assembly_id":9,"rr_dt":"2026-09-02","currency_name":"руб"},
+			{"rrd_id":6,"doc_type_name":"Продажа","supplier_oper_name":"Продажа","retail_amount":100,
+			"ppvz_for_pay":80,"assembly_id":10,"rr_dt":"вчера","currency_name":"руб"}]`))
+	}))
+	t.Cleanup(ts.Close)
+	r, err := wildberries.NewReport(wildberries.ReportConfig{BaseURL: ts.URL, Token: "t", Limiter: noLimit{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := payoutstest.NewMem()
+	f, err := payouts.Run(t.Context(), store, r, msk(9, 1), msk(10, 1), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 2 || f.Saved.Inserted != 1 || !strings.Contains(f.Error, "rrd_id 6: rr_dt") {
+		t.Errorf("%d requests, reading %+v: want 2, 1 line kept and row 6's rr_dt named", calls.Load(), f)
 	}
 }
