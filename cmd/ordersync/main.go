@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ordersync/ordersync/connectors/wildberries"
+
 	"github.com/spf13/cobra"
 
 	"github.com/ordersync/ordersync/internal/config"
@@ -56,6 +58,9 @@ type app struct {
 	// processClock, when set (tests), is the process's clock the PostgreSQL store
 	// corrects by the database's (postgres.Config.ProcessClock); nil: time.Now.
 	processClock func() time.Time
+	// payoutsClock, when set (tests), is the clock Wildberries' report limiter
+	// waits on; nil: the real one.
+	payoutsClock wildberries.Clock
 }
 
 // role is the name this command holds an embedded database's run lock under.
@@ -144,6 +149,7 @@ journal row.`,
 		a.inboxCommand(),
 		a.stockCommand(),
 		a.reconcileCommand(),
+		a.payoutsCommand(),
 		a.onecCommand(),
 		a.uiCommand(),
 		a.simCommand(),

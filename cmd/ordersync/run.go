@@ -205,8 +205,21 @@ func (a *app) run(ctx context.Context) error {
 		parts.Pollers = append(parts.Pollers, lifecycle.Named{Name: "poller " + markets[i].name, Service: p})
 	}
 	parts.Add(&services)
+	// The nightly reading of the marketplaces' financial lines: started last, it
+	// stops first (a reading cut short is read again the next night).
+	payoutsSvc, payoutsSched, err := a.payoutsService(cfg, db, markets, log)
+	if err != nil {
+		return err
+	}
+	if payoutsSvc != nil {
+		services.Add("payouts scheduler", payoutsSvc)
+	}
 	if err := services.Start(ctx); err != nil {
 		return stoppedDuringStartUp(ctx, log, err)
+	}
+	if payoutsSched != nil {
+		log.InfoContext(ctx, "payouts schedule running", "schedule", cfg.Payouts.Schedule,
+			"sources", strings.Join(cfg.ScheduledSources(), ","), "window", cfg.Payouts.Window.String())
 	}
 	if len(markets) > 0 {
 		log.InfoContext(ctx, "connectors polling", "connectors", connectorNames(markets))

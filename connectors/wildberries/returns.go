@@ -39,11 +39,6 @@ const (
 // Wildberries gives the report's times without a zone: Moscow's.
 var moscow = time.FixedZone("MSK", 3*60*60)
 
-// Limiter waits for the next request a limit allows (a *rate.Limiter does).
-type Limiter interface {
-	Wait(ctx context.Context) error
-}
-
 var _ connectors.ReturnLister = (*Connector)(nil)
 
 // returnsClient is the analytics API's client and its limit, made on first use.

@@ -72,6 +72,7 @@ type Config struct {
 	Relay      Relay      `koanf:"relay"`
 	Stock      Stock      `koanf:"stock"`
 	UI         UI         `koanf:"ui"`
+	Payouts    Payouts    `koanf:"payouts"`
 
 	source string // the file loaded, "" when none
 	// unread are the secrets given as files that LoadOptions.ReadSecret left
@@ -315,6 +316,7 @@ func defaults() Config {
 			FullRefresh: 24 * time.Hour,
 			Retention:   7 * 24 * time.Hour,
 		},
+		Payouts: defaultPayouts(),
 	}
 }
 
@@ -338,6 +340,7 @@ func (c *Config) derive() {
 	c.Connectors.derive()
 	c.Webhooks.derive()
 	c.Stock.derive()
+	c.Payouts.derive()
 	if len(c.UI.Hosts) == 0 {
 		c.UI.Hosts = nil
 	}
@@ -401,6 +404,7 @@ func (c *Config) validate(p *problems) {
 	c.checkConnectorDestinations(p)
 	c.checkWebhookNeeds(p)
 	c.checkStockNeeds(p)
+	c.validatePayouts(p)
 }
 
 // Connections ordersync opens to PostgreSQL besides its main pool, and the

@@ -212,6 +212,8 @@ func TestDefaults(t *testing.T) {
 			Schedules:   nil,
 		},
 		UI: UI{Lang: "ru", SessionTTL: 12 * time.Hour, SecureCookie: "auto"},
+		Payouts: Payouts{Schedule: "30 3 * * *", Window: 7 * 24 * time.Hour,
+			WildberriesURL: "https://statistics-api.wildberries.ru", OzonCurrency: "RUB"},
 	}
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", *cfg, want)
@@ -343,6 +345,7 @@ log:
 		Webhooks:   defaults().Webhooks,
 		Relay:      defaults().Relay,
 		Stock:      defaults().Stock,
+		Payouts:    defaults().Payouts,
 		UI:         defaults().UI,
 		source:     testPath,
 	}
@@ -451,6 +454,7 @@ func TestEnvNesting(t *testing.T) {
 		Webhooks:   defaults().Webhooks,
 		Relay:      defaults().Relay,
 		Stock:      defaults().Stock,
+		Payouts:    defaults().Payouts,
 		UI:         defaults().UI,
 		source:     testPath,
 	}

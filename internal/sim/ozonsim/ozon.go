@@ -138,10 +138,11 @@ type Ozon struct {
 	shipsRefused int
 	requests     []Request
 	authFailures int
-	stocks       ozonStocks // PathStocks (ozon_stock.go)
 	// PathReturns (returns.go)
 	returns       ozonReturns
 	returnsServed int
+	stocks        ozonStocks  // PathStocks (ozon_stock.go)
+	finance       ozonFinance // PathTransactionList, PathTransactionTotals (finance.go)
 }
 
 // New returns a simulator; it serves nothing until Start, or until it is
@@ -433,6 +434,8 @@ func (s *Ozon) serve(w http.ResponseWriter, r *http.Request, body []byte) {
 		s.serveStocks(w, body)
 	case PathReturns:
 		s.serveReturns(w, body)
+	case PathTransactionList, PathTransactionTotals:
+		s.serveFinance(w, path, body)
 	default:
 		ozonWriteError(w, http.StatusNotFound, 5, "Not Found")
 	}

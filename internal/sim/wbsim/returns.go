@@ -228,6 +228,3 @@ func (s *Wildberries) serveClaims(w http.ResponseWriter, q url.Values) {
 	}
 	s.writeJSON(w, http.StatusOK, map[string]any{"claims": page, "total": total})
 }
-
-// moscow is the zone of the report's dates.
-var moscow = time.FixedZone("MSK", 3*60*60)

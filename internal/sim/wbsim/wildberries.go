@@ -133,8 +133,9 @@ type Wildberries struct {
 	supplySeq int
 	requests  []Request
 	acks      map[int64]int
-	stock     wbStock   // stocks and cards: wildberries_stock.go, wildberries_content.go
 	returns   wbReturns // goods returned and claims: returns.go
+	stock     wbStock   // stocks and cards: wildberries_stock.go, wildberries_content.go
+	report    wbReport  // the realization report: report.go
 }
 
 // New returns a simulator; it serves nothing until Start, or until it is
@@ -280,7 +281,7 @@ func (s *Wildberries) RequestsOf(op string) []Request {
 func checkFault(f sim.Fault) error {
 	switch f.Op {
 	case "", OpNew, OpOrders, OpStatus, OpSupplyCreate, OpSupplies, OpSupply, OpSupplyAdd, OpDeliver:
-	case OpStocksUpdate, OpStocksGet, OpCardsList:
+	case OpStocksUpdate, OpStocksGet, OpCardsList, OpReport:
 	default:
 		return fmt.Errorf("sim: wildberries: fault op %q is unknown", f.Op)
 	}
@@ -379,6 +380,8 @@ func (s *Wildberries) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveStockOp(rec, op, vars, body)
 	case OpGoodsReturn, OpClaims:
 		s.serveReturnsOp(rec, op, r.URL.Query())
+	case OpReport:
+		s.serveReport(rec, r.URL.Query())
 	}
 }
 
@@ -421,6 +424,9 @@ func wbRoute(method, path string) (string, []string) {
 	}
 	if op, vars, ok := wbStockRoute(method, parts); ok {
 		return op, vars
+	}
+	if op, ok := wbReportRoute(method, parts); ok {
+		return op, nil
 	}
 	return OpOther, nil
 }
