@@ -161,7 +161,7 @@ func TestFinanceRunIsIdempotent(t *testing.T) {
 	if first.Total == nil || !first.Total.Equal(d("362.16")) {
 		t.Errorf("September's total %v, want 362.16", first.Total)
 	}
-	if fs := store.Fetches(); len(fs) != 2 || fs[1].Error != "" || fs[1].Origin != "api" {
+	if fs := store.Recorded(); len(fs) != 2 || fs[1].Error != "" || fs[1].Origin != "api" {
 		t.Errorf("fetch records %+v", fs)
 	}
 }

@@ -156,7 +156,9 @@ type Store interface {
 	// Lines returns the lines q selects, by Date, then LineID.
 	Lines(ctx context.Context, q Query) ([]Line, error)
 	// RecordFetch keeps a reading's record; LastFetches returns the latest of
-	// each source, by source.
+	// each source, by source; Fetches the latest limit readings of source, the
+	// newest first.
 	RecordFetch(ctx context.Context, f Fetch) error
 	LastFetches(ctx context.Context) ([]Fetch, error)
+	Fetches(ctx context.Context, source string, limit int) ([]Fetch, error)
 }

@@ -81,7 +81,7 @@ func TestSchedulerReadsASlidingWindowEachNight(t *testing.T) {
 			t.Errorf("reading %d: %s – %s, want %s – %s", i+1, got[0], got[1], want[0], want[1])
 		}
 	}
-	fs := store.Fetches()
+	fs := store.Recorded()
 	if len(fs) != 2 || fs[0].Saved != (payouts.Saved{Inserted: 4}) || fs[1].Saved != (payouts.Saved{Inserted: 1, Repeated: 3}) {
 		t.Errorf("readings recorded: %+v", fs)
 	}

@@ -101,8 +101,22 @@ func (m *Mem) LastFetches(context.Context) ([]payouts.Fetch, error) {
 	return out, nil
 }
 
-// Fetches returns every reading recorded, in order.
-func (m *Mem) Fetches() []payouts.Fetch {
+// Fetches returns the latest limit readings of source, the newest first.
+func (m *Mem) Fetches(_ context.Context, source string, limit int) ([]payouts.Fetch, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []payouts.Fetch
+	for i := len(m.fetches) - 1; i >= 0 && len(out) < max(limit, 1); i-- {
+		if m.fetches[i].Source == source {
+			out = append(out, m.fetches[i])
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].StartedAt.After(out[j].StartedAt) })
+	return out, nil
+}
+
+// Recorded returns every reading recorded, in order.
+func (m *Mem) Recorded() []payouts.Fetch {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.fetches)

@@ -22,7 +22,7 @@ import (
 // Lines is what the reconciliation reads of the payout lines (payouts.Store has it).
 type Lines interface {
 	Lines(ctx context.Context, q payouts.Query) ([]payouts.Line, error)
-	LastFetches(ctx context.Context) ([]payouts.Fetch, error)
+	Fetches(ctx context.Context, source string, limit int) ([]payouts.Fetch, error)
 }
 
 // Params of one payout reconciliation.
@@ -205,11 +205,15 @@ func Run(ctx context.Context, p Params) (Report, error) {
 	return rep, nil
 }
 
-// statedTotal is the source's latest fetch when it covers exactly the period and
-// states the marketplace's total. A fetch's end is taken as the period's when it is
+// statedTotal is the source's latest fetch that covers exactly the period and
+// states the marketplace's total (a later reading of other days does not hide it). A fetch's end is taken as the period's when it is
 // the day after the last day (exclusive) or any time on the last day (inclusive).
+// fetchesLooked is how many of the source's latest readings statedTotal looks
+// through: every nightly reading of a quarter and more.
+const fetchesLooked = 500
+
 func (r *run) statedTotal(ctx context.Context) (payouts.Fetch, bool, error) {
-	fs, err := r.p.Lines.LastFetches(ctx)
+	fs, err := r.p.Lines.Fetches(ctx, r.p.Source, fetchesLooked)
 	if err != nil {
 		return payouts.Fetch{}, false, fmt.Errorf("payouts reconcile: read the payout fetches: %w", err)
 	}

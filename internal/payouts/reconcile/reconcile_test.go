@@ -407,4 +407,15 @@ func TestTheMarketplacesOwnTotal(t *testing.T) {
 	if rep.Clean() {
 		t.Error("a differing total is clean")
 	}
+	// The nightly reading of the last days comes after: the month's own reading
+	// still states the month's total.
+	week := end.AddDate(0, 0, -7)
+	if err := m.st.payouts.RecordFetch(m.ctx, payouts.Fetch{Source: m.source, From: week, To: end.AddDate(0, 0, 3), Origin: "api",
+		StartedAt: time.Date(2026, 11, 4, 3, 30, 0, 0, time.UTC), FinishedAt: time.Date(2026, 11, 4, 3, 31, 0, 0, time.UTC),
+		Total: &m.planted}); err != nil {
+		t.Fatal(err)
+	}
+	if rep := m.run(); rep.Totals.StatedVerdict != payrec.StatedDiffers || !rep.Totals.StatedDifference.Equal(dec("-12.34")) {
+		t.Errorf("after a reading of another period, the month's stated total: %+v", rep.Totals)
+	}
 }

@@ -155,10 +155,22 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::numeric, $10)`,
 
 // LastFetches returns the latest reading of each source, by source.
 func (p *Payouts) LastFetches(ctx context.Context) ([]payouts.Fetch, error) {
-	rows, err := p.db.pool.Query(ctx, `
-SELECT DISTINCT ON (source) source, period_from, period_to, origin, started_at, finished_at, inserted, repeated,
-    total::text, error
+	return p.fetches(ctx, `
+SELECT DISTINCT ON (source) `+fetchColumns+`
 FROM payout_fetches ORDER BY source, started_at DESC, id DESC`)
+}
+
+// Fetches returns the latest limit readings of source, the newest first.
+func (p *Payouts) Fetches(ctx context.Context, source string, limit int) ([]payouts.Fetch, error) {
+	return p.fetches(ctx, `
+SELECT `+fetchColumns+`
+FROM payout_fetches WHERE source = $1 ORDER BY started_at DESC, id DESC LIMIT $2`, source, max(limit, 1))
+}
+
+const fetchColumns = `source, period_from, period_to, origin, started_at, finished_at, inserted, repeated, total::text, error`
+
+func (p *Payouts) fetches(ctx context.Context, query string, args ...any) ([]payouts.Fetch, error) {
+	rows, err := p.db.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: payout fetches: %w", interpretError(err))
 	}

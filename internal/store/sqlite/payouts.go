@@ -184,11 +184,24 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 
 // LastFetches returns the latest reading of each source, by source.
 func (p *Payouts) LastFetches(ctx context.Context) ([]payouts.Fetch, error) {
-	rows, err := p.db.sql.QueryContext(ctx, `
-SELECT source, period_from, period_to, origin, started_at, finished_at, inserted, repeated, total, error
+	return p.fetches(ctx, `
+SELECT `+fetchColumns+`
 FROM payout_fetches f
 WHERE id = (SELECT id FROM payout_fetches g WHERE g.source = f.source ORDER BY started_at DESC, id DESC LIMIT 1)
 ORDER BY source`)
+}
+
+// Fetches returns the latest limit readings of source, the newest first.
+func (p *Payouts) Fetches(ctx context.Context, source string, limit int) ([]payouts.Fetch, error) {
+	return p.fetches(ctx, `
+SELECT `+fetchColumns+`
+FROM payout_fetches WHERE source = ? ORDER BY started_at DESC, id DESC LIMIT ?`, source, max(limit, 1))
+}
+
+const fetchColumns = `source, period_from, period_to, origin, started_at, finished_at, inserted, repeated, total, error`
+
+func (p *Payouts) fetches(ctx context.Context, query string, args ...any) ([]payouts.Fetch, error) {
+	rows, err := p.db.sql.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: payout fetches: %w", err)
 	}

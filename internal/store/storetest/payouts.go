@@ -28,6 +28,7 @@ func runPayouts(t *testing.T, h Harness) {
 		{"ExactDecimals", testPayoutExactDecimals},
 		{"QueryByPeriodAndOrders", testPayoutQuery},
 		{"LastFetches", testPayoutLastFetches},
+		{"Fetches", testPayoutFetches},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -270,5 +271,36 @@ func testPayoutLastFetches(t *testing.T, s payouts.Store) {
 	}
 	if k := fs[0]; k.Error == "" || !k.From.IsZero() || !k.FinishedAt.IsZero() || k.Origin != "payouts.xlsx" {
 		t.Errorf("kaspi's failed import read back as %+v", k)
+	}
+}
+
+// Fetches lists one source's readings, the newest first, as many as asked.
+func testPayoutFetches(t *testing.T, s payouts.Store) {
+	ctx := t.Context()
+	if fs, err := s.Fetches(ctx, "ozon", 10); err != nil || len(fs) != 0 {
+		t.Fatalf("fetches of an empty store: %v, %v; want none", fs, err)
+	}
+	month := dec("1000.01")
+	from, to := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	for i, f := range []payouts.Fetch{
+		{Source: "ozon", Origin: "api", From: from, To: to, Total: &month},
+		{Source: "wb", Origin: "api", From: from, To: to},
+		{Source: "ozon", Origin: "api", From: to.AddDate(0, 0, -7), To: to.AddDate(0, 0, 1)},
+		{Source: "ozon", Origin: "api", From: to.AddDate(0, 0, -6), To: to.AddDate(0, 0, 2), Error: "HTTP 503"},
+	} {
+		f.StartedAt = payoutDay.Add(time.Duration(i) * time.Hour)
+		if err := s.RecordFetch(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs, err := s.Fetches(ctx, "ozon", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != 3 || fs[0].Error != "HTTP 503" || fs[2].Total == nil || !fs[2].Total.Equal(month) || !fs[2].From.Equal(from) {
+		t.Fatalf("ozon's fetches %+v, want its three, the newest first, the month's with its total last", fs)
+	}
+	if fs, err := s.Fetches(ctx, "ozon", 2); err != nil || len(fs) != 2 || !fs[1].StartedAt.Equal(payoutDay.Add(2*time.Hour)) {
+		t.Fatalf("the latest two of ozon's fetches: %+v, %v", fs, err)
 	}
 }
