@@ -45,6 +45,8 @@ func Derive(key, source, externalID string, payload json.RawMessage, result *Res
 		Fetch struct {
 			ID json.RawMessage `json:"id"`
 		} `json:"fetch"`
+		// OrderID is a return's order (order.Return): its return is found by it.
+		OrderID json.RawMessage `json:"order_id"`
 	}
 	_ = json.Unmarshal(payload, &p) // a payload that is not an order has none of these
 	// The amounts apart: a line that does not decode leaves the texts readable.
@@ -78,7 +80,7 @@ func Derive(key, source, externalID string, payload json.RawMessage, result *Res
 	}
 	d.Currency = scalar(p.Currency)
 	parts := []string{key, source + ":" + externalID, scalar(p.Number), scalar(p.MarketplaceID), scalar(p.Fetch.ID),
-		scalar(p.Customer.Name), PhoneDigits(scalar(p.Customer.Phone))}
+		scalar(p.Customer.Name), PhoneDigits(scalar(p.Customer.Phone)), scalar(p.OrderID)}
 	if result != nil {
 		parts = append(parts, result.Number, result.Ref)
 	}

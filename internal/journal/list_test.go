@@ -2,6 +2,7 @@ package journal
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -65,12 +66,17 @@ func TestDeriveReadsTheOrder(t *testing.T) {
 	if d.Total == nil || d.Total.String() != "3000.2" || d.Currency != "KZT" {
 		t.Errorf("total %v %s", d.Total, d.Currency)
 	}
-	if want := "site:order:a-1:create site:a-1 a-1   жанна ахметова 77012345678 ос-1 ref"; d.SearchText != want {
+	if want := "site:order:a-1:create site:a-1 a-1   жанна ахметова 77012345678  ос-1 ref"; d.SearchText != want {
 		t.Errorf("search text %q, want %q", d.SearchText, want)
 	}
 	// Amounts that do not read leave the texts.
 	d = Derive("k", "s", "x", json.RawMessage(`{"number":"N","lines":[{"quantity":"x"}]}`), nil)
-	if d.Total != nil || d.SearchText != "k s:x n    " {
+	if d.Total != nil || d.SearchText != "k s:x n     " {
 		t.Errorf("a payload with a bad amount: %v %q", d.Total, d.SearchText)
+	}
+	// A return is found by its order's id.
+	d = Derive("ozon:return:R-1:register", "ozon", "return:R-1", json.RawMessage(`{"id":"R-1","order_id":"0570-1"}`), nil)
+	if !strings.HasSuffix(d.SearchText, " 0570-1") {
+		t.Errorf("a return's search text %q lacks its order's id", d.SearchText)
 	}
 }

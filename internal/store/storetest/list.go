@@ -78,6 +78,10 @@ func testSearchIsSearchMatches(t *testing.T, s Stores, clock *Clock) {
 			Payload: json.RawMessage(`{"fetch":{"id":"05708065-0030-1","marketplace":"ozon"}}`)},
 		{Key: "site:order:T-1:create", Kind: order.KindCreate, Source: "site", ExternalID: "T-1",
 			Payload: json.RawMessage(`{"number":"T-1","total":"1 500","lines":[{"quantity":"x"}]}`)}, // amounts that do not read
+		{Key: "ozon:return:R-77:register", Kind: order.KindReturn, Source: "ozon", ExternalID: "return:R-77",
+			Payload: json.RawMessage(`{"source":"ozon","id":"R-77","type":"partial","order_id":"05708065-0029-1",` +
+				`"order_key":"ozon:order:05708065-0029-1:create","created_at":"2026-09-20T10:00:00Z","currency":"RUB",` +
+				`"lines":[{"sku":"S-1","name":"","quantity":1,"price":10}],"reason":""}`)},
 		{Key: "stock:WH1:2026-09-16T10:00", Kind: "stock.snapshot", Source: "stock", ExternalID: "",
 			Payload: json.RawMessage(`{"warehouse":"WH1"}`)},
 		{Key: "odd:order:x:create", Kind: order.KindCreate, Source: "", ExternalID: "x", Payload: json.RawMessage(`[1,2,3]`)},
@@ -120,7 +124,8 @@ func testSearchIsSearchMatches(t *testing.T, s Stores, clock *Clock) {
 		"000044":        {"site:order:A-000044:create"},
 		"петров":        {"kaspi:order:512344101:create"},
 		"3000,20":       {"kaspi:order:512344101:create"},
-		"05708065-0029": {"ozon:order:05708065-0029-1:create"},
+		"05708065-0029": {"ozon:order:05708065-0029-1:create", "ozon:return:R-77:register"}, // a return by its order's id
+		"r-77":          {"ozon:return:R-77:register"},
 		"пётр":          {"ozon:posting:05708065-0030-1:create"},
 		"ос-000123":     {"kaspi:order:512344101:create"},
 		"5554433":       {"kaspi:order:512344102:create"},
