@@ -199,17 +199,6 @@ func (p *Poller) Stop() {
 // every order, and moves the cursor to the window's end only when all of it was
 // registered or recorded.
 func (p *Poller) PollOnce(ctx context.Context) (PollStats, error) {
-	name := p.mp.Name()
-	cur, err := p.cfg.Cursors.Cursor(ctx, name)
-	if err != nil {
-		return PollStats{}, fmt.Errorf("%s: read cursor: %w", name, err)
-	}
-	cur.Connector = name
-	now := p.cfg.Now().UTC()
-	from := now.Add(-p.cfg.Lookback)
-	if !cur.Position.IsZero() {
-		from = cur.Position.Add(-p.cfg.Lookback)
-	}
 	if p.cfg.SKUs != nil {
 		if changed, err := p.cfg.SKUs.Reload(); err != nil {
 			p.log.ErrorContext(ctx, "SKU map not reloaded; the last good one stays in force", "err", err)
@@ -217,12 +206,38 @@ func (p *Poller) PollOnce(ctx context.Context) (PollStats, error) {
 			p.log.InfoContext(ctx, "SKU map reloaded", "path", p.cfg.SKUs.Path())
 		}
 	}
-
 	var st PollStats
-	err = p.list(ctx, from, now, &st)
+	from, now, err := p.window(ctx, p.mp.Name(), func(from, to time.Time) (seen, unreadable, registered int, err error) {
+		err = p.list(ctx, from, to, &st)
+		return st.Seen, st.Unreadable, st.Registered + st.Revised + st.Cancels, err
+	})
+	p.log.InfoContext(ctx, "poll", "from", from, "to", now, "seen", st.Seen, "registered", st.Registered,
+		"duplicates", st.Duplicates, "failed", st.Failed, "cancels", st.Cancels, "unreadable", st.Unreadable,
+		"panics", st.Panics, "ok", err == nil)
+	return st, err
+}
+
+// window runs one listing of the cursor name's window, from its position (less
+// the lookback; now less the lookback before the first complete listing) to now,
+// and moves the cursor to now only when list ended without an error. list says
+// what it saw, what it could not read, and what it registered anew (which wakes
+// the engine).
+func (p *Poller) window(ctx context.Context, name string,
+	list func(from, to time.Time) (seen, unreadable, registered int, err error)) (from, now time.Time, err error) {
+	cur, err := p.cfg.Cursors.Cursor(ctx, name)
+	if err != nil {
+		return from, now, fmt.Errorf("%s: read cursor: %w", name, err)
+	}
+	cur.Connector = name
+	now = p.cfg.Now().UTC()
+	from = now.Add(-p.cfg.Lookback)
+	if !cur.Position.IsZero() {
+		from = cur.Position.Add(-p.cfg.Lookback)
+	}
+	seen, unreadable, registered, err := list(from, now)
 	cur.LastPollAt = &now
-	cur.OrdersSeen += int64(st.Seen)
-	cur.Unreadable += int64(st.Unreadable)
+	cur.OrdersSeen += int64(seen)
+	cur.Unreadable += int64(unreadable)
 	switch {
 	case err == nil:
 		cur.Position, cur.LastSuccessAt, cur.LastError = now, &now, ""
@@ -235,13 +250,10 @@ func (p *Poller) PollOnce(ctx context.Context) (PollStats, error) {
 	if serr := p.cfg.Cursors.SaveCursor(context.WithoutCancel(ctx), cur); serr != nil && err == nil {
 		err = fmt.Errorf("%s: save cursor: %w", name, serr)
 	}
-	if st.Registered+st.Revised+st.Cancels > 0 && p.cfg.Registered != nil {
+	if registered > 0 && p.cfg.Registered != nil {
 		p.cfg.Registered()
 	}
-	p.log.InfoContext(ctx, "poll", "from", from, "to", now, "seen", st.Seen, "registered", st.Registered,
-		"duplicates", st.Duplicates, "failed", st.Failed, "cancels", st.Cancels, "unreadable", st.Unreadable,
-		"panics", st.Panics, "ok", err == nil)
-	return st, err
+	return from, now, err
 }
 
 // list runs the marketplace's listing. A panic in the connector outside one order

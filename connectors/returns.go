@@ -69,35 +69,11 @@ func (p *Poller) PollReturnsOnce(ctx context.Context) (PollStats, error) {
 	if !ok || !p.cfg.Returns {
 		return PollStats{}, nil
 	}
-	name := ReturnsCursor(p.mp.Name())
-	cur, err := p.cfg.Cursors.Cursor(ctx, name)
-	if err != nil {
-		return PollStats{}, fmt.Errorf("%s: read cursor: %w", name, err)
-	}
-	cur.Connector = name
-	now := p.cfg.Now().UTC()
-	from := now.Add(-p.cfg.Lookback)
-	if !cur.Position.IsZero() {
-		from = cur.Position.Add(-p.cfg.Lookback)
-	}
 	var st PollStats
-	err = p.listReturns(ctx, rl, from, now, &st)
-	cur.LastPollAt = &now
-	cur.OrdersSeen += int64(st.ReturnsSeen)
-	cur.Unreadable += int64(st.ReturnsUnreadable)
-	switch {
-	case err == nil:
-		cur.Position, cur.LastSuccessAt, cur.LastError = now, &now, ""
-	case ctx.Err() != nil:
-	default:
-		cur.LastError = err.Error()
-	}
-	if serr := p.cfg.Cursors.SaveCursor(context.WithoutCancel(ctx), cur); serr != nil && err == nil {
-		err = fmt.Errorf("%s: save cursor: %w", name, serr)
-	}
-	if st.ReturnsRegistered+st.ReturnsRevised > 0 && p.cfg.Registered != nil {
-		p.cfg.Registered()
-	}
+	from, now, err := p.window(ctx, ReturnsCursor(p.mp.Name()), func(from, to time.Time) (seen, unreadable, registered int, err error) {
+		err = p.listReturns(ctx, rl, from, to, &st)
+		return st.ReturnsSeen, st.ReturnsUnreadable, st.ReturnsRegistered + st.ReturnsRevised, err
+	})
 	p.log.InfoContext(ctx, "poll returns", "from", from, "to", now, "seen", st.ReturnsSeen,
 		"registered", st.ReturnsRegistered, "duplicates", st.ReturnsDuplicates, "conflicts", st.ReturnsConflicts,
 		"failed", st.ReturnsFailed, "unreadable", st.ReturnsUnreadable, "panics", st.Panics, "ok", err == nil)
