@@ -438,8 +438,16 @@ func hint(p Profile, diffs []onec.Difference) string {
 // postError is a posting 1C refused: the order is created, not posted, and the
 // posting alone is tried again (posting a document twice is harmless).
 func (c *Client) postError(d Document, err error) error {
-	e := &onec.Error{Class: onec.Transient, PerOrder: true, Op: "post", Path: "/" + c.p.Document + "/Post",
-		Message: fmt.Sprintf("the order № %s (%s) is created in 1C and 1C did not post it; the posting is tried again", d.Number, d.Ref), Err: err}
+	return postRefused(c.p, "post", "order", d, err)
+}
+
+// postRefused is a posting of the document d (an "order", a "return") of p's set
+// that 1C refused, as the operation op: created, not posted, and the posting alone
+// tried again, with 1C's message; refused credentials are an authentication
+// failure naming the rights the user needs.
+func postRefused(p Profile, op, what string, d Document, err error) error {
+	e := &onec.Error{Class: onec.Transient, PerOrder: true, Op: op, Path: "/" + p.Document + "/Post",
+		Message: fmt.Sprintf("the %s № %s (%s) is created in 1C and 1C did not post it; the posting is tried again", what, d.Number, d.Ref), Err: err}
 	var oe *onec.Error
 	if errors.As(err, &oe) {
 		e.Status, e.Code, e.API = oe.Status, oe.Code, oe.API
@@ -448,7 +456,7 @@ func (c *Client) postError(d Document, err error) error {
 		}
 		if oe.Class == onec.Auth {
 			e.Class, e.PerOrder = onec.Auth, false
-			e.Message += " (the user needs the right to post " + c.p.Document + ": the role УдаленныйДоступСтандартныйИнтерфейсOData and the document's rights)"
+			e.Message += " (the user needs the right to post " + p.Document + ": the role УдаленныйДоступСтандартныйИнтерфейсOData and the document's rights)"
 		}
 	}
 	return e

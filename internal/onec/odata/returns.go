@@ -217,7 +217,7 @@ func (c *Client) settleReturn(ctx context.Context, rp Profile, ref string, want 
 		return nil
 	}
 	if _, err := c.conn.Do(ctx, c.call("post_return", http.MethodPost, c.urls.Post(rp.Document, got.Ref), nil)); err != nil {
-		return postReturnError(rp, got, err)
+		return postRefused(rp, "post_return", "return", got, err)
 	}
 	again, _, err := c.readOf(ctx, rp, "read_return", ref)
 	if err != nil {
@@ -228,23 +228,4 @@ func (c *Client) settleReturn(ctx context.Context, rp Profile, ref string, want 
 			Message: "1C answered the posting as done, and the return reads back not posted"}
 	}
 	return compareIn(rp, want, again)
-}
-
-// postReturnError is a posting 1C refused: the return is created, not posted, and
-// the posting alone is tried again.
-func postReturnError(rp Profile, d Document, err error) error {
-	e := &onec.Error{Class: onec.Transient, PerOrder: true, Op: "post_return", Path: "/" + rp.Document + "/Post",
-		Message: fmt.Sprintf("the return № %s (%s) is created in 1C and 1C did not post it; the posting is tried again", d.Number, d.Ref), Err: err}
-	var oe *onec.Error
-	if errors.As(err, &oe) {
-		e.Status, e.Code, e.API = oe.Status, oe.Code, oe.API
-		if oe.Message != "" {
-			e.Message += "; 1C said: " + oe.Message
-		}
-		if oe.Class == onec.Auth {
-			e.Class, e.PerOrder = onec.Auth, false
-			e.Message += " (the user needs the right to post " + rp.Document + ")"
-		}
-	}
-	return e
 }
