@@ -5,18 +5,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/shopspring/decimal"
+	"github.com/xuri/excelize/v2"
 
 	"github.com/ordersync/ordersync/internal/eventually"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/payouts"
 	payrec "github.com/ordersync/ordersync/internal/payouts/reconcile"
+	"github.com/ordersync/ordersync/internal/sim/kaspisim"
 	"github.com/ordersync/ordersync/internal/sim/onecsim"
 	"github.com/ordersync/ordersync/internal/sim/ozonsim"
 )
@@ -316,4 +319,199 @@ func TestAPayoutMonthThroughTheSimulatorsPutsEveryOrderInItsCategory(t *testing.
 	}
 	sort.Strings(summary)
 	t.Logf("month %s – %s: %d operations, sum %s, Ozon's total %v; cabinet %v; %v", from, to, tt.Lines, tt.LinesSum, tt.Stated, cab, summary)
+}
+
+// TestAPayoutMonthOfKaspiImportedPutsEveryOrderInItsCategory is the same promise
+// for Kaspi, which has no payout API: `ordersync run` brings the month's Kaspi
+// orders into 1C (one of them cancelled, one RETURNED and carried into 1C as a
+// return), the cabinet's payout export is written as an xlsx file and read with
+// `payouts import`, and `reconcile payouts` puts each order in its category, its
+// totals equal to the file's rows and to the file's own total row.
+func TestAPayoutMonthOfKaspiImportedPutsEveryOrderInItsCategory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	almaty, err := time.LoadLocation("Asia/Almaty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	monthStart, monthEnd := payouts.PreviousMonth(time.Now().In(almaty))
+	from, to := monthStart.Format(time.DateOnly), monthEnd.AddDate(0, 0, -1).Format(time.DateOnly)
+	last := monthEnd.AddDate(0, 0, -1).Day()
+	on := func(d int) time.Time { return monthStart.AddDate(0, 0, d-1).Add(12 * time.Hour) }
+	lookback := (time.Since(monthStart) + 72*time.Hour).Truncate(time.Hour) + time.Hour
+
+	e := newEnvOn(t, "postgres", onecsim.Options{Location: almaty, OrderDateFromRequest: true}, true)
+	m := e.withMarketplaces()
+	stockSetEnv(e,
+		"ORDERSYNC_CONNECTORS__OZON__ENABLED=false",
+		"ORDERSYNC_CONNECTORS__WILDBERRIES__ENABLED=false",
+		fmt.Sprintf("ORDERSYNC_CONNECTORS__KASPI__LOOKBACK=%dh", int(lookback.Hours())),
+		"ORDERSYNC_CONNECTORS__KASPI__RETURNS__POLL_INTERVAL=200ms",
+		"ORDERSYNC_UI__TIMEZONE=Asia/Almaty",
+		"ORDERSYNC_ONEC__TIMEZONE=Asia/Almaty",
+		"ORDERSYNC_PAYOUTS__SCHEDULE=off",
+	)
+	kaspiOrder := func(code, sku, qty, price string, day int) {
+		if err := m.kaspi.AddOrder(kaspisim.Order{Code: code, CreationDate: on(day),
+			Customer: kaspisim.Customer{FirstName: "Айгерим", LastName: "Серикова", CellPhone: "7011234567"},
+			Entries:  []kaspisim.Entry{{OfferCode: sku, Name: "Товар " + sku, Quantity: dec(qty), BasePrice: dec(price)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The export's rows: order, date, type, amount, commission, delivery, penalty, payout.
+	type row struct {
+		order, typ                                    string
+		day                                           int
+		amount, commission, delivery, penalty, payout string
+	}
+	var rows []row
+	want := map[string]payrec.Category{}
+
+	kaspiOrder("710000001", "SKU-K1", "1", "15000", 2)
+	rows = append(rows, row{"710000001", "Продажа", 1, "15000", "1800", "", "", "13200"})
+	want["710000001"] = payrec.PaidAsSold
+	kaspiOrder("710000002", "SKU-K2", "2", "4500.50", 3)
+	rows = append(rows, row{"710000002", "Продажа", 9, "8500", "1020", "600", "250", "6630"})
+	want["710000002"] = payrec.PaidWithDifference
+	kaspiOrder("710000003", "SKU-K3", "1", "23990", 4)
+	rows = append(rows, row{"710000003", "Продажа", 10, "23990", "2878.80", "900", "", "20211.20"},
+		row{"710000003", "Возврат", 22, "23990", "2878.80", "", "", "-21111.20"})
+	want["710000003"] = payrec.ReturnedIn1C
+	kaspiOrder("710000004", "SKU-K4", "1", "7300", 5)
+	rows = append(rows, row{"710000004", "Продажа", 11, "7300", "876", "", "", "6424"},
+		row{"710000004", "Возврат", 24, "7300", "876", "", "", "-6424"})
+	want["710000004"] = payrec.ReturnedNotIn1C // Kaspi never lists it RETURNED
+	rows = append(rows, row{"719999999", "Продажа", 12, "5100", "612", "", "", "4488"})
+	want["719999999"] = payrec.PaidUnknown
+	kaspiOrder("710000006", "SKU-K6", "3", "1200", 26)
+	want["710000006"] = payrec.In1CNotPaid
+	kaspiOrder("710000007", "SKU-K7", "1", "9900", 6)
+	rows = append(rows, row{"710000007", "Продажа", 13, "9900", "1188", "", "", "8712"})
+	want["710000007"] = payrec.CancelledButPaid
+	rows = append(rows, row{"", "Реклама (Kaspi Реклама)", 15, "", "", "", "", "-5000"},
+		row{"", "Реклама (Kaspi Реклама)", last, "", "", "", "", "-2500.75"},
+		row{"", "Хранение", 20, "", "", "", "", "-1234.56"})
+	wantCabinet := map[string]decimal.Decimal{"Реклама (Kaspi Реклама)": dec("-7500.75"), "Хранение": dec("-1234.56")}
+	sum := decimal.Zero
+	for _, r := range rows {
+		sum = sum.Add(dec(r.payout))
+	}
+
+	orders := []string{"710000001", "710000002", "710000003", "710000004", "710000006", "710000007"}
+	store := e.store()
+	opStatus := func(key string) journal.Status {
+		o, err := store.Get(ctx, key)
+		if errors.Is(err, journal.ErrNotFound) {
+			return ""
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.Status
+	}
+	createKey := func(id string) string { return order.Key("kaspi", "order", id, "create") }
+	svc := e.startService()
+	eventually.True(t, "every Kaspi order in 1C once and done, or the service gone", func() bool {
+		for _, id := range orders {
+			if e.onec.CountExternal("kaspi:"+id) != 1 || opStatus(createKey(id)) != journal.StatusDone {
+				return svc.exited()
+			}
+		}
+		return true
+	})
+	if svc.exited() {
+		t.Fatalf("the service ended: %s; log:\n%s", svc.cmd.ProcessState, svc.stderr.String())
+	}
+	if err := m.kaspi.Returned("710000003"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.kaspi.SetStatus("710000007", "CANCELLED"); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, "the return done in 1C and the cancel done, or the service gone", func() bool {
+		return svc.exited() || opStatus(order.ReturnKey("kaspi", "710000003")) == journal.StatusDone &&
+			opStatus(order.CancelKeyOf(createKey("710000007"))) == journal.StatusDone
+	})
+	if svc.exited() {
+		t.Fatalf("the service ended: %s; log:\n%s", svc.cmd.ProcessState, svc.stderr.String())
+	}
+	svc.signal(syscall.SIGTERM)
+	if code := svc.wait(30 * time.Second); code != 0 {
+		t.Fatalf("SIGTERM: exit %d; log:\n%s", code, svc.stderr.String())
+	}
+	if n := e.onec.CountReturnsExternal("kaspi:return:710000003"); n != 1 || e.onec.CountReturns() != 1 {
+		t.Errorf("1C holds the returned order's return %d times and %d returns in all, want 1 and 1", n, e.onec.CountReturns())
+	}
+
+	// The cabinet's export: a title, the header, the rows, the total row.
+	x := excelize.NewFile()
+	put := func(r int, vals ...any) {
+		t.Helper()
+		cell, _ := excelize.CoordinatesToCellName(1, r)
+		if err := x.SetSheetRow("Sheet1", cell, &vals); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(1, "Выплаты Kaspi Магазин за "+monthStart.Format("01.2006"))
+	put(3, "Номер заказа", "Дата операции", "Тип операции", "Сумма", "Комиссия", "Доставка", "Штраф", "К выплате")
+	for i, r := range rows {
+		put(4+i, r.order, on(r.day).Format("02.01.2006 15:04"), r.typ, r.amount, r.commission, r.delivery, r.penalty, r.payout)
+	}
+	put(4+len(rows), "Итого", "", "", "", "", "", "", sum.StringFixed(2))
+	file := filepath.Join(t.TempDir(), "kaspi-payouts.xlsx")
+	if err := x.SaveAs(file); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := e.cli("", "payouts", "import", "--source", "kaspi", file, "--format", "json")
+	if code != 0 {
+		t.Fatalf("payouts import: exit %d: %s", code, stderr)
+	}
+	f := payoutsFetchJSON(t, out)
+	if f.Read != len(rows) || f.Saved.Inserted != len(rows) || !f.Sum.Equal(sum) || f.Total == nil || !f.Total.Equal(sum) {
+		t.Errorf("import: %+v; want %d rows summing to %s, the total row %s", f, len(rows), sum, sum)
+	}
+
+	out, stderr, code = e.cli("", "reconcile", "payouts", "--source", "kaspi", "--from", from, "--to", to, "--format", "json")
+	if code != exitFailed {
+		t.Fatalf("reconcile payouts: exit %d, want %d: %s", code, exitFailed, stderr)
+	}
+	var rep payrec.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	got := map[string]payrec.Item{}
+	for _, it := range rep.Items {
+		got[it.OrderID] = it
+	}
+	for id, c := range want {
+		if got[id].Category != c {
+			t.Errorf("%s: %q (%s), want %q", id, got[id].Category, got[id].Note, c)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d orders in the report, want %d", len(got), len(want))
+	}
+	if it := got["710000002"]; it.Difference == nil || !it.Difference.Equal(dec("-501.00")) || !it.Penalty.Equal(dec("-250")) {
+		t.Errorf("the order paid with a difference: difference %v, penalty %s; want -501.00 and -250", it.Difference, it.Penalty)
+	}
+	cab := map[string]decimal.Decimal{}
+	for _, c := range rep.Cabinet {
+		cab[c.Type] = c.Amount
+	}
+	for typ, amount := range wantCabinet {
+		if !cab[typ].Equal(amount) {
+			t.Errorf("the cabinet's %s: %s, want %s", typ, cab[typ], amount)
+		}
+	}
+	if len(cab) != len(wantCabinet) {
+		t.Errorf("the cabinet's totals %v, want %v", cab, wantCabinet)
+	}
+	tt := rep.Totals
+	if tt.Lines != len(rows) || !tt.LinesSum.Equal(sum) || !tt.Balanced {
+		t.Errorf("the report's %d lines sum to %s (balanced %v); the file has %d rows of %s", tt.Lines, tt.LinesSum, tt.Balanced, len(rows), sum)
+	}
+	if tt.StatedVerdict != payrec.StatedEqual || tt.Stated == nil || !tt.Stated.Equal(sum) {
+		t.Errorf("the file's total row: %s %v, want %s equal", tt.StatedVerdict, tt.Stated, sum)
+	}
+	t.Logf("month %s – %s: %d rows, sum %s, the file's total %v; cabinet %v", from, to, tt.Lines, tt.LinesSum, tt.Stated, cab)
 }
