@@ -160,7 +160,7 @@ func TestAPayoutMonthThroughTheSimulatorsPutsEveryOrderInItsCategory(t *testing.
 	sale("1007-0001-1", 15, "640.00", "-96.00", logistic("-63.00"))
 	want["1007-0001-1"] = payrec.CancelledButPaid
 
-	// The cabinet: storage twice, search promotion once; and a storage charge of the
+	// The cabinet: storage on two days and search promotion; and a storage charge of the
 	// month before, which the month's fetch does not read.
 	const storage, promotion = "OperationMarketplaceServiceStorage", "OperationElectronicServicesPromotionInSearch"
 	op(ozonsim.Operation{Type: storage, TypeName: "Услуга размещения товаров", Date: on(10), Amount: dec("-412.30")})
