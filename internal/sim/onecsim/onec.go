@@ -76,6 +76,11 @@ type Options struct {
 	Now func() time.Time
 	// Location is the zone of 1C's zone-less dates; default Asia/Almaty.
 	Location *time.Location
+	// OrderDateFromRequest dates a created order's document by the order's date
+	// in the request, as the reference module does when its ДатаЗаказа setting is
+	// "ИзЗапроса"; false (the module's default, "ТекущаяДата") dates it by the
+	// time of creation.
+	OrderDateFromRequest bool
 	// Logger receives a line per request at debug level; default discards.
 	Logger *slog.Logger
 	// NoReturns is a base whose module is older than the returns of contract v1: it
@@ -194,6 +199,8 @@ type OneC struct {
 	now      func() time.Time
 	loc      *time.Location
 	log      *slog.Logger
+	// dateFromRequest is Options.OrderDateFromRequest.
+	dateFromRequest bool
 
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -235,6 +242,8 @@ func New(opts Options) *OneC {
 		}
 	}
 	s := &OneC{
+		dateFromRequest: opts.OrderDateFromRequest,
+
 		Faults:    sim.NewFaults(checkFault),
 		prefix:    "/" + strings.Trim(opts.Prefix, "/"),
 		username:  opts.Username,
@@ -1015,10 +1024,14 @@ func (s *OneC) create(body []byte, hold time.Duration) createResult {
 	}
 	s.seq++
 	now := s.now()
+	date := now.In(s.loc).Format(dateLayout)
+	if _, err := time.Parse(dateLayout, req.Date); err == nil && s.dateFromRequest {
+		date = req.Date
+	}
 	o := &Order{
 		Ref:        uuid.NewString(),
 		Number:     fmt.Sprintf("ЗК-%06d", s.seq),
-		Date:       now.In(s.loc).Format(dateLayout),
+		Date:       date,
 		ExternalID: req.ExternalID,
 		Posted:     true,
 		CreatedAt:  now,

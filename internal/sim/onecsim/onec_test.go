@@ -810,3 +810,23 @@ func TestOneCStartClose(t *testing.T) {
 		t.Fatal("served after Close")
 	}
 }
+
+// A base set to date orders by the request dates the document by the order's date,
+// and by the time of creation otherwise.
+func TestOneCOrderDateFromRequest(t *testing.T) {
+	t.Parallel()
+	for _, fromRequest := range []bool{false, true} {
+		s, base := newSim(t, Options{OrderDateFromRequest: fromRequest})
+		body := strings.Replace(orderJSON("kaspi:512344101"), "2026-09-16T10:00:00", "2026-09-01T08:30:00", 1)
+		if r := mustSend(t, "POST", base+"/orders", body); r.status != 201 {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+		want := testNow.In(s.loc).Format(dateLayout)
+		if fromRequest {
+			want = "2026-09-01T08:30:00"
+		}
+		if got := s.Orders()[0].Date; got != want {
+			t.Errorf("from request %v: the document's date %q, want %q", fromRequest, got, want)
+		}
+	}
+}
