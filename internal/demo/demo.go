@@ -597,7 +597,7 @@ func (d *script) cancelledIn1C(ext string) bool {
 	return false
 }
 
-// 8. A create stalls in 1C; the service is killed while it waits for the answer.
+// 9. A create stalls in 1C; the service is killed while it waits for the answer.
 func (d *script) crash(ctx context.Context) (string, error) {
 	// Let the relay finish what it is sending, so that no lease of the killed
 	// process has to run out before the events of the restart go.
@@ -656,7 +656,7 @@ func (d *script) openAttempt(ctx context.Context) (int, error) {
 	return 0, nil
 }
 
-// 9. The service starts again on the same journal and settles the interrupted order.
+// 10. The service starts again on the same journal and settles the interrupted order.
 func (d *script) restart(ctx context.Context) (string, error) {
 	svc, err := startService(ctx, d.exe, d.dir, d.log, d.env)
 	d.svc = svc
@@ -682,14 +682,14 @@ func (d *script) restart(ctx context.Context) (string, error) {
 		"then closed as interrupted; attempt %d %s: 1 order, not 2", svc.pid(), svc.pages, det.Attempts, how), nil
 }
 
-// 10. The outbox delivers order.created and order.cancelled to the CRM, and each
-// marketplace hears about its orders.
+// 11. The outbox delivers order.created, order.cancelled and return.created to
+// the CRM, and each marketplace hears about its orders.
 func (d *script) events(ctx context.Context) (string, error) {
 	ops, err := d.db.Journal().List(ctx, journal.Filter{Status: journal.StatusDone, Limit: 100000})
 	if err != nil {
 		return "", err
 	}
-	wantCRM := 0 // every done create and cancel tells the CRM (a stock snapshot does not)
+	wantCRM := 0 // every done create, cancel and return tells the CRM (a stock snapshot does not)
 	for _, op := range ops {
 		if op.Source != stock.Source {
 			wantCRM++
@@ -735,7 +735,7 @@ func (d *script) outboxDrained() (bool, error) {
 	return true, nil
 }
 
-// 11. SIGTERM: the service finishes what is in flight and exits 0.
+// 14. SIGTERM: the service finishes what is in flight and exits 0.
 func (d *script) stopService(ctx context.Context) (string, error) {
 	code, took, err := d.svc.stop(30 * time.Second)
 	if err != nil {
