@@ -23,7 +23,7 @@ func (a *app) demoCommand() *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "demo",
-		Short: "Play a scripted day against simulated marketplaces and 1C, and check 1C holds each order once",
+		Short: "Play a scripted day against simulated marketplaces and 1C, and check 1C holds each order and return once",
 		Long: `demo needs nothing but this binary. In a temporary directory, on loopback, it starts a
 simulated 1C base, the Kaspi, Ozon and Wildberries simulators with a few orders each,
 and a webhook receiver standing for a CRM; then it runs the real service
@@ -31,8 +31,10 @@ and a webhook receiver standing for a CRM; then it runs the real service
 directory, configured through its environment only) and plays a scripted day: new
 marketplace orders, a site order delivered twice at once over a signed webhook, a
 changed redelivery, 1C losing a reply after creating, no free 1C session (406)
-and a lock conflict, a cancellation, and a kill -9 of the service while 1C is
-creating an order, followed by a restart.
+and a lock conflict, a cancellation, a partial return at Ozon carried into 1C as
+a customer return, a kill -9 of the service while 1C is creating an order,
+followed by a restart, a stock snapshot, and the month's Ozon payouts read and
+reconciled with this binary's ` + "`payouts fetch`" + ` and ` + "`reconcile payouts`" + `.
 
 --onec says which interface of 1C the service talks to. httpservice, the
 default, is the base's ordersync HTTP service (contract v1). odata is the base's
@@ -48,7 +50,7 @@ answers 503 rather than an empty price list.
 
 It ends with a table read from the journal and the simulators, and the journal of
 the order that went through the crash. It exits 0 only when 1C holds each order
-exactly once and the cancelled one is cancelled. The service's JSON log goes to a
+exactly once, each return exactly once, and the cancelled order is cancelled. The service's JSON log goes to a
 file in the directory, which is removed at the end unless the demo fails.
 --config is not read: the demo configures the service itself.`,
 		Args: cobra.NoArgs,

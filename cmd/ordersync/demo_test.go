@@ -22,6 +22,9 @@ import (
 // 3 from Wildberries, 1 from the site.
 const demoOrders = 11
 
+// demoReturns is how many returns it plants: a partial return at Ozon.
+const demoReturns = 1
+
 // demoEnviron is a clean machine: no ORDERSYNC_ variables, no database, no state
 // directory; the demo's temporary directory goes under tmp.
 func demoEnviron(tmp string) []string {
@@ -109,6 +112,9 @@ func runDemo(t *testing.T, args ...string) string {
 	if n := demoCount(t, out, "orders seen"); n != demoOrders {
 		t.Errorf("orders seen %d, want %d", n, demoOrders)
 	}
+	if n := demoCount(t, out, "returns in 1C"); n != demoReturns {
+		t.Errorf("returns in 1C %d, want %d", n, demoReturns)
+	}
 	if n := demoCount(t, out, "conflicts recorded"); n < 1 {
 		t.Errorf("conflicts recorded %d, want at least the changed redelivery", n)
 	}
@@ -120,11 +126,17 @@ func runDemo(t *testing.T, args ...string) string {
 	if n := demoCount(t, out, "retries"); n < 4 {
 		t.Errorf("retries %d, want at least 4", n)
 	}
-	// 11 order.created and 1 order.cancelled to the CRM, 10 acknowledgements.
-	if n := demoCount(t, out, "events delivered"); n < 22 {
-		t.Errorf("events delivered %d, want at least 22", n)
+	// 11 order.created, 1 order.cancelled and 1 return.created to the CRM, 10
+	// acknowledgements.
+	if n := demoCount(t, out, "events delivered"); n < 23 {
+		t.Errorf("events delivered %d, want at least 23", n)
 	}
-	for _, want := range []string{"[12/12] stop the service (SIGTERM) … ok",
+	// The month's Ozon lines: two sales paid as sold, the returned posting's sale and
+	// reversal with its return in 1C, the storage charge of the cabinet.
+	for _, want := range []string{"[14/14] stop the service (SIGTERM) … ok",
+		"a return at Ozon, carried into 1C once … ok", "once; return.created to the CRM",
+		"payouts fetch read 5 lines", "reconcile payouts: paid_as_sold 2, returned_in_1c 1, 1 cabinet line",
+		"OK: 1C holds each of the 11 orders exactly once, each of the 1 returns exactly once",
 		"a stock snapshot published to Kaspi, Ozon and Wildberries … ok", "status:       done", "interrupted", "found in 1C",
 		"OK: 1C holds each of the 11 orders exactly once"} {
 		if !strings.Contains(out, want) {
@@ -240,8 +252,8 @@ func TestDemoKeepLeavesTheServiceRunningUntilInterrupted(t *testing.T) {
 			rows = append(rows, r)
 		}
 	}
-	if len(rows) != demoOrders+1 { // and the cancel
-		t.Fatalf("journal list shows %d operations, want %d: %s", len(rows), demoOrders+1, b)
+	if want := demoOrders + 1 + demoReturns; len(rows) != want { // the creates, the cancel and the return
+		t.Fatalf("journal list shows %d operations, want %d: %s", len(rows), want, b)
 	}
 	for _, r := range rows {
 		if r.Status != "done" {

@@ -4,8 +4,9 @@
 // receiver in this process, runs the real service (this binary's `run`) as a child
 // process on an embedded SQLite journal in a temporary directory, plays the script
 // (duplicates, lost replies, 1C faults, a cancellation, a kill -9 and a restart, a
-// stock snapshot), and prints the progress, the table of counts and the verdict:
-// 1C holds each order exactly once.
+// stock snapshot, a return at Ozon, the month's payouts reconciled), and prints the
+// progress, the table of counts and the verdict: 1C holds each order and each
+// return exactly once.
 //
 // The command's flags, the opening of the service's journal, `journal show` and how
 // an error is printed and mapped to an exit code stay with the CLI, which passes
@@ -99,11 +100,13 @@ type script struct {
 	step int
 	of   int
 
-	expected   []string // 1C external ids the script sends, in order
-	cancelled  string   // the 1C external id cancelled at its marketplace
-	siteEvent  string   // the site's webhook-id
-	webhookDup int      // deliveries answered from the inbox, registering nothing
-	trouble    string   // journal key of the order whose service was killed mid-call
+	expected     []string // 1C external ids the script sends, in order
+	cancelled    string   // the 1C external id cancelled at its marketplace
+	siteEvent    string   // the site's webhook-id
+	webhookDup   int      // deliveries answered from the inbox, registering nothing
+	trouble      string   // journal key of the order whose service was killed mid-call
+	returns      []string // 1C external ids of the returns the script plants, in order
+	ozonReturned string   // the Ozon posting the return is of
 }
 
 // Run plays the script in a new temporary directory, removed at the end unless the
@@ -127,8 +130,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if err == nil {
 		if err = d.verify(); err == nil {
-			fmt.Fprintf(d.out, "\nOK: 1C holds each of the %d orders exactly once, and %s is cancelled (%.1fs in all).\n",
-				len(d.expected), d.cancelled, time.Since(d.start).Seconds())
+			fmt.Fprintf(d.out, "\nOK: 1C holds each of the %d orders exactly once, each of the %d returns exactly once, and %s is cancelled (%.1fs in all).\n",
+				len(d.expected), len(d.returns), d.cancelled, time.Since(d.start).Seconds())
 		}
 	}
 	if err != nil {
@@ -175,10 +178,12 @@ func (d *script) play(ctx context.Context) error {
 		{"1C drops the reply after creating an order", d.lostReply},
 		{d.onec.troubles(), d.transientFaults},
 		{"a cancellation at Wildberries", d.cancellation},
+		{"a return at Ozon, carried into 1C once", d.ozonReturn},
 		{"a crash: kill -9 while 1C is creating an order", d.crash},
 		{"restart the service and let it finish", d.restart},
 		{"events delivered to the CRM and the marketplaces", d.events},
 		{"a stock snapshot published to Kaspi, Ozon and Wildberries", d.stock},
+		{"the month's payouts reconciled", d.payouts},
 	}
 	if !d.keep {
 		steps = append(steps, step{"stop the service (SIGTERM)", d.stopService})
@@ -531,6 +536,58 @@ func (d *script) cancellation(ctx context.Context) (string, error) {
 	return fmt.Sprintf("%s cancelled in 1C by %s", d.cancelled, key), nil
 }
 
+// 8. The buyer sends back one of the three packs of tea of an Ozon posting 1C
+// already holds: the poller registers the return, and 1C gets one customer return
+// based on the order's document, announced to the CRM.
+func (d *script) ozonReturn(ctx context.Context) (string, error) {
+	const posting = "70000002-0001-1"
+	d.ozonReturned = posting
+	if err := d.once(order.OneCExternalID("ozon", posting)); err != nil {
+		return "", err
+	}
+	id := d.sims.addOzonReturn(posting, "PartialReturn", returnedSKU, "Чай зелёный", 1, "489.9000", "Не подошёл вкус")
+	r := order.Return{Source: "ozon", ID: id}
+	ext := r.OneCExternalID()
+	d.returns = append(d.returns, ext)
+	det, err := d.waitDone(ctx, 20*time.Second, r.Key())
+	if err != nil {
+		return "", err
+	}
+	if err := d.waitFor(ctx, 10*time.Second, "1C to hold the return "+ext, func() (bool, error) {
+		return d.onec.returnCount(ext) > 0, nil
+	}); err != nil {
+		return "", err
+	}
+	if err := d.returnOnce(ext); err != nil {
+		return "", err
+	}
+	base := order.OneCExternalID("ozon", posting)
+	if got := d.onec.returnBases(ext); len(got) != 1 || got[0] != base {
+		return "", fmt.Errorf("the return %s in 1C is based on the orders %q, want %s", ext, got, base)
+	}
+	if err := d.waitFor(ctx, 20*time.Second, "return.created of "+ext+" at the CRM", func() (bool, error) {
+		return d.sims.crmEvents(outbox.ReturnCreated) > 0, nil
+	}); err != nil {
+		return "", err
+	}
+	in1C := ""
+	if det.Result != nil && det.Result.Number != "" {
+		in1C = " " + det.Result.Number
+	}
+	return fmt.Sprintf("1 of 3 packs of tea of posting %s: %s, return%s in 1C based on the order, once; return.created to the CRM", posting, r.Key(), in1C), nil
+}
+
+// returnedSKU is the item the buyer sends back.
+const returnedSKU = "SKU-TEA"
+
+// returnOnce checks that 1C holds exactly one return ext.
+func (d *script) returnOnce(ext string) error {
+	if n := d.onec.returnCount(ext); n != 1 {
+		return fmt.Errorf("1C holds %d returns %s, want 1", n, ext)
+	}
+	return nil
+}
+
 func (d *script) cancelledIn1C(ext string) bool {
 	for _, o := range d.onec.orders() {
 		if o.marker == ext && o.cancelled {
@@ -540,7 +597,7 @@ func (d *script) cancelledIn1C(ext string) bool {
 	return false
 }
 
-// 8. A create stalls in 1C; the service is killed while it waits for the answer.
+// 9. A create stalls in 1C; the service is killed while it waits for the answer.
 func (d *script) crash(ctx context.Context) (string, error) {
 	// Let the relay finish what it is sending, so that no lease of the killed
 	// process has to run out before the events of the restart go.
@@ -599,7 +656,7 @@ func (d *script) openAttempt(ctx context.Context) (int, error) {
 	return 0, nil
 }
 
-// 9. The service starts again on the same journal and settles the interrupted order.
+// 10. The service starts again on the same journal and settles the interrupted order.
 func (d *script) restart(ctx context.Context) (string, error) {
 	svc, err := startService(ctx, d.exe, d.dir, d.log, d.env)
 	d.svc = svc
@@ -625,14 +682,14 @@ func (d *script) restart(ctx context.Context) (string, error) {
 		"then closed as interrupted; attempt %d %s: 1 order, not 2", svc.pid(), svc.pages, det.Attempts, how), nil
 }
 
-// 10. The outbox delivers order.created and order.cancelled to the CRM, and each
-// marketplace hears about its orders.
+// 11. The outbox delivers order.created, order.cancelled and return.created to
+// the CRM, and each marketplace hears about its orders.
 func (d *script) events(ctx context.Context) (string, error) {
 	ops, err := d.db.Journal().List(ctx, journal.Filter{Status: journal.StatusDone, Limit: 100000})
 	if err != nil {
 		return "", err
 	}
-	wantCRM := 0 // every done create and cancel tells the CRM (a stock snapshot does not)
+	wantCRM := 0 // every done create, cancel and return tells the CRM (a stock snapshot does not)
 	for _, op := range ops {
 		if op.Source != stock.Source {
 			wantCRM++
@@ -678,7 +735,7 @@ func (d *script) outboxDrained() (bool, error) {
 	return true, nil
 }
 
-// 11. SIGTERM: the service finishes what is in flight and exits 0.
+// 14. SIGTERM: the service finishes what is in flight and exits 0.
 func (d *script) stopService(ctx context.Context) (string, error) {
 	code, took, err := d.svc.stop(30 * time.Second)
 	if err != nil {

@@ -79,6 +79,14 @@ type oneC interface {
 	// count is how many orders hold marker; orders are all of them.
 	count(marker string) int
 	orders() []oneCOrder
+	// returnCount is how many customer returns hold marker (a return's 1C
+	// external id, <source>:return:<id>); returnMarkers are the markers of all
+	// of them, one per return.
+	returnCount(marker string) int
+	returnMarkers() []string
+	// returnBases are the markers of the orders the returns holding marker are
+	// based on, one per return ("" for a base 1C holds no order of).
+	returnBases(marker string) []string
 	// fault queues trouble t for the next n creates of the order marker;
 	// pendingFaults is how many queued faults have not fired out; troubles is the
 	// title of the step of the busy and garbled ones.
@@ -132,6 +140,30 @@ func (s *serviceOneC) orders() []oneCOrder {
 	var out []oneCOrder
 	for _, o := range s.sim.Orders() {
 		out = append(out, oneCOrder{marker: o.ExternalID, cancelled: o.Cancelled})
+	}
+	return out
+}
+
+func (s *serviceOneC) returnCount(marker string) int { return s.sim.CountReturnsExternal(marker) }
+
+func (s *serviceOneC) returnMarkers() []string {
+	var out []string
+	for _, r := range s.sim.Returns() {
+		out = append(out, r.ExternalID)
+	}
+	return out
+}
+
+func (s *serviceOneC) returnBases(marker string) []string {
+	byRef := map[string]string{}
+	for _, o := range s.sim.Orders() {
+		byRef[o.Ref] = o.ExternalID
+	}
+	var out []string
+	for _, r := range s.sim.Returns() {
+		if r.ExternalID == marker {
+			out = append(out, byRef[r.OrderRef])
+		}
 	}
 	return out
 }
@@ -215,6 +247,37 @@ func (o *odataOneC) orders() []oneCOrder {
 			}
 		}
 		out = append(out, oneCOrder{marker: marker, cancelled: cancelled})
+	}
+	return out
+}
+
+// returnCount: a customer return of УТ holds the marker in its incoming
+// document number.
+func (o *odataOneC) returnCount(marker string) int { return o.sim.CountReturns(marker) }
+
+func (o *odataOneC) returnMarkers() []string {
+	var out []string
+	for _, d := range o.sim.Returns() {
+		marker, _ := d[odatasim.ReturnMarker].(string)
+		out = append(out, marker)
+	}
+	return out
+}
+
+// returnBases: a customer return refers to its order by the order's Ref_Key.
+func (o *odataOneC) returnBases(marker string) []string {
+	byRef := map[string]string{}
+	for _, d := range o.sim.Orders() {
+		ref, _ := d["Ref_Key"].(string)
+		m, _ := d[o.sim.MarkerField()].(string)
+		byRef[ref] = m
+	}
+	var out []string
+	for _, d := range o.sim.Returns() {
+		if d[odatasim.ReturnMarker] == marker {
+			ref, _ := d[odatasim.ReturnBasis].(string)
+			out = append(out, byRef[ref])
+		}
 	}
 	return out
 }

@@ -19,6 +19,8 @@ type counts struct {
 	bySource map[string]int // of them, per source
 
 	in1C, cancelledIn1C int
+	returnsSeen         int // return.register operations in the journal
+	returnsIn1C         int // customer returns in 1C
 
 	webhookDup  int // webhook deliveries answered from the inbox, registering nothing
 	found       int // creates done by finding the order in 1C (ordersync's own, its answer lost, or one already there)
@@ -51,6 +53,9 @@ func (d *script) numbers(ctx context.Context) (counts, error) {
 				n.found++
 			}
 		}
+		if op.Kind == order.KindReturn {
+			n.returnsSeen++
+		}
 		det, err := d.db.Journal().Show(ctx, op.Key)
 		if err != nil {
 			return n, err
@@ -82,6 +87,7 @@ func (d *script) numbers(ctx context.Context) (counts, error) {
 			n.cancelledIn1C++
 		}
 	}
+	n.returnsIn1C = len(d.onec.returnMarkers())
 	n.crm = d.sims.sink.Unique()
 	n.kaspiAcks, n.ozonAcks, n.wbAcks = d.sims.acks()
 	st, err := d.db.Outbox().Status(ctx, d.cfg.StrugglingAttempts)
@@ -110,6 +116,8 @@ func (d *script) report(ctx context.Context) error {
 		d.onec.about(), d.onec.name(), d.onec.markerField())
 	row("orders seen", n.seen, "distinct orders in the journal: "+strings.Join(sources, ", "))
 	row("orders in 1C", n.in1C, fmt.Sprintf("%d expected, each exactly once; %d cancelled", len(d.expected), n.cancelledIn1C))
+	row("returns in 1C", n.returnsIn1C, fmt.Sprintf("%d expected, each exactly once, based on its order; %d registered in the journal",
+		len(d.returns), n.returnsSeen))
 	row("duplicates prevented¹", n.duplicates(), fmt.Sprintf("webhook deliveries answered from the inbox %d, creates found in 1C %d, marketplace re-sightings %d",
 		n.webhookDup, n.found, n.resightings))
 	row("conflicts recorded", n.conflicts(), fmt.Sprintf("in the inbox %d (same webhook-id, another body), in the journal %d", n.inboxConflicts, n.journalConflicts))
@@ -133,7 +141,8 @@ func (d *script) report(ctx context.Context) error {
 }
 
 // verify is the demo's verdict: 1C holds every order the script sent exactly once,
-// nothing else, and the cancelled one is cancelled.
+// nothing else, each return it planted exactly once, nothing else, and the
+// cancelled order is cancelled.
 func (d *script) verify() error {
 	count := map[string]int{}
 	for _, o := range d.onec.orders() {
@@ -152,6 +161,23 @@ func (d *script) verify() error {
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("1C does not hold each order exactly once: it holds %s", strings.Join(problems, "; "))
+	}
+	returns := map[string]int{}
+	for _, m := range d.onec.returnMarkers() {
+		returns[m]++
+	}
+	for _, ext := range d.returns {
+		if n := returns[ext]; n != 1 {
+			problems = append(problems, fmt.Sprintf("%s %d times", ext, n))
+		}
+	}
+	for _, ext := range slices.Sorted(maps.Keys(returns)) {
+		if !slices.Contains(d.returns, ext) {
+			problems = append(problems, fmt.Sprintf("%s, which the script never planted, %d times", ext, returns[ext]))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("1C does not hold each return exactly once: it holds %s", strings.Join(problems, "; "))
 	}
 	if !d.cancelledIn1C(d.cancelled) {
 		return fmt.Errorf("%s was cancelled at Wildberries but is not cancelled in 1C", d.cancelled)

@@ -14,7 +14,7 @@ import (
 	"github.com/ordersync/ordersync/internal/stock"
 )
 
-// 11. Stock: the schedule's snapshot of WH1 (over OData, the seeded warehouse)
+// 12. Stock: the schedule's snapshot of WH1 (over OData, the seeded warehouse)
 // reaches Ozon and Wildberries through the outbox, and Kaspi pulls it from the
 // service's feed (then gets 304).
 func (d *script) stock(ctx context.Context) (string, error) {

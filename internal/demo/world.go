@@ -48,6 +48,8 @@ type simulators struct {
 	kaspiToken, ozonKey    string
 	ozonClient, wbToken    string
 	feedToken              string
+
+	ozonSold map[string]decimal.Decimal // each Ozon posting's goods at their prices, by posting number
 }
 
 // The demo's stock: what 1C holds in WH1 (over OData, the seeded warehouse),
@@ -65,6 +67,9 @@ var (
 	demoSKUs    = []string{"SKU-KETTLE", "SKU-IRON", "SKU-COFFEE", "SKU-TEA", "SKU-MUG", "SKU-TOWEL", "SKU-8812"}
 	demoSources = []string{"kaspi", "ozon", "wb", "site"}
 )
+
+// demoZone is the service's ui.timezone, the zone of the payout periods' days.
+const demoZone = "Asia/Almaty"
 
 // oneCTimeout is the service's onec.timeout.
 const oneCTimeout = 2 * time.Second
@@ -169,6 +174,13 @@ func (s *simulators) serviceEnv(parent []string, dir string) []string {
 		"ORDERSYNC_CONNECTORS__OZON__ACKNOWLEDGE=true",
 		"ORDERSYNC_CONNECTORS__OZON__POLL_INTERVAL=300ms",
 		"ORDERSYNC_CONNECTORS__OZON__RATE_PER_SECOND=40",
+		// Ozon's returns, each carried into 1C as a customer return (a shop: every 10 minutes).
+		"ORDERSYNC_CONNECTORS__OZON__RETURNS__ENABLED=true",
+		"ORDERSYNC_CONNECTORS__OZON__RETURNS__POLL_INTERVAL=300ms",
+		// The payout lines are read by hand, as an operator does at the month's end.
+		"ORDERSYNC_PAYOUTS__SCHEDULE=off",
+		// The days of a payout period are counted in the demo's zone.
+		"ORDERSYNC_UI__TIMEZONE="+demoZone,
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__ENABLED=true",
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__BASE_URL="+s.wb.URL(),
 		"ORDERSYNC_CONNECTORS__WILDBERRIES__RETURNS__BASE_URL="+s.wb.URL(),
@@ -183,7 +195,7 @@ func (s *simulators) serviceEnv(parent []string, dir string) []string {
 		"ORDERSYNC_RELAY__DESTINATIONS__CRM__TYPE=webhook",
 		"ORDERSYNC_RELAY__DESTINATIONS__CRM__URL="+s.sink.URL(),
 		"ORDERSYNC_RELAY__DESTINATIONS__CRM__SECRETS="+s.sinkSecret.Encode(),
-		"ORDERSYNC_RELAY__DESTINATIONS__CRM__EVENTS=order.created,order.cancelled",
+		"ORDERSYNC_RELAY__DESTINATIONS__CRM__EVENTS=order.created,order.cancelled,return.created",
 		"ORDERSYNC_RELAY__POLL_INTERVAL=100ms",
 		"ORDERSYNC_RELAY__BACKOFF_MIN=100ms",
 		"ORDERSYNC_RELAY__BACKOFF_MAX=1s",
@@ -217,8 +229,20 @@ func (s *simulators) addKaspi(code, name, phone, sku, product string, qty int64,
 }
 
 func (s *simulators) addOzon(posting, sku, product string, qty int, price string) {
+	if s.ozonSold == nil {
+		s.ozonSold = map[string]decimal.Decimal{}
+	}
+	s.ozonSold[posting] = decimal.NewFromInt(int64(qty)).Mul(decimal.RequireFromString(price))
 	s.ozon.AddPosting(ozonsim.Posting{PostingNumber: posting, InProcessAt: time.Now().Add(-time.Minute),
 		Products: []ozonsim.Product{{OfferID: sku, Name: product, Quantity: qty, Price: decimal.RequireFromString(price)}}})
+}
+
+// addOzonReturn plants a return of qty of one product of an Ozon posting and
+// returns its id.
+func (s *simulators) addOzonReturn(posting, typ, sku, product string, qty int, price, reason string) string {
+	id := s.ozon.AddReturn(ozonsim.Return{Type: typ, PostingNumber: posting, OfferID: sku, Name: product,
+		Quantity: qty, Price: decimal.RequireFromString(price), Reason: reason, ReturnDate: time.Now().Add(-time.Minute)})
+	return strconv.FormatInt(id, 10)
 }
 
 func (s *simulators) addWB(id int64, article string, hundredths int64) {
@@ -246,6 +270,17 @@ func (s *simulators) acks() (kaspi, ozon, wb int) {
 		wb += n
 	}
 	return
+}
+
+// crmEvents counts the distinct events of type typ the CRM received.
+func (s *simulators) crmEvents(typ string) int {
+	seen := map[string]bool{}
+	for _, d := range s.sink.Deliveries() {
+		if d.Type == typ {
+			seen[d.EventID] = true
+		}
+	}
+	return len(seen)
 }
 
 // webhookAnswer is one answer of POST /webhooks/site.
