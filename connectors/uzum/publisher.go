@@ -1,0 +1,154 @@
+package uzum
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/go-resty/resty/v2"
+
+	"github.com/ordersync/ordersync/connectors"
+	"github.com/ordersync/ordersync/internal/outbox"
+)
+
+// Publisher returns the outbox destination that confirms orders at Uzum: for an
+// order.created event of an Uzum order, POST /v1/fbs/order/{orderId}/confirm.
+// Other events and other sources' orders are acknowledged as they are.
+//
+// Uzum takes no idempotency key, so the call is guarded: the order's status is read
+// first and the POST is skipped when the order is confirmed already (or has moved
+// past that, or was cancelled). A POST Uzum refuses is judged by reading the status
+// again: an order confirmed meanwhile is a success. A relay that delivers the same
+// event twice therefore confirms the order once.
+//
+// Errors: 429 or 503 with Retry-After is an *outbox.DeliveryError with RetryAfter;
+// refused credentials are a *connectors.AuthError naming connectors.uzum.token; an
+// answer that will never change is a DeliveryError with Dead. Any other failure is
+// a plain error, and the relay tries again later, reading the status first.
+func (c *Connector) Publisher() outbox.Publisher { return outbox.PublisherFunc(c.publish) }
+
+type createdData struct {
+	Order *struct {
+		Source     string `json:"source"`
+		ExternalID string `json:"external_id"`
+	} `json:"order"`
+}
+
+func (c *Connector) publish(ctx context.Context, r outbox.Record) error {
+	if r.Type != outbox.OrderCreated {
+		return nil
+	}
+	var d createdData
+	if err := json.Unmarshal(r.Data, &d); err != nil || d.Order == nil {
+		if err == nil {
+			err = errors.New(`no "order"`)
+		}
+		return &outbox.DeliveryError{Dead: true,
+			Err: fmt.Errorf("uzum: confirm: event %s: data is not {\"order\":…}: %w", r.EventID, err)}
+	}
+	if d.Order.Source != Name {
+		return nil
+	}
+	id := d.Order.ExternalID
+	if id == "" {
+		return &outbox.DeliveryError{Dead: true,
+			Err: fmt.Errorf("uzum: confirm: event %s: the order has no external_id (the Uzum order id)", r.EventID)}
+	}
+	log := c.log.With("order_id", id, "event_id", r.EventID)
+
+	mu := c.lock(id)
+	mu.Lock()
+	defer mu.Unlock()
+
+	status, err := c.orderStatus(ctx, id)
+	if err != nil {
+		return err
+	}
+	switch {
+	case slices.Contains(confirmedOrLater, status):
+		log.DebugContext(ctx, "order already confirmed at Uzum", "status", status)
+		return nil
+	case status == StatusCanceled || status == StatusPendingCancellation:
+		log.InfoContext(ctx, "order cancelled at Uzum: nothing to confirm", "status", status)
+		return nil
+	case status != StatusCreated:
+		return fmt.Errorf("uzum: confirm order %s: unexpected status %q", id, status)
+	}
+	what := "confirm order " + id
+	resp, err := c.http.R().SetContext(ctx).Post(pathOrder + id + "/confirm")
+	if err == nil && resp.IsSuccess() {
+		log.InfoContext(ctx, "order confirmed at Uzum")
+		return nil
+	}
+	if err == nil && permanent(resp.StatusCode()) {
+		now, rerr := c.orderStatus(ctx, id)
+		switch {
+		case rerr != nil:
+			return fmt.Errorf("uzum: %s: refused (HTTP %d), and the status could not be read again: %w", what, resp.StatusCode(), rerr)
+		case slices.Contains(confirmedOrLater, now):
+			log.InfoContext(ctx, "order confirmed at Uzum meanwhile", "status", now)
+			return nil
+		case now == StatusCanceled || now == StatusPendingCancellation:
+			log.InfoContext(ctx, "order cancelled at Uzum meanwhile: nothing to confirm", "status", now)
+			return nil
+		}
+	}
+	return deliveryError(what, resp, err)
+}
+
+// orderStatus reads the order's status, once: the relay schedules retries.
+func (c *Connector) orderStatus(ctx context.Context, id string) (string, error) {
+	what := "read the status of order " + id
+	resp, err := c.http.R().SetContext(ctx).Get(pathOrder + id)
+	if err == nil && resp.StatusCode() == http.StatusNotFound {
+		return "", &outbox.DeliveryError{Dead: true, Err: fmt.Errorf("uzum: %s: %w", what, connectors.ErrNotFound)}
+	}
+	if err != nil || !resp.IsSuccess() {
+		return "", deliveryError(what, resp, err)
+	}
+	raw, err := decodeOne(resp.Body())
+	if err != nil {
+		return "", fmt.Errorf("uzum: %s: %w", what, err)
+	}
+	status := statusOf(raw)
+	if status == "" {
+		return "", fmt.Errorf("uzum: %s: the order has no status", what)
+	}
+	return status, nil
+}
+
+// permanent reports whether an HTTP status will not change on a retry.
+func permanent(st int) bool {
+	switch st {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return false
+	}
+	return st >= 400 && st < 500
+}
+
+// deliveryError classifies a failed call for the relay.
+func deliveryError(what string, resp *resty.Response, err error) error {
+	if err != nil || resp == nil {
+		return fmt.Errorf("uzum: %s: %w", what, err)
+	}
+	cerr := connectors.Check(Name, keyToken, what, resp, nil)
+	st := resp.StatusCode()
+	switch {
+	case cerr == nil:
+		return nil
+	case st == http.StatusUnauthorized || st == http.StatusForbidden:
+		return cerr
+	case st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable:
+		if d, ok := connectors.RetryAfter(resp.Header().Get("Retry-After"), time.Now()); ok {
+			return &outbox.DeliveryError{Err: cerr, RetryAfter: d}
+		}
+		return cerr
+	case permanent(st):
+		return &outbox.DeliveryError{Err: cerr, Dead: true}
+	}
+	return cerr
+}
