@@ -410,52 +410,95 @@ func (p *Poller) handle(ctx context.Context, it Item, st *PollStats) error {
 			// what matters, and it ends done with a note if nothing was created.
 			return p.registerCancel(ctx, it, st)
 		}
-		op := journal.NewOperation{Key: createKey, Kind: order.KindCreate, Source: name, ExternalID: it.ID, Payload: storable(it.Raw)}
-		reason := order.SafeText(mapErr.Error())
-		reg, err := p.cfg.Journal.RegisterFailed(ctx, op, reason)
+		op := journal.NewOperation{Key: createKey, Kind: order.KindCreate, Source: name, ExternalID: it.ID}
+		out, err := p.record(ctx, log, "order", op, it.Raw, mapErr)
 		if err != nil {
-			return fmt.Errorf("record failed order %s: %w", createKey, err)
+			return err
 		}
-		if reg.Outcome == journal.Registered {
-			st.Failed++
-			log.WarnContext(ctx, "order recorded as failed", "reason", reason)
-		} else {
-			st.Duplicates++
-		}
+		st.count(out, &st.Registered, &st.Duplicates, &st.Failed, &st.Revised, &st.Conflicts)
 		return nil
 	}
 
 	op := journal.NewOperation{Key: createKey, Kind: order.KindCreate, Source: name, ExternalID: o.ExternalID, Payload: o.Canonical()}
-	reg, err := p.cfg.Journal.Register(ctx, op)
+	out, err := p.record(ctx, log, "order", op, nil, nil)
 	if err != nil {
-		return fmt.Errorf("register %s: %w", createKey, err)
+		return err
 	}
-	switch reg.Outcome {
-	case journal.Registered:
-		st.Registered++
-		log.InfoContext(ctx, "order registered")
-	case journal.Duplicate:
-		st.Duplicates++
-	case journal.Conflicted:
-		saved := reg.Operation
-		if saved.Status == journal.StatusFailed && saved.Attempts == 0 {
-			// It failed to map before and maps now (the SKU map was fixed).
-			if _, err := p.cfg.Journal.Revise(ctx, op); err != nil && !errors.Is(err, journal.ErrNotRevisable) {
-				return fmt.Errorf("revise %s: %w", createKey, err)
-			} else if err == nil {
-				st.Revised++
-				log.InfoContext(ctx, "an order that had failed to map maps now: it is pending again")
-				break
-			}
-		}
-		// The marketplace changed an order already registered: recorded, not applied.
-		st.Conflicts++
-		log.WarnContext(ctx, "the marketplace changed a registered order; the change is recorded as a conflict, 1C keeps the first version")
-	}
+	st.count(out, &st.Registered, &st.Duplicates, &st.Failed, &st.Revised, &st.Conflicts)
 	if it.Cancelled {
 		return p.registerCancel(ctx, it, st)
 	}
 	return nil
+}
+
+// recorded is what registering one marketplace operation came to.
+type recorded int
+
+const (
+	recRegistered recorded = iota // a new operation
+	recDuplicate                  // the same again, or a failure recorded before
+	recFailed                     // recorded failed: it does not map
+	recRevised                    // it failed to map before and maps now: pending again
+	recConflict                   // the marketplace changed it: recorded, not applied
+)
+
+// count adds out to the counter it names.
+func (st *PollStats) count(out recorded, registered, duplicates, failed, revised, conflicts *int) {
+	switch out {
+	case recRegistered:
+		*registered++
+	case recDuplicate:
+		*duplicates++
+	case recFailed:
+		*failed++
+	case recRevised:
+		*revised++
+	case recConflict:
+		*conflicts++
+	}
+}
+
+// record registers op, what (an "order", a "return") a listing found: when mapErr
+// is set, as failed with that reason and raw, the marketplace's bytes, as its
+// payload; otherwise with op's payload, where a conflict with an operation that
+// failed to map and was never attempted revises it (the SKU map was fixed, the
+// order arrived), and any other conflict is recorded, not applied.
+func (p *Poller) record(ctx context.Context, log *slog.Logger, what string, op journal.NewOperation, raw json.RawMessage,
+	mapErr error) (recorded, error) {
+	if mapErr != nil {
+		op.Payload = storable(raw)
+		reason := order.SafeText(mapErr.Error())
+		reg, err := p.cfg.Journal.RegisterFailed(ctx, op, reason)
+		if err != nil {
+			return 0, fmt.Errorf("record failed %s %s: %w", what, op.Key, err)
+		}
+		if reg.Outcome != journal.Registered {
+			return recDuplicate, nil
+		}
+		log.WarnContext(ctx, what+" recorded as failed", "reason", reason)
+		return recFailed, nil
+	}
+	reg, err := p.cfg.Journal.Register(ctx, op)
+	if err != nil {
+		return 0, fmt.Errorf("register %s: %w", op.Key, err)
+	}
+	switch reg.Outcome {
+	case journal.Registered:
+		log.InfoContext(ctx, what+" registered")
+		return recRegistered, nil
+	case journal.Duplicate:
+		return recDuplicate, nil
+	}
+	if saved := reg.Operation; saved.Status == journal.StatusFailed && saved.Attempts == 0 {
+		if _, err := p.cfg.Journal.Revise(ctx, op); err == nil {
+			log.InfoContext(ctx, "a "+what+" that had failed to map maps now: it is pending again")
+			return recRevised, nil
+		} else if !errors.Is(err, journal.ErrNotRevisable) {
+			return 0, fmt.Errorf("revise %s: %w", op.Key, err)
+		}
+	}
+	log.WarnContext(ctx, "the marketplace changed a registered "+what+"; the change is recorded as a conflict, 1C keeps the first version")
+	return recConflict, nil
 }
 
 func (p *Poller) registerCancel(ctx context.Context, it Item, st *PollStats) error {

@@ -172,50 +172,15 @@ func (p *Poller) handleReturn(ctx context.Context, it ReturnItem, st *PollStats)
 			mapErr = r.Validate()
 		}
 	}
-	base := journal.NewOperation{Key: key, Kind: order.KindReturn, Source: name, ExternalID: ReturnExternalID(it.ID)}
-	if mapErr != nil {
-		op := base
-		op.Payload = storable(it.Raw)
-		reason := order.SafeText(mapErr.Error())
-		reg, err := p.cfg.Journal.RegisterFailed(ctx, op, reason)
-		if err != nil {
-			return fmt.Errorf("record failed return %s: %w", key, err)
-		}
-		if reg.Outcome == journal.Registered {
-			st.ReturnsFailed++
-			log.WarnContext(ctx, "return recorded as failed", "reason", reason)
-		} else {
-			st.ReturnsDuplicates++
-		}
-		return nil
+	op := journal.NewOperation{Key: key, Kind: order.KindReturn, Source: name, ExternalID: ReturnExternalID(it.ID)}
+	if mapErr == nil {
+		op.Payload = r.Canonical()
 	}
-	op := base
-	op.Payload = r.Canonical()
-	reg, err := p.cfg.Journal.Register(ctx, op)
+	out, err := p.record(ctx, log.With("order_key", r.OrderKey, "type", r.Type), "return", op, it.Raw, mapErr)
 	if err != nil {
-		return fmt.Errorf("register %s: %w", key, err)
+		return err
 	}
-	switch reg.Outcome {
-	case journal.Registered:
-		st.ReturnsRegistered++
-		log.InfoContext(ctx, "return registered", "order_key", r.OrderKey, "type", r.Type)
-	case journal.Duplicate:
-		st.ReturnsDuplicates++
-	case journal.Conflicted:
-		saved := reg.Operation
-		if saved.Status == journal.StatusFailed && saved.Attempts == 0 {
-			// It failed to map before and maps now (the SKU map was fixed).
-			if _, err := p.cfg.Journal.Revise(ctx, op); err != nil && !errors.Is(err, journal.ErrNotRevisable) {
-				return fmt.Errorf("revise %s: %w", key, err)
-			} else if err == nil {
-				st.ReturnsRevised++
-				log.InfoContext(ctx, "a return that had failed to map maps now: it is pending again")
-				return nil
-			}
-		}
-		st.ReturnsConflicts++
-		log.WarnContext(ctx, "the marketplace changed a registered return; the change is recorded as a conflict, 1C keeps the first version")
-	}
+	st.count(out, &st.ReturnsRegistered, &st.ReturnsDuplicates, &st.ReturnsFailed, &st.ReturnsRevised, &st.ReturnsConflicts)
 	return nil
 }
 
