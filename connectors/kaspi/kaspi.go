@@ -21,13 +21,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/go-resty/resty/v2"
@@ -150,7 +148,7 @@ type Connector struct {
 	// locks serialise the acceptance of one order code within this process (a
 	// relay delivering twice at once); Kaspi's own rule does the rest across
 	// processes.
-	locks [64]sync.Mutex
+	locks connectors.OrderLocks
 }
 
 var _ connectors.Marketplace = (*Connector)(nil)
@@ -388,12 +386,6 @@ func (c *Connector) readEntries(ctx context.Context, id string) (body []byte, ba
 		return nil, nil, err
 	}
 	return resp.Body(), nil, nil
-}
-
-func (c *Connector) lock(code string) *sync.Mutex {
-	h := fnv.New32a()
-	h.Write([]byte(code))
-	return &c.locks[h.Sum32()%uint32(len(c.locks))]
 }
 
 func cancelled(status string) bool { return status == StatusCancelled || status == StatusCancelling }

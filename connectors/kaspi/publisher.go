@@ -3,7 +3,6 @@ package kaspi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -41,39 +40,15 @@ var acceptedOrLater = []string{StatusAcceptedByMerchant, StatusCompleted, Status
 // whose answer was lost is not repeated blindly.
 func (c *Connector) Publisher() outbox.Publisher { return outbox.PublisherFunc(c.publish) }
 
-// createdData is what the acceptance needs of an order.created event's data:
-// {"order": <canonical order>, "onec": {…}}.
-type createdData struct {
-	Order *struct {
-		Source        string `json:"source"`
-		ExternalID    string `json:"external_id"`
-		MarketplaceID string `json:"marketplace_id"`
-	} `json:"order"`
-}
-
 func (c *Connector) publish(ctx context.Context, r outbox.Record) error {
-	if r.Type != outbox.OrderCreated {
-		return nil
+	o, ok, err := connectors.OrderToAcknowledge(r, Name, "kaspi: accept", "the Kaspi order code")
+	if !ok {
+		return err
 	}
-	var d createdData
-	if err := json.Unmarshal(r.Data, &d); err != nil || d.Order == nil {
-		if err == nil {
-			err = errors.New(`no "order"`)
-		}
-		return &outbox.DeliveryError{Dead: true,
-			Err: fmt.Errorf("kaspi: accept: event %s: data is not {\"order\":…}: %w", r.EventID, err)}
-	}
-	if d.Order.Source != Name {
-		return nil
-	}
-	code := d.Order.ExternalID
-	if code == "" {
-		return &outbox.DeliveryError{Dead: true,
-			Err: fmt.Errorf("kaspi: accept: event %s: the order has no external_id (the Kaspi order code)", r.EventID)}
-	}
+	code := o.ExternalID
 	log := c.log.With("code", code, "event_id", r.EventID)
 
-	mu := c.lock(code)
+	mu := c.locks.Of(code)
 	mu.Lock()
 	defer mu.Unlock()
 
@@ -81,9 +56,9 @@ func (c *Connector) publish(ctx context.Context, r outbox.Record) error {
 	if err != nil {
 		return err
 	}
-	if d.Order.MarketplaceID != "" && d.Order.MarketplaceID != id {
+	if o.MarketplaceID != "" && o.MarketplaceID != id {
 		log.WarnContext(ctx, "the order's Kaspi id differs from the one recorded; using Kaspi's",
-			"recorded_id", d.Order.MarketplaceID, "kaspi_id", id)
+			"recorded_id", o.MarketplaceID, "kaspi_id", id)
 	}
 	switch {
 	case slices.Contains(acceptedOrLater, status):

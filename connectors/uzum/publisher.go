@@ -2,8 +2,6 @@ package uzum
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -31,36 +29,15 @@ import (
 // a plain error, and the relay tries again later, reading the status first.
 func (c *Connector) Publisher() outbox.Publisher { return outbox.PublisherFunc(c.publish) }
 
-type createdData struct {
-	Order *struct {
-		Source     string `json:"source"`
-		ExternalID string `json:"external_id"`
-	} `json:"order"`
-}
-
 func (c *Connector) publish(ctx context.Context, r outbox.Record) error {
-	if r.Type != outbox.OrderCreated {
-		return nil
+	o, ok, err := connectors.OrderToAcknowledge(r, Name, "uzum: confirm", "the Uzum order id")
+	if !ok {
+		return err
 	}
-	var d createdData
-	if err := json.Unmarshal(r.Data, &d); err != nil || d.Order == nil {
-		if err == nil {
-			err = errors.New(`no "order"`)
-		}
-		return &outbox.DeliveryError{Dead: true,
-			Err: fmt.Errorf("uzum: confirm: event %s: data is not {\"order\":…}: %w", r.EventID, err)}
-	}
-	if d.Order.Source != Name {
-		return nil
-	}
-	id := d.Order.ExternalID
-	if id == "" {
-		return &outbox.DeliveryError{Dead: true,
-			Err: fmt.Errorf("uzum: confirm: event %s: the order has no external_id (the Uzum order id)", r.EventID)}
-	}
+	id := o.ExternalID
 	log := c.log.With("order_id", id, "event_id", r.EventID)
 
-	mu := c.lock(id)
+	mu := c.locks.Of(id)
 	mu.Lock()
 	defer mu.Unlock()
 

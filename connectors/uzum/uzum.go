@@ -19,13 +19,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/go-resty/resty/v2"
@@ -125,7 +123,7 @@ type Connector struct {
 
 	// locks serialise the confirmation of one order within this process (a relay
 	// delivering twice at once); reading the status first does the rest.
-	locks [64]sync.Mutex
+	locks connectors.OrderLocks
 }
 
 var _ connectors.Marketplace = (*Connector)(nil)
@@ -311,10 +309,4 @@ func (c *Connector) read(ctx context.Context, path string, q url.Values, what st
 		return nil, err
 	}
 	return resp.Body(), nil
-}
-
-func (c *Connector) lock(id string) *sync.Mutex {
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	return &c.locks[h.Sum32()%uint32(len(c.locks))]
 }
