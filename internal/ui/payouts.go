@@ -13,7 +13,6 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/ordersync/ordersync/internal/journal/export"
-	"github.com/ordersync/ordersync/internal/journal/filter"
 	payrec "github.com/ordersync/ordersync/internal/payouts/reconcile"
 )
 
@@ -77,17 +76,7 @@ func (s *Server) payoutsPage(w http.ResponseWriter, r *http.Request, u who) {
 		s.render(w, r, http.StatusOK, "payouts", u, title, d)
 		return
 	}
-	var bad []string
-	if d.Source == "" {
-		bad = append(bad, s.cat.t("bad_reconcile_source"))
-	} else if !filter.IsSource(d.Source) {
-		bad = append(bad, fmt.Sprintf(s.cat.t("bad_source"), d.Source))
-	}
-	if d.From == "" || d.To == "" {
-		bad = append(bad, s.cat.t("bad_reconcile_period"))
-	}
-	period, err := filter.ParsePeriod(d.From, d.To)
-	bad = append(bad, s.filterProblems(err)...)
+	period, bad := s.sourceAndPeriod(d.Source, d.From, d.To)
 	if len(bad) > 0 {
 		d.Problems = bad
 		s.render(w, r, http.StatusBadRequest, "payouts", u, title, d)

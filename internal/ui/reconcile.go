@@ -60,17 +60,7 @@ func (s *Server) reconcilePage(w http.ResponseWriter, r *http.Request, u who) {
 		s.render(w, r, http.StatusOK, "reconcile", u, title, d)
 		return
 	}
-	var bad []string
-	if d.Source == "" {
-		bad = append(bad, s.cat.t("bad_reconcile_source"))
-	} else if !filter.IsSource(d.Source) {
-		bad = append(bad, fmt.Sprintf(s.cat.t("bad_source"), d.Source))
-	}
-	if d.From == "" || d.To == "" {
-		bad = append(bad, s.cat.t("bad_reconcile_period"))
-	}
-	period, err := filter.ParsePeriod(d.From, d.To)
-	bad = append(bad, s.filterProblems(err)...)
+	period, bad := s.sourceAndPeriod(d.Source, d.From, d.To)
 	if len(bad) > 0 {
 		d.Problems = bad
 		s.render(w, r, http.StatusBadRequest, "reconcile", u, title, d)
@@ -251,4 +241,21 @@ func (s *Server) reconcileNote(it reconcile.Item) string {
 		return f
 	}
 	return it.Note
+}
+
+// sourceAndPeriod checks a reconciliation form's source and period (both
+// reconciliation pages ask for the same), returning the period and what is wrong
+// in the accountant's words.
+func (s *Server) sourceAndPeriod(source, from, to string) (filter.Period, []string) {
+	var bad []string
+	if source == "" {
+		bad = append(bad, s.cat.t("bad_reconcile_source"))
+	} else if !filter.IsSource(source) {
+		bad = append(bad, fmt.Sprintf(s.cat.t("bad_source"), source))
+	}
+	if from == "" || to == "" {
+		bad = append(bad, s.cat.t("bad_reconcile_period"))
+	}
+	period, err := filter.ParsePeriod(from, to)
+	return period, append(bad, s.filterProblems(err)...)
 }
