@@ -35,15 +35,7 @@ func testKill9Twice(t *testing.T, backend string) {
 	e := newEnvOn(t, backend, onecsim.Options{OpLatency: map[string]time.Duration{"create": 200 * time.Millisecond, "find": 20 * time.Millisecond}}, true)
 	// The service talks to 1C through a front that counts the creates in flight: the
 	// kills must hit some.
-	var creating atomic.Int64
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/orders") {
-			creating.Add(1)
-			defer creating.Add(-1)
-		}
-		e.onec.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
+	creating, front := postsInFlight(t, e, "/orders")
 	// A killed attempt is taken over 3 × timeout + settle_time (9s) after it started.
 	e.environ = append(e.environ, "ORDERSYNC_ONEC__BASE_URL="+front.URL+e.onec.Prefix(),
 		"ORDERSYNC_ONEC__MAX_CONCURRENCY=8", "ORDERSYNC_ONEC__TIMEOUT=2s", "ORDERSYNC_ONEC__SETTLE_TIME=3s")
@@ -171,4 +163,21 @@ func testKill9Twice(t *testing.T, backend string) {
 	}
 	t.Logf("%d attempts cut short by two kills, %d interrupted (%d closed by a verdict already sent); 1C holds %d orders, each once",
 		len(cutShort), len(cutShort)-late, late, e.onec.Count())
+}
+
+// postsInFlight puts a front before the env's 1C simulator that counts the POSTs to
+// a path ending in suffix while 1C works on them, so that a test can kill the
+// service while some are in flight. The service is to be pointed at front.
+func postsInFlight(t *testing.T, e *env, suffix string) (*atomic.Int64, *httptest.Server) {
+	t.Helper()
+	var n atomic.Int64
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, suffix) {
+			n.Add(1)
+			defer n.Add(-1)
+		}
+		e.onec.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	return &n, front
 }

@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,15 +25,7 @@ func TestKill9MidReturnPostCreatesEveryReturnOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnvOn(t, "postgres", onecsim.Options{Dedupe: true,
 		OpLatency: map[string]time.Duration{"create_return": 400 * time.Millisecond}}, true)
-	var posting atomic.Int64
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/returns") {
-			posting.Add(1)
-			defer posting.Add(-1)
-		}
-		e.onec.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
+	posting, front := postsInFlight(t, e, "/returns")
 	e.environ = append(e.environ, "ORDERSYNC_ONEC__BASE_URL="+front.URL+e.onec.Prefix(),
 		"ORDERSYNC_ONEC__MAX_CONCURRENCY=4", "ORDERSYNC_ONEC__TIMEOUT=2s", "ORDERSYNC_ONEC__SETTLE_TIME=3s")
 	const n = 12
