@@ -193,10 +193,6 @@ type Destination struct {
 // eventTypes are the event types a destination may subscribe to.
 var eventTypes = []string{outbox.OrderCreated, outbox.OrderCancelled, outbox.OrderDuplicateIn1C, outbox.StockSnapshot, outbox.ReturnCreated}
 
-// publishingConnectors are the connectors that can be a destination: the sections
-// of Connectors.
-var publishingConnectors = []string{"kaspi", "ozon", "wildberries"}
-
 // defaults is the configuration before any file or environment variable.
 func defaults() Config {
 	return Config{
@@ -246,6 +242,7 @@ func defaults() Config {
 		},
 		Connectors: Connectors{
 			Kaspi: Kaspi{
+				Type:          TypeKaspi,
 				BaseURL:       "https://kaspi.kz/shop/api/v2",
 				PollInterval:  time.Minute,
 				Lookback:      72 * time.Hour,
@@ -259,6 +256,7 @@ func defaults() Config {
 				Returns:       Returns{Enabled: true, PollInterval: 10 * time.Minute},
 			},
 			Ozon: Ozon{
+				Type:          TypeOzon,
 				BaseURL:       "https://api-seller.ozon.ru",
 				APIVersion:    OzonV4,
 				PollInterval:  time.Minute,
@@ -270,6 +268,7 @@ func defaults() Config {
 				Returns:       Returns{Enabled: true, PollInterval: 10 * time.Minute},
 			},
 			Wildberries: Wildberries{
+				Type:          TypeWildberries,
 				BaseURL:       "https://marketplace-api.wildberries.ru",
 				PollInterval:  time.Minute,
 				Lookback:      72 * time.Hour,
@@ -282,6 +281,8 @@ func defaults() Config {
 				Returns: WildberriesReturns{Enabled: true, PollInterval: 10 * time.Minute,
 					BaseURL: "https://seller-analytics-api.wildberries.ru"},
 			},
+			YandexMarket: defaultYandexMarket(),
+			Uzum:         defaultUzum(),
 		},
 		Webhooks: Webhooks{
 			MaxBody:   1 << 20,
@@ -323,13 +324,13 @@ func defaults() Config {
 // entryDefaults are the defaults of one entry of each map section, by the
 // section's key: the keys an entry leaves out.
 func entryDefaults() map[string]any {
-	return map[string]any{
+	return addTypeDefaults(map[string]any{
 		"relay.destinations": Destination{
 			Timeout: 10 * time.Second,
 			OnDead:  OnDeadBlock,
 		},
 		"onec.odata.sources": ODataSource{},
-	}
+	})
 }
 
 // derive fills in defaults that depend on other keys and normalises spelling. It
@@ -661,11 +662,8 @@ func (d Destination) validate(key string, p *problems) {
 			p.add(key+".connector", fmt.Sprintf("must be empty for a webhook destination, got %q", d.Connector))
 		}
 	case DestinationConnector:
-		switch {
-		case d.Connector == "":
-			p.add(key+".connector", "is required for a connector destination: one of "+strings.Join(publishingConnectors, ", "))
-		case !slices.Contains(publishingConnectors, d.Connector):
-			p.add(key+".connector", fmt.Sprintf("unknown connector %q, known: %s", d.Connector, strings.Join(publishingConnectors, ", ")))
+		if d.Connector == "" {
+			p.add(key+".connector", "is required for a connector destination: the name of an account, as in connectors.<name>")
 		}
 		if d.URL != "" {
 			p.add(key+".url", "is only for webhook destinations; this one has type connector")

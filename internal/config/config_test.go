@@ -131,6 +131,7 @@ func TestDefaults(t *testing.T) {
 		Connectors: Connectors{
 			SKUMap: "",
 			Kaspi: Kaspi{
+				Type:          TypeKaspi,
 				Enabled:       false,
 				BaseURL:       "https://kaspi.kz/shop/api/v2",
 				PollInterval:  time.Minute,
@@ -145,6 +146,7 @@ func TestDefaults(t *testing.T) {
 				Returns:       Returns{Enabled: true, PollInterval: 10 * time.Minute},
 			},
 			Ozon: Ozon{
+				Type:          TypeOzon,
 				Enabled:       false,
 				BaseURL:       "https://api-seller.ozon.ru",
 				APIVersion:    "v4",
@@ -158,6 +160,7 @@ func TestDefaults(t *testing.T) {
 				Returns:       Returns{Enabled: true, PollInterval: 10 * time.Minute},
 			},
 			Wildberries: Wildberries{
+				Type:          TypeWildberries,
 				Enabled:       false,
 				BaseURL:       "https://marketplace-api.wildberries.ru",
 				PollInterval:  time.Minute,
@@ -171,6 +174,28 @@ func TestDefaults(t *testing.T) {
 				ContentURL:    "https://content-api.wildberries.ru",
 				Returns: WildberriesReturns{Enabled: true, PollInterval: 10 * time.Minute,
 					BaseURL: "https://seller-analytics-api.wildberries.ru"},
+			},
+			YandexMarket: YandexMarket{
+				Type:          TypeYandexMarket,
+				BaseURL:       "https://api.partner.market.yandex.ru",
+				OrdersAPI:     YMCampaignAPI,
+				StockAPI:      YMCampaignAPI,
+				PollInterval:  time.Minute,
+				Lookback:      72 * time.Hour,
+				PageSize:      50,
+				Timeout:       30 * time.Second,
+				RatePerSecond: 2,
+				MaxResponse:   16 << 20,
+			},
+			Uzum: Uzum{
+				Type:          TypeUzum,
+				BaseURL:       "https://api-seller.uzum.uz/api/seller-openapi",
+				PollInterval:  time.Minute,
+				Lookback:      72 * time.Hour,
+				PageSize:      50,
+				Timeout:       30 * time.Second,
+				RatePerSecond: 3,
+				MaxResponse:   16 << 20,
 			},
 		},
 		Webhooks: Webhooks{
@@ -801,6 +826,9 @@ worker:
 		}
 	}
 	for key := range keys().maps {
+		if strings.Contains(key, "~") {
+			continue // further accounts print as connectors.<name>; there are none
+		}
 		wantKeys++
 		if v, ok := flat[key]; !ok || !reflect.DeepEqual(v, map[string]any{}) {
 			t.Errorf("effective configuration shows map section %s as %v, want an empty section", key, v)
@@ -893,14 +921,18 @@ func TestExampleFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	var p problems
-	flat, levels, _, err := parseFile(b, "", &p)
+	types := map[string]string{}
+	flat, levels, _, err := parseFile(b, "", types, &p)
 	if err != nil || len(p) > 0 {
 		t.Fatalf("%s: %v %v", example, err, p.err())
 	}
 	tab := keys()
 	entries := map[*mapSection][]string{}
+	routed := map[string]any{} // flat, keys in the table's terms
 	for key := range flat {
-		mt := tab.match(levels[key])
+		lv := routeLevels(levels[key], types)
+		routed[strings.Join(lv, ".")] = flat[key]
+		mt := tab.match(lv)
 		if mt.badName {
 			t.Errorf("%s has an entry with a name not allowed: %s", example, mt.entry)
 			continue
@@ -912,10 +944,20 @@ func TestExampleFile(t *testing.T) {
 			t.Errorf("%s has unknown key %s", example, key)
 		}
 	}
+	further := 0
 	for _, ms := range tab.maps {
+		if strings.Contains(ms.key, "~") {
+			// A further account has the keys of its type's first account, which
+			// the example shows; one further account shows how one is written.
+			further += len(entries[ms])
+			continue
+		}
 		if len(entries[ms]) == 0 {
 			t.Errorf("%s shows no entry of %s, so not its keys", example, ms.key)
 		}
+	}
+	if further == 0 {
+		t.Errorf("%s shows no further account (connectors.<name> with type:)", example)
 	}
 	for _, f := range tab.fields {
 		shown := []string{f.key}
@@ -925,9 +967,12 @@ func TestExampleFile(t *testing.T) {
 				shown = append(shown, tab.concrete(f.key, entry))
 			}
 		}
+		if f.in != nil && strings.Contains(f.in.key, "~") {
+			shown = nil // a further account leaves keys to its type's defaults
+		}
 		for _, key := range shown {
-			_, plain := flat[key]
-			_, file := flat[key+"_file"]
+			_, plain := routed[key]
+			_, file := routed[key+"_file"]
 			if !plain && !(f.secret != "" && file) {
 				t.Errorf("%s does not show key %s", example, key)
 			}
@@ -965,8 +1010,11 @@ func TestExampleFile(t *testing.T) {
 	def.derive()
 	got, want := reflect.ValueOf(cfg).Elem(), reflect.ValueOf(def)
 	for _, f := range tab.fields {
-		if siteSpecific[f.key] {
-			continue
+		if siteSpecific[f.key] || strings.HasPrefix(f.key, "connectors.") && strings.HasSuffix(f.key, ".type") {
+			continue // a type is its account's name, or the account's own
+		}
+		if f.in != nil && strings.Contains(f.in.key, "~") && !slices.Contains([]string{"enabled"}, f.key[strings.LastIndexByte(f.key, '.')+1:]) {
+			continue // the further account's values are the user's
 		}
 		if f.in == nil {
 			if g, w := got.FieldByIndex(f.index).Interface(), want.FieldByIndex(f.index).Interface(); !reflect.DeepEqual(g, w) {
@@ -984,6 +1032,9 @@ func TestExampleFile(t *testing.T) {
 		}
 	}
 	for _, f := range tab.fields {
+		if f.in != nil && strings.Contains(f.in.key, "~") {
+			continue // the example names ORDERSYNC_CONNECTORS__<NAME>__<KEY> once
+		}
 		if !strings.Contains(string(b), envVar(f.key)) {
 			t.Errorf("%s does not mention the variable %s", example, envVar(f.key))
 		}

@@ -20,14 +20,36 @@ type Connectors struct {
 	// SKUMap is a CSV file of marketplace,marketplace_sku,onec_sku that maps the
 	// marketplaces' SKUs to 1C's. Empty means the identity. When set, the file must
 	// be readable; its content is the connectors' to read.
-	SKUMap      string      `koanf:"sku_map"`
-	Kaspi       Kaspi       `koanf:"kaspi"`
-	Ozon        Ozon        `koanf:"ozon"`
-	Wildberries Wildberries `koanf:"wildberries"`
+	SKUMap       string       `koanf:"sku_map"`
+	Kaspi        Kaspi        `koanf:"kaspi"`
+	Ozon         Ozon         `koanf:"ozon"`
+	Wildberries  Wildberries  `koanf:"wildberries"`
+	YandexMarket YandexMarket `koanf:"yandex_market"`
+	Uzum         Uzum         `koanf:"uzum"`
+
+	// The further accounts of each type (connectors.<name> with type:), kept by
+	// name in a section the loader routes them to (accounts.go).
+	KaspiAccounts        map[string]Kaspi        `koanf:"~kaspi" name:"[a-z0-9_-]{1,32}"`
+	OzonAccounts         map[string]Ozon         `koanf:"~ozon" name:"[a-z0-9_-]{1,32}"`
+	WildberriesAccounts  map[string]Wildberries  `koanf:"~wildberries" name:"[a-z0-9_-]{1,32}"`
+	YandexMarketAccounts map[string]YandexMarket `koanf:"~yandex_market" name:"[a-z0-9_-]{1,32}"`
+	UzumAccounts         map[string]Uzum         `koanf:"~uzum" name:"[a-z0-9_-]{1,32}"`
+}
+
+// OneCMapping is what an account's orders are written with in 1C
+// (connectors.<name>.onec): codes or GUIDs as the base knows them. Empty keys are
+// left to the base (the HTTP service's module) or to onec.odata.
+type OneCMapping struct {
+	Organization string `koanf:"organization"`
+	Partner      string `koanf:"partner"` // OData ut11: the partner of the counterparty
+	Counterparty string `koanf:"counterparty"`
+	Agreement    string `koanf:"agreement"`
 }
 
 // Kaspi is the Kaspi.kz merchant API connector (JSON:API, X-Auth-Token).
 type Kaspi struct {
+	// Type is the account's type; a first account's is its name.
+	Type         string        `koanf:"type"`
 	Enabled      bool          `koanf:"enabled"`
 	BaseURL      string        `koanf:"base_url"` // absolute http(s) URL
 	Token        string        `koanf:"token" secret:"true"`
@@ -54,10 +76,14 @@ type Kaspi struct {
 	// Company and MerchantID are the feed's <company> and <merchantid>.
 	Company    string `koanf:"company"`
 	MerchantID string `koanf:"merchant_id" number:"text"`
+	// OneC is what the account's orders are written with in 1C.
+	OneC OneCMapping `koanf:"onec"`
 }
 
 // Ozon is the Ozon Seller API connector (FBS postings; Client-Id and Api-Key).
 type Ozon struct {
+	// Type is the account's type; a first account's is its name.
+	Type         string        `koanf:"type"`
 	Enabled      bool          `koanf:"enabled"`
 	BaseURL      string        `koanf:"base_url"`
 	ClientID     string        `koanf:"client_id"`
@@ -77,6 +103,8 @@ type Ozon struct {
 	// text of a whole number greater than 0; StockWarehouseIDs reads them) its
 	// stock is sent to. Nil when empty.
 	StockWarehouses map[string]string `koanf:"stock_warehouses"`
+	// OneC is what the account's orders are written with in 1C.
+	OneC OneCMapping `koanf:"onec"`
 }
 
 // Ozon API versions of the FBS listing.
@@ -88,6 +116,8 @@ const (
 // Wildberries is the Wildberries marketplace API connector (FBS orders;
 // Authorization header).
 type Wildberries struct {
+	// Type is the account's type; a first account's is its name.
+	Type         string        `koanf:"type"`
 	Enabled      bool          `koanf:"enabled"`
 	BaseURL      string        `koanf:"base_url"`
 	Token        string        `koanf:"token" secret:"true"`
@@ -109,6 +139,8 @@ type Wildberries struct {
 	// ContentURL is the root of the content API (the cards, for each vendor
 	// code's chrtId): an absolute http(s) URL.
 	ContentURL string `koanf:"content_url"`
+	// OneC is what the account's orders are written with in 1C.
+	OneC OneCMapping `koanf:"onec"`
 }
 
 // Returns is a connector's reading of the marketplace's returns, each registered as
@@ -148,36 +180,67 @@ const defaultConnectorMaxResponse = 16 << 20
 // enabled reports whether the connector named name (kaspi, ozon, wildberries) is
 // enabled; false for a name that is no connector.
 func (c Connectors) enabled(name string) bool {
-	switch name {
-	case "kaspi":
-		return c.Kaspi.Enabled
-	case "ozon":
-		return c.Ozon.Enabled
-	case "wildberries":
-		return c.Wildberries.Enabled
-	}
-	return false
+	a, ok := c.Account(name)
+	return ok && a.enabled()
 }
 
-// derive normalises spelling and empty lists and maps.
+// derive normalises spelling and empty lists and maps, in every account.
 func (c *Connectors) derive() {
-	c.Ozon.APIVersion = strings.ToLower(c.Ozon.APIVersion)
-	// An empty list is no list, however it was written ([], or an empty variable);
-	// so is an empty map.
-	if len(c.Kaspi.States) == 0 {
-		c.Kaspi.States = nil
+	c.Kaspi.derive()
+	c.Ozon.derive()
+	c.Wildberries.derive()
+	c.Uzum.derive()
+	deriveEach(c.KaspiAccounts, (*Kaspi).derive)
+	deriveEach(c.OzonAccounts, (*Ozon).derive)
+	deriveEach(c.WildberriesAccounts, (*Wildberries).derive)
+	deriveEach(c.UzumAccounts, (*Uzum).derive)
+	c.YandexMarket.derive()
+	deriveEach(c.YandexMarketAccounts, (*YandexMarket).derive)
+}
+
+func deriveEach[T any](m map[string]T, derive func(*T)) {
+	for name, v := range m {
+		derive(&v)
+		m[name] = v
 	}
-	if len(c.Kaspi.Statuses) == 0 {
-		c.Kaspi.Statuses = nil
+}
+
+// An empty list is no list, however it was written ([], or an empty variable);
+// so is an empty map.
+
+func (k *Kaspi) derive() {
+	if len(k.States) == 0 {
+		k.States = nil
 	}
-	if len(c.Kaspi.Stores) == 0 {
-		c.Kaspi.Stores = nil
+	if len(k.Statuses) == 0 {
+		k.Statuses = nil
 	}
-	if len(c.Ozon.StockWarehouses) == 0 {
-		c.Ozon.StockWarehouses = nil
+	if len(k.Stores) == 0 {
+		k.Stores = nil
 	}
-	if len(c.Wildberries.StockWarehouses) == 0 {
-		c.Wildberries.StockWarehouses = nil
+}
+
+func (o *Ozon) derive() {
+	o.APIVersion = strings.ToLower(o.APIVersion)
+	if len(o.StockWarehouses) == 0 {
+		o.StockWarehouses = nil
+	}
+}
+
+func (w *Wildberries) derive() {
+	if len(w.StockWarehouses) == 0 {
+		w.StockWarehouses = nil
+	}
+}
+
+func (y *YandexMarket) derive() {
+	y.OrdersAPI = strings.ToLower(y.OrdersAPI)
+	y.StockAPI = strings.ToLower(y.StockAPI)
+}
+
+func (u *Uzum) derive() {
+	if len(u.ShopIDs) == 0 {
+		u.ShopIDs = nil
 	}
 }
 
@@ -187,6 +250,23 @@ func (c Connectors) validate(p *problems) {
 	c.Kaspi.validate("connectors.kaspi", p)
 	c.Ozon.validate("connectors.ozon", p)
 	c.Wildberries.validate("connectors.wildberries", p)
+	c.YandexMarket.validate("connectors.yandex_market", p)
+	c.Uzum.validate("connectors.uzum", p)
+	for _, a := range c.All()[len(accountTypes):] {
+		switch {
+		case a.Kaspi != nil:
+			a.Kaspi.validate(a.Key(), p)
+		case a.Ozon != nil:
+			a.Ozon.validate(a.Key(), p)
+		case a.Wildberries != nil:
+			a.Wildberries.validate(a.Key(), p)
+		case a.YandexMarket != nil:
+			a.YandexMarket.validate(a.Key(), p)
+		case a.Uzum != nil:
+			a.Uzum.validate(a.Key(), p)
+		}
+	}
+	c.validateAccounts(p)
 }
 
 // checkFiles checks that the files named by keys can be read, and what they hold:
@@ -411,10 +491,19 @@ func (c *Config) checkConnectorDestinations(p *problems) {
 	slices.Sort(names)
 	for _, name := range names {
 		d := c.Relay.Destinations[name]
-		if d.Type != DestinationConnector || !slices.Contains(publishingConnectors, d.Connector) || c.Connectors.enabled(d.Connector) {
+		if d.Type != DestinationConnector || d.Connector == "" {
 			continue
 		}
-		p.add("relay.destinations."+name+".connector",
-			fmt.Sprintf("connector %s is not enabled (connectors.%s.enabled)", d.Connector, d.Connector))
+		key := "relay.destinations." + name + ".connector"
+		switch _, ok := c.Connectors.Account(d.Connector); {
+		case !ok:
+			var known []string
+			for _, a := range c.Connectors.All() {
+				known = append(known, a.Name)
+			}
+			p.add(key, fmt.Sprintf("unknown connector %q, known: %s", d.Connector, strings.Join(known, ", ")))
+		case !c.Connectors.enabled(d.Connector):
+			p.add(key, fmt.Sprintf("connector %s is not enabled (connectors.%s.enabled)", d.Connector, d.Connector))
+		}
 	}
 }

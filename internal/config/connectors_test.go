@@ -30,6 +30,10 @@ func enabledEnv(name string) []string {
 		env = append(env, prefix+"CLIENT_ID=123456", prefix+"API_KEY="+ozonKey)
 	case "wildberries":
 		env = append(env, prefix+"TOKEN="+wbToken)
+	case "yandex_market":
+		env = append(env, prefix+"API_KEY=ym-key-7c2d", prefix+"CAMPAIGN_ID=21000001")
+	case "uzum":
+		env = append(env, prefix+"TOKEN=uzum-key-4e8a", prefix+"SHOP_IDS=7001")
 	default:
 		panic("enabledEnv: no connector " + name)
 	}
@@ -105,6 +109,7 @@ func connectorsWant() Connectors {
 	return Connectors{
 		SKUMap: "/etc/ordersync/sku-map.csv",
 		Kaspi: Kaspi{
+			Type:          TypeKaspi,
 			Enabled:       true,
 			BaseURL:       "http://127.0.0.1:8091/shop/api/v2",
 			Token:         kaspiToken,
@@ -121,6 +126,7 @@ func connectorsWant() Connectors {
 			Returns:       Returns{Enabled: true, PollInterval: 10 * time.Minute},
 		},
 		Ozon: Ozon{
+			Type:          TypeOzon,
 			Enabled:       true,
 			BaseURL:       "http://127.0.0.1:8092",
 			ClientID:      "123456",
@@ -137,6 +143,7 @@ func connectorsWant() Connectors {
 			Returns:       Returns{Enabled: true, PollInterval: 10 * time.Minute},
 		},
 		Wildberries: Wildberries{
+			Type:          TypeWildberries,
 			Enabled:       true,
 			BaseURL:       "http://127.0.0.1:8093",
 			Token:         wbToken,
@@ -152,6 +159,8 @@ func connectorsWant() Connectors {
 			ContentURL:    "https://content-api.wildberries.ru",
 			Returns:       WildberriesReturns{Enabled: true, PollInterval: time.Hour, BaseURL: "http://127.0.0.1:8094"},
 		},
+		YandexMarket: defaultYandexMarket(),
+		Uzum:         defaultUzum(),
 	}
 }
 
@@ -355,6 +364,7 @@ func TestConnectorsEffective(t *testing.T) {
 	const want = `connectors:
   sku_map: /etc/ordersync/sku-map.csv
   kaspi:
+    type: kaspi
     enabled: true
     base_url: http://127.0.0.1:8091/shop/api/v2
     token: '***'
@@ -375,7 +385,13 @@ func TestConnectorsEffective(t *testing.T) {
     feed_token: ""
     company: ""
     merchant_id: ""
+    onec:
+      organization: ""
+      partner: ""
+      counterparty: ""
+      agreement: ""
   ozon:
+    type: ozon
     enabled: true
     base_url: http://127.0.0.1:8092
     client_id: "123456"
@@ -393,7 +409,13 @@ func TestConnectorsEffective(t *testing.T) {
       poll_interval: 10m
     max_response: 32MiB
     stock_warehouses: {}
+    onec:
+      organization: ""
+      partner: ""
+      counterparty: ""
+      agreement: ""
   wildberries:
+    type: wildberries
     enabled: true
     base_url: http://127.0.0.1:8093
     token: '***'
@@ -412,6 +434,54 @@ func TestConnectorsEffective(t *testing.T) {
     max_response: 2MB
     stock_warehouses: {}
     content_url: https://content-api.wildberries.ru
+    onec:
+      organization: ""
+      partner: ""
+      counterparty: ""
+      agreement: ""
+  yandex_market:
+    type: yandex_market
+    enabled: false
+    base_url: https://api.partner.market.yandex.ru
+    api_key: ""
+    business_id: ""
+    campaign_id: ""
+    orders_api: campaign
+    poll_interval: 1m
+    lookback: 72h
+    warehouse: ""
+    acknowledge: false
+    page_size: 50
+    timeout: 30s
+    rate_per_second: 2
+    max_response: 16MiB
+    stock_api: campaign
+    stock_warehouse: ""
+    onec:
+      organization: ""
+      partner: ""
+      counterparty: ""
+      agreement: ""
+  uzum:
+    type: uzum
+    enabled: false
+    base_url: https://api-seller.uzum.uz/api/seller-openapi
+    token: ""
+    shop_ids: []
+    poll_interval: 1m
+    lookback: 72h
+    warehouse: ""
+    acknowledge: false
+    page_size: 50
+    timeout: 30s
+    rate_per_second: 3
+    max_response: 16MiB
+    stock_warehouse: ""
+    onec:
+      organization: ""
+      partner: ""
+      counterparty: ""
+      agreement: ""
 webhooks:
 `
 	if !strings.Contains(text, want) {
@@ -487,7 +557,7 @@ connectors:
 	}
 
 	// With its required keys, each loads on defaults for the rest.
-	for _, name := range publishingConnectors {
+	for _, name := range typeNames() {
 		if _, err := loadYAML(t, "", enabledEnv(name)...); err != nil {
 			t.Errorf("%s enabled with its required keys: %v", name, err)
 		}
@@ -748,9 +818,9 @@ relay:
 	wantProblem(t, err, "relay.destinations.kaspi.connector", "connector kaspi is not enabled")
 }
 
-// TestPublishingConnectors keeps the connector names that relay destinations accept
-// in step with the sections of Connectors.
-func TestPublishingConnectors(t *testing.T) {
+// TestAccountTypes keeps the account types in step with the sections of Connectors:
+// each type's first account is the section named as the type.
+func TestAccountTypes(t *testing.T) {
 	t.Parallel()
 	var sections []string
 	typ := reflect.TypeFor[Connectors]()
@@ -759,11 +829,11 @@ func TestPublishingConnectors(t *testing.T) {
 			sections = append(sections, f.Tag.Get("koanf"))
 		}
 	}
-	if !slices.Equal(sections, publishingConnectors) {
-		t.Errorf("connector sections %q, publishing connectors %q", sections, publishingConnectors)
+	if !slices.Equal(sections, typeNames()) {
+		t.Errorf("connector sections %q, account types %q", sections, typeNames())
 	}
 	var c Connectors
-	for _, name := range publishingConnectors {
+	for _, name := range typeNames() {
 		if c.enabled(name) {
 			t.Errorf("enabled(%q) on zero Connectors = true", name)
 		}

@@ -82,6 +82,12 @@ func effectiveSection(v reflect.Value, pattern string, fields map[string]*field)
 				}
 				val.Content = append(val.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: entry}, en)
 			}
+			if strings.HasPrefix(name, "~") {
+				// The further accounts of a type print where they are written,
+				// connectors.<name>, with their type.
+				n.Content = append(n.Content, val.Content...)
+				continue
+			}
 		default:
 			f := fields[key]
 			if f.entries != nil {

@@ -40,7 +40,11 @@ func (e *Error) Error() string {
 // problems collects Problems in the order found.
 type problems []Problem
 
-func (p *problems) add(key, msg string) { *p = append(*p, Problem{Key: key, Message: msg}) }
+// add records a problem; a key or message in the key table's terms is put back in
+// the user's (userKey).
+func (p *problems) add(key, msg string) {
+	*p = append(*p, Problem{Key: userKey(key), Message: userKey(msg)})
+}
 
 func (p problems) err() error {
 	if len(p) == 0 {

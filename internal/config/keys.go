@@ -390,6 +390,6 @@ func editDistance(a, b string) int {
 // ORDERSYNC_RELAY__DESTINATIONS__CRM__URL. A name given as "*" or "<name>" shows
 // as <NAME>.
 func envVar(key string) string {
-	key = strings.ReplaceAll(key, "*", "<name>")
+	key = strings.ReplaceAll(userKey(key), "*", "<name>")
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "__"))
 }

@@ -129,10 +129,13 @@ func Load(opts LoadOptions) (*Config, error) {
 	if path == "" {
 		path = DefaultPath
 	}
+	// The accounts' types decide where their keys go (routeLevels): the
+	// environment's first, as it overrides the file.
+	types := envAccountTypes(environ)
 	switch b, err := readFile(path); {
 	case err == nil:
 		cfg.source = path
-		if l := fileLayer(path, b, &p); l != nil {
+		if l := fileLayer(path, b, types, &p); l != nil {
 			layers = append(layers, l)
 		}
 	case errors.Is(err, fs.ErrNotExist) && !opts.PathExplicit:
@@ -140,7 +143,7 @@ func Load(opts LoadOptions) (*Config, error) {
 	default:
 		p.add("", fmt.Sprintf("config file %s: %s", path, reason(err)))
 	}
-	layers = append(layers, envLayer(environ, &p))
+	layers = append(layers, envLayer(environ, types, &p))
 	unreadFiles := map[string]string{}
 	resolveSecrets(layers, readFile, opts.ReadSecret, unreadFiles, &p)
 
@@ -209,17 +212,23 @@ func failed(bad map[string]bool, key string) bool {
 
 // fileLayer parses the YAML file and rejects keys that Config does not have and
 // names that a map section does not allow.
-func fileLayer(path string, b []byte, p *problems) *layer {
+func fileLayer(path string, b []byte, types map[string]string, p *problems) *layer {
 	l := newLayer(func(string) string { return " (in " + path + ")" })
-	flat, levels, src, err := parseFile(b, l.where(""), p)
+	flat, levels, src, err := parseFile(b, l.where(""), types, p)
 	if err != nil {
 		p.add("", fmt.Sprintf("config file %s: %v", path, err))
 		return nil
 	}
 	t := keys()
-	for _, key := range sortedKeys(flat) {
-		v := flat[key]
-		mt := t.match(levels[key])
+	checkAccountTypes(flat, types, l.where(""), l.said, p)
+	for _, fileKey := range sortedKeys(flat) {
+		v := flat[fileKey]
+		lv := routeLevels(levels[fileKey], types)
+		if l.said[accountOf(lv)] {
+			continue // an account whose type is wrong: said once
+		}
+		key := strings.Join(lv, ".")
+		mt := t.match(lv)
 		if l.badName(mt, key, p) {
 			continue
 		}
@@ -228,7 +237,7 @@ func fileLayer(path string, b []byte, p *problems) *layer {
 			if f := t.byKey[mt.pattern]; f != nil {
 				switch {
 				case f.numberText && isWholeNumber(v):
-					text, msg := src.numberText(levels[key], v)
+					text, msg := src.numberText(levels[fileKey], v)
 					if msg != "" {
 						p.add(key, msg+l.where(key))
 						continue
@@ -269,7 +278,7 @@ func fileLayer(path string, b []byte, p *problems) *layer {
 //
 // A document whose values YAML could not all take (a key given twice) is a problem
 // for each, and the rest of it is read and checked too: every problem at once.
-func parseFile(b []byte, where string, p *problems) (map[string]any, map[string][]string, yamlSource, error) {
+func parseFile(b []byte, where string, types map[string]string, p *problems) (map[string]any, map[string][]string, yamlSource, error) {
 	var doc yamlv3.Node
 	if err := yamlv3.Unmarshal(b, &doc); err != nil {
 		return nil, nil, yamlSource{}, fmt.Errorf("yaml: %w", stripYAMLPrefix(err))
@@ -293,9 +302,10 @@ func parseFile(b []byte, where string, p *problems) (map[string]any, map[string]
 		}
 	}
 	src := yamlSource{root: &doc}
+	accountTypesOfFile(m, types)
 	// Before the names of nested sections are made strings, which would hide a
 	// name that YAML read as a number.
-	keys().stringMaps(m, nil, src, where, p)
+	keys().stringMaps(m, nil, src, where, types, p)
 	maps.IntfaceKeysToStrings(m) // a name such as 2024 is a key like any other
 	flat, levels := maps.Flatten(m, nil, ".")
 	return flat, levels, src, nil
@@ -342,17 +352,17 @@ func stripYAMLPrefix(err error) error {
 // 0001 as the number 1, and a warehouse code must keep its zeros. Its values may be
 // strings or whole numbers, taken as written (1020000000001 is "1020000000001").
 // An item of another kind is a problem naming it, and is left out.
-func (t *keyTable) stringMaps(node any, levels []string, src yamlSource, where string, p *problems) {
+func (t *keyTable) stringMaps(node any, levels []string, src yamlSource, where string, types map[string]string, p *problems) {
 	visit := func(name string, v any) (any, bool) {
 		lv := append(slices.Clip(levels), name)
-		mt := t.match(lv)
+		mt := t.match(routeLevels(lv, types))
 		if mt.badName {
 			return nil, false // fileLayer says so
 		}
 		if f := t.byKey[mt.pattern]; f != nil && f.isStringMap() {
 			return stringMapFromFile(strings.Join(lv, "."), lv, v, src, where, p)
 		}
-		t.stringMaps(v, lv, src, where, p)
+		t.stringMaps(v, lv, src, where, types, p)
 		return nil, false
 	}
 	switch n := node.(type) {
@@ -547,8 +557,8 @@ func badNameMessage(mt match) string {
 
 // envLayer reads the ORDERSYNC_ variables through koanf's environment provider;
 // envReader.value checks and converts each, so that a problem names the variable.
-func envLayer(environ []string, p *problems) *layer {
-	r := &envReader{from: map[string]string{}, p: p}
+func envLayer(environ []string, types map[string]string, p *problems) *layer {
+	r := &envReader{from: map[string]string{}, p: p, types: types}
 	r.l = newLayer(func(key string) string { return " (from " + r.from[key] + ")" })
 	k := koanf.New(".")
 	err := k.Load(env.Provider(".", env.Opt{
@@ -568,6 +578,8 @@ type envReader struct {
 	l    *layer
 	from map[string]string // key → the variable that set it
 	p    *problems
+	// types are the accounts' types, which route their keys (routeLevels).
+	types map[string]string
 }
 
 // value is the key and value of the variable name: the prefix is stripped, the
@@ -579,6 +591,15 @@ type envReader struct {
 func (r *envReader) value(name, value string) (string, any) {
 	t, l, p := keys(), r.l, r.p
 	levels := strings.Split(strings.ToLower(strings.TrimPrefix(name, envPrefix)), "__")
+	if a := accountOf(levels); a != "" && len(levels) > 2 && !slices.Contains(fixedConnectorKeys(), levels[1]) {
+		if _, ok := r.types[levels[1]]; !ok || !slices.Contains(typeNames(), r.types[levels[1]]) {
+			if l.once(a) {
+				checkAccountTypes(map[string]any{strings.Join(levels, "."): nil}, r.types, " (from "+name+")", map[string]bool{}, p)
+			}
+			return "", nil
+		}
+	}
+	levels = routeLevels(levels, r.types)
 	key := strings.Join(levels, ".")
 	r.from[key] = name
 	mt := t.match(levels)

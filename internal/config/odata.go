@@ -150,11 +150,13 @@ func (c *Config) checkODataSources(p *problems) {
 		return // reported under onec.odata.sources
 	}
 	var need []string
-	for name, on := range map[string]bool{"kaspi": c.Connectors.Kaspi.Enabled, "ozon": c.Connectors.Ozon.Enabled,
-		"wb": c.Connectors.Wildberries.Enabled, "bitrix24": c.Webhooks.Bitrix24.Enabled} {
-		if on {
-			need = append(need, name)
+	for _, a := range c.Connectors.Enabled() {
+		if a.Mapping().Counterparty == "" { // an account's own mapping names it
+			need = append(need, a.Source)
 		}
+	}
+	if c.Webhooks.Bitrix24.Enabled {
+		need = append(need, "bitrix24")
 	}
 	for name := range c.Webhooks.Sources {
 		need = append(need, name)

@@ -452,8 +452,8 @@ func TestRelayValidation(t *testing.T) {
 		{webhook(typ, url, secret, events, "timeout: 0s"), "relay.destinations.crm.timeout", "must be greater than 0, got 0s"},
 		{webhook(typ, url, secret, events, "on_dead: drop"), "relay.destinations.crm.on_dead", `must be one of block, skip, got "drop"`},
 
-		{webhook("type: connector", events), "relay.destinations.crm.connector", "is required for a connector destination: one of kaspi, ozon, wildberries"},
-		{webhook("type: connector", "connector: halyk", events), "relay.destinations.crm.connector", `unknown connector "halyk", known: kaspi, ozon, wildberries`},
+		{webhook("type: connector", events), "relay.destinations.crm.connector", "is required for a connector destination: the name of an account"},
+		{webhook("type: connector", "connector: halyk", events), "relay.destinations.crm.connector", `unknown connector "halyk", known: kaspi, ozon, wildberries, yandex_market, uzum`},
 		{webhook("type: connector", "connector: kaspi", url, events), "relay.destinations.crm.url", "only for webhook destinations"},
 		{webhook("type: connector", "connector: kaspi", secret, events), "relay.destinations.crm.secrets", "only for webhook destinations"},
 

@@ -626,20 +626,17 @@ func TestStockEffective(t *testing.T) {
     feed_token: '***'
     company: Магазин "Ромашка"
     merchant_id: "123456"
-  ozon:
 `, `
     max_response: 16MiB
     stock_warehouses:
       "0001": "1020000000003"
       WH.2: "1020000000002"
       WH1: "1020000000001"
-  wildberries:
 `, `
     stock_warehouses:
       WH.2: "508"
       WH1: "507"
     content_url: http://127.0.0.1:8094
-webhooks:
 `, `
 stock:
   timezone: Europe/Moscow
@@ -709,7 +706,7 @@ func TestEffectiveStringMapNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	var p problems
-	flat, _, _, err := parseFile(out, "", &p)
+	flat, _, _, err := parseFile(out, "", map[string]string{}, &p)
 	if err != nil || len(p) > 0 {
 		t.Fatalf("effective output does not parse: %v %v\n%s", err, p.err(), out)
 	}

@@ -1,0 +1,404 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// A marketplace account is a connector section: connectors.ozon is the account
+// named ozon, of type ozon, as it always was; connectors.ozon-ip with type: ozon is
+// a second Ozon cabinet, with credentials, cursors, rate limiter, SKU map lines and
+// stock target of its own. The source in its keys and journal is its name
+// (ozon-ip:order:…); the first accounts keep the sources they always had (wb for
+// connectors.wildberries), so that the keys already in a journal keep their
+// meaning.
+//
+// Inside the key table an account of a type lives in a map section of its own,
+// connectors.~ozon.<name>, whose entries have that type's keys and defaults: the
+// loader routes connectors.<name>.<key> there by the account's type, and every key
+// the user reads (a problem, the effective configuration, an environment variable)
+// is put back as connectors.<name>.<key>.
+
+// Account types (connectors.<name>.type).
+const (
+	TypeKaspi        = "kaspi"
+	TypeOzon         = "ozon"
+	TypeWildberries  = "wildberries"
+	TypeYandexMarket = "yandex_market"
+	TypeUzum         = "uzum"
+)
+
+// accountTypes are the types, each with the source its first account (the section
+// named as the type) has always written.
+var accountTypes = []struct{ name, source string }{
+	{TypeKaspi, "kaspi"},
+	{TypeOzon, "ozon"},
+	{TypeWildberries, "wb"},
+	{TypeYandexMarket, "ym"},
+	{TypeUzum, "uzum"},
+}
+
+// typeNames are the account types, for messages.
+func typeNames() []string {
+	names := make([]string, len(accountTypes))
+	for i, t := range accountTypes {
+		names[i] = t.name
+	}
+	return names
+}
+
+// internalSection is the map section of the accounts of type typ.
+func internalSection(typ string) string { return "~" + typ }
+
+// fixedConnectorKeys are the keys of the connectors section that are not accounts
+// of their own: the first accounts (named as their types) and sku_map.
+func fixedConnectorKeys() []string { return append(typeNames(), "sku_map") }
+
+// routeLevels puts a key's levels in the key table's terms: connectors.<name>.… of
+// an account that is not a first one goes to connectors.~<type>.<name>.…. The key
+// stays as it is when the name is a fixed key, or when the account's type is not
+// known (types has no entry): its problem is said once by checkAccountTypes.
+func routeLevels(levels []string, types map[string]string) []string {
+	if len(levels) < 2 || levels[0] != "connectors" || slices.Contains(fixedConnectorKeys(), levels[1]) {
+		return levels
+	}
+	typ, ok := types[levels[1]]
+	if !ok || !slices.Contains(typeNames(), typ) {
+		return levels
+	}
+	out := make([]string, 0, len(levels)+1)
+	return append(append(append(out, "connectors"), internalSection(typ)), levels[1:]...)
+}
+
+// userKey turns a key, or a message, in the key table's terms back into the
+// user's: connectors.~ozon.ozon-ip.api_key → connectors.ozon-ip.api_key.
+func userKey(s string) string {
+	if !strings.Contains(s, "~") {
+		return s
+	}
+	for _, t := range accountTypes {
+		s = strings.ReplaceAll(s, "connectors."+internalSection(t.name)+".", "connectors.")
+		s = strings.ReplaceAll(s, "CONNECTORS__"+strings.ToUpper(internalSection(t.name))+"__", "CONNECTORS__")
+	}
+	return s
+}
+
+// accountTypesOf reads the types of the accounts a layer names, from its flat keys
+// (connectors.ozon-ip.type → ozon); names that are fixed keys are left out.
+func accountTypesOf(flat map[string]any, into map[string]string) {
+	for key, v := range flat {
+		rest, ok := strings.CutPrefix(key, "connectors.")
+		if !ok {
+			continue
+		}
+		name, k, ok := strings.Cut(rest, ".")
+		if !ok || k != "type" || slices.Contains(fixedConnectorKeys(), name) {
+			continue
+		}
+		if s, ok := v.(string); ok {
+			into[name] = s
+		} else {
+			into[name] = fmt.Sprint(v)
+		}
+	}
+}
+
+// envAccountTypes reads the types the environment gives
+// (ORDERSYNC_CONNECTORS__OZON-IP__TYPE=ozon).
+func envAccountTypes(environ []string) map[string]string {
+	flat := map[string]any{}
+	for _, kv := range environ {
+		name, v, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, envPrefix) {
+			continue
+		}
+		flat[strings.Join(strings.Split(strings.ToLower(strings.TrimPrefix(name, envPrefix)), "__"), ".")] = v
+	}
+	types := map[string]string{}
+	accountTypesOf(flat, types)
+	return types
+}
+
+// checkAccountTypes says, once per account, what is wrong with the type of an
+// account that a layer names under connectors.<name> and that routeLevels could
+// not place: its keys are not read.
+func checkAccountTypes(flat map[string]any, types map[string]string, where string, said map[string]bool, p *problems) {
+	for _, key := range sortedKeys(flat) {
+		rest, ok := strings.CutPrefix(key, "connectors.")
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, ".")
+		if slices.Contains(fixedConnectorKeys(), name) || said[accountOf([]string{"connectors", name})] {
+			continue
+		}
+		typ, ok := types[name]
+		switch {
+		case !ok:
+			p.add("connectors."+name+".type", fmt.Sprintf("is required for the account connectors.%s: one of %s%s",
+				name, strings.Join(typeNames(), ", "), where))
+		case !slices.Contains(typeNames(), typ):
+			p.add("connectors."+name+".type", fmt.Sprintf("unknown account type %q, known: %s%s",
+				typ, strings.Join(typeNames(), ", "), where))
+		default:
+			continue
+		}
+		said[accountOf([]string{"connectors", name})] = true
+	}
+}
+
+// accountOf is what a layer records as said for the account a key's levels are
+// in, "" outside connectors.<name>.
+func accountOf(levels []string) string {
+	if len(levels) < 2 || levels[0] != "connectors" {
+		return ""
+	}
+	return "account " + levels[1]
+}
+
+// accountTypesOfFile reads, from a parsed file, the types of the accounts it
+// names, where the environment gives none.
+func accountTypesOfFile(m map[string]any, types map[string]string) {
+	conn, _ := m["connectors"].(map[string]any)
+	for name, v := range conn {
+		sec, ok := v.(map[string]any)
+		if !ok || slices.Contains(fixedConnectorKeys(), name) {
+			continue
+		}
+		if _, set := types[name]; set {
+			continue
+		}
+		if t, ok := sec["type"]; ok {
+			types[name] = fmt.Sprint(t)
+		}
+	}
+}
+
+// Account is one enabled marketplace account: its section, as the type's struct.
+type Account struct {
+	Name   string // connectors.<name>
+	Type   string // TypeKaspi, …
+	Source string // in keys and the journal: the name, or the first accounts' own
+	// One of these is set, by Type.
+	Kaspi        *Kaspi
+	Ozon         *Ozon
+	Wildberries  *Wildberries
+	YandexMarket *YandexMarket
+	Uzum         *Uzum
+}
+
+// Key is the account's configuration section, connectors.<name>.
+func (a Account) Key() string { return "connectors." + a.Name }
+
+// Mapping is the account's 1C mapping.
+func (a Account) Mapping() OneCMapping {
+	switch {
+	case a.Kaspi != nil:
+		return a.Kaspi.OneC
+	case a.Ozon != nil:
+		return a.Ozon.OneC
+	case a.Wildberries != nil:
+		return a.Wildberries.OneC
+	case a.YandexMarket != nil:
+		return a.YandexMarket.OneC
+	case a.Uzum != nil:
+		return a.Uzum.OneC
+	}
+	return OneCMapping{}
+}
+
+// Warehouse is the 1C warehouse of the account's orders.
+func (a Account) Warehouse() string {
+	switch {
+	case a.Kaspi != nil:
+		return a.Kaspi.Warehouse
+	case a.Ozon != nil:
+		return a.Ozon.Warehouse
+	case a.Wildberries != nil:
+		return a.Wildberries.Warehouse
+	case a.YandexMarket != nil:
+		return a.YandexMarket.Warehouse
+	case a.Uzum != nil:
+		return a.Uzum.Warehouse
+	}
+	return ""
+}
+
+// sourceOf is the source of the account name of type typ.
+func sourceOf(name, typ string) string {
+	for _, t := range accountTypes {
+		if name == t.name && typ == t.name {
+			return t.source
+		}
+	}
+	return name
+}
+
+// All returns every account, enabled or not, the first ones first, then the others
+// by name.
+func (c Connectors) All() []Account {
+	var out []Account
+	add := func(name, typ string, set func(*Account)) {
+		a := Account{Name: name, Type: typ, Source: sourceOf(name, typ)}
+		set(&a)
+		out = append(out, a)
+	}
+	add(TypeKaspi, TypeKaspi, func(a *Account) { k := c.Kaspi; a.Kaspi = &k })
+	add(TypeOzon, TypeOzon, func(a *Account) { o := c.Ozon; a.Ozon = &o })
+	add(TypeWildberries, TypeWildberries, func(a *Account) { w := c.Wildberries; a.Wildberries = &w })
+	add(TypeYandexMarket, TypeYandexMarket, func(a *Account) { y := c.YandexMarket; a.YandexMarket = &y })
+	add(TypeUzum, TypeUzum, func(a *Account) { u := c.Uzum; a.Uzum = &u })
+	var more []Account
+	for name, k := range c.KaspiAccounts {
+		more = append(more, Account{Name: name, Type: TypeKaspi, Source: name, Kaspi: &k})
+	}
+	for name, o := range c.OzonAccounts {
+		more = append(more, Account{Name: name, Type: TypeOzon, Source: name, Ozon: &o})
+	}
+	for name, w := range c.WildberriesAccounts {
+		more = append(more, Account{Name: name, Type: TypeWildberries, Source: name, Wildberries: &w})
+	}
+	for name, y := range c.YandexMarketAccounts {
+		more = append(more, Account{Name: name, Type: TypeYandexMarket, Source: name, YandexMarket: &y})
+	}
+	for name, u := range c.UzumAccounts {
+		more = append(more, Account{Name: name, Type: TypeUzum, Source: name, Uzum: &u})
+	}
+	slices.SortFunc(more, func(a, b Account) int { return strings.Compare(a.Name, b.Name) })
+	return append(out, more...)
+}
+
+// Enabled returns the enabled accounts, in the order of All.
+func (c Connectors) Enabled() []Account {
+	var out []Account
+	for _, a := range c.All() {
+		if a.enabled() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Account returns the account named name (connectors.<name>), enabled or not.
+func (c Connectors) Account(name string) (Account, bool) {
+	for _, a := range c.All() {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return Account{}, false
+}
+
+// BySource returns the enabled account whose orders carry source.
+func (c Connectors) BySource(source string) (Account, bool) {
+	for _, a := range c.Enabled() {
+		if a.Source == source {
+			return a, true
+		}
+	}
+	return Account{}, false
+}
+
+func (a Account) enabled() bool {
+	switch {
+	case a.Kaspi != nil:
+		return a.Kaspi.Enabled
+	case a.Ozon != nil:
+		return a.Ozon.Enabled
+	case a.Wildberries != nil:
+		return a.Wildberries.Enabled
+	case a.YandexMarket != nil:
+		return a.YandexMarket.Enabled
+	case a.Uzum != nil:
+		return a.Uzum.Enabled
+	}
+	return false
+}
+
+// typeOf is the type key an account's section holds.
+func (a Account) typeKey() string {
+	switch {
+	case a.Kaspi != nil:
+		return a.Kaspi.Type
+	case a.Ozon != nil:
+		return a.Ozon.Type
+	case a.Wildberries != nil:
+		return a.Wildberries.Type
+	case a.YandexMarket != nil:
+		return a.YandexMarket.Type
+	case a.Uzum != nil:
+		return a.Uzum.Type
+	}
+	return ""
+}
+
+// validateAccounts checks what concerns accounts together: a first account's type
+// is its name; no two enabled accounts write the same source; the 1C mapping is
+// well formed where given (whether it is required is MappingNeeds').
+func (c Connectors) validateAccounts(p *problems) {
+	bySource := map[string]string{}
+	for _, a := range c.All() {
+		if t := a.typeKey(); t != "" && t != a.Type {
+			p.add(a.Key()+".type", fmt.Sprintf("connectors.%s is the %s account; an account of type %s needs a name of its own, such as %s-2",
+				a.Name, a.Name, t, strings.ReplaceAll(t, "_", "-")))
+		}
+		if !a.enabled() {
+			continue
+		}
+		if other, ok := bySource[a.Source]; ok {
+			p.add(a.Key(), fmt.Sprintf("writes the source %q, as connectors.%s does: give one of them another name", a.Source, other))
+		}
+		bySource[a.Source] = a.Name
+		a.Mapping().validate(a.Key()+".onec", p)
+	}
+}
+
+// typeDefaults are the defaults of an account of each type: the first account's.
+func typeDefaults() map[string]any {
+	d := defaults().Connectors
+	return map[string]any{
+		"connectors." + internalSection(TypeKaspi):        d.Kaspi,
+		"connectors." + internalSection(TypeOzon):         d.Ozon,
+		"connectors." + internalSection(TypeWildberries):  d.Wildberries,
+		"connectors." + internalSection(TypeYandexMarket): d.YandexMarket,
+		"connectors." + internalSection(TypeUzum):         d.Uzum,
+	}
+}
+
+// accountSections lists the map sections of accounts, for maps.Copy into
+// entryDefaults.
+func addTypeDefaults(into map[string]any) map[string]any {
+	maps.Copy(into, typeDefaults())
+	return into
+}
+
+func (m OneCMapping) validate(key string, p *problems) {
+	for k, v := range map[string]string{"organization": m.Organization, "partner": m.Partner,
+		"counterparty": m.Counterparty, "agreement": m.Agreement} {
+		if hasControl(v) || strings.TrimSpace(v) != v {
+			p.add(key+"."+k, "must be a code or GUID as 1C knows it, without spaces around it or control characters")
+		}
+	}
+}
+
+// Mapped reports whether some enabled account names the 1C organisation its
+// orders are written under: then every account must (MappingOf refuses the
+// others' orders), never falling back on the base's default organisation.
+func (c Connectors) Mapped() bool {
+	return slices.ContainsFunc(c.Enabled(), func(a Account) bool { return a.Mapping().Organization != "" })
+}
+
+// MappingOf is the 1C mapping of source's orders: the account's, with its
+// warehouse. ok is false when the organisation is required (Mapped) and the
+// account that writes source has none; a source that is no account (a webhook
+// source, Bitrix24) has no mapping of its own and is ok.
+func (c Connectors) MappingOf(source string) (m OneCMapping, warehouse string, account string, ok bool) {
+	a, found := c.BySource(source)
+	if !found {
+		return OneCMapping{}, "", "", true
+	}
+	m = a.Mapping()
+	return m, a.Warehouse(), a.Name, m.Organization != "" || !c.Mapped()
+}

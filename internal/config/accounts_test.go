@@ -1,0 +1,145 @@
+package config
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// twoOzon is a file with the first Ozon account and a second one, ozon-ip, each
+// mapped to an organisation of its own.
+const twoOzon = `
+connectors:
+  ozon:
+    enabled: true
+    client_id: "123456"
+    api_key: ozon-key-5b1f0c2e
+    warehouse: WH1
+    onec:
+      organization: ООО-1
+  ozon-ip:
+    type: ozon
+    enabled: true
+    client_id: "654321"
+    api_key: ozon-key-second
+    warehouse: WH2
+    page_size: 500
+    onec:
+      organization: ИП-2
+      agreement: "000000017"
+`
+
+func TestFurtherAccountFromFile(t *testing.T) {
+	t.Parallel()
+	cfg := mustLoadYAML(t, twoOzon)
+	var names, sources []string
+	for _, a := range cfg.Connectors.Enabled() {
+		names = append(names, a.Name)
+		sources = append(sources, a.Source)
+	}
+	if want := []string{"ozon", "ozon-ip"}; !slices.Equal(names, want) {
+		t.Fatalf("enabled accounts %q, want %q", names, want)
+	}
+	if want := []string{"ozon", "ozon-ip"}; !slices.Equal(sources, want) {
+		t.Errorf("sources %q, want %q", sources, want)
+	}
+	a, ok := cfg.Connectors.Account("ozon-ip")
+	if !ok || a.Type != TypeOzon || a.Ozon == nil {
+		t.Fatalf("Account(ozon-ip) = %+v, %v", a, ok)
+	}
+	// Its own keys, and the type's defaults for the rest.
+	if a.Ozon.ClientID != "654321" || a.Ozon.PageSize != 500 || a.Ozon.RatePerSecond != defaults().Connectors.Ozon.RatePerSecond {
+		t.Errorf("ozon-ip = %+v", *a.Ozon)
+	}
+	m, wh, acc, ok := cfg.Connectors.MappingOf("ozon-ip")
+	if !ok || m.Organization != "ИП-2" || m.Agreement != "000000017" || wh != "WH2" || acc != "ozon-ip" {
+		t.Errorf("MappingOf(ozon-ip) = %+v, %q, %q, %v", m, wh, acc, ok)
+	}
+	if m, _, _, ok := cfg.Connectors.MappingOf("ozon"); !ok || m.Organization != "ООО-1" {
+		t.Errorf("MappingOf(ozon) = %+v, %v", m, ok)
+	}
+
+	// The effective configuration shows it under its own name, and reads back the same.
+	out, err := cfg.Effective()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(out)
+	for _, want := range []string{"\n  ozon-ip:\n    type: ozon\n", "organization: ИП-2"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("effective configuration lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "~") || strings.Contains(text, "ozon-key-second") {
+		t.Errorf("effective configuration shows an internal key or a secret:\n%s", text)
+	}
+	again := mustLoadYAML(t, strings.ReplaceAll(text, "'***'", "restored"))
+	b, ok := again.Connectors.Account("ozon-ip")
+	if !ok || b.Ozon.ClientID != "654321" || b.Mapping() != a.Mapping() {
+		t.Errorf("round trip: %+v, %v", b, ok)
+	}
+}
+
+func TestFurtherAccountFromEnvironment(t *testing.T) {
+	t.Parallel()
+	cfg := mustLoadYAML(t, "",
+		"ORDERSYNC_CONNECTORS__UZUM_TASHKENT__TYPE=uzum",
+		"ORDERSYNC_CONNECTORS__UZUM_TASHKENT__ENABLED=true",
+		"ORDERSYNC_CONNECTORS__UZUM_TASHKENT__TOKEN=uzum-key-4e8a",
+		"ORDERSYNC_CONNECTORS__UZUM_TASHKENT__SHOP_IDS=7001,7002",
+		"ORDERSYNC_CONNECTORS__UZUM_TASHKENT__WAREHOUSE=TAS")
+	a, ok := cfg.Connectors.Account("uzum_tashkent")
+	if !ok || !a.enabled() || a.Uzum == nil || a.Source != "uzum_tashkent" {
+		t.Fatalf("Account(uzum_tashkent) = %+v, %v", a, ok)
+	}
+	if !slices.Equal(a.Uzum.ShopIDs, []string{"7001", "7002"}) || a.Uzum.Warehouse != "TAS" {
+		t.Errorf("uzum_tashkent = %+v", *a.Uzum)
+	}
+}
+
+func TestFurtherAccountProblems(t *testing.T) {
+	t.Parallel()
+	// A problem of a further account names its own key.
+	_, err := loadYAML(t, "connectors:\n  ozon-ip:\n    type: ozon\n    enabled: true\n    warehouse: WH2\n")
+	wantProblem(t, err, "connectors.ozon-ip.client_id", "required when connectors.ozon-ip.enabled is true")
+	for _, p := range problemsOf(t, err) {
+		if strings.Contains(p.Key+p.Message, "~") {
+			t.Errorf("problem shows an internal key: %s: %s", p.Key, p.Message)
+		}
+	}
+
+	// No type, or an unknown one, is said once, with the types known.
+	_, err = loadYAML(t, "connectors:\n  ozon-ip:\n    enabled: true\n    client_id: \"1\"\n")
+	wantProblem(t, err, "connectors.ozon-ip.type", "is required", "yandex_market")
+	if n := len(problemsOf(t, err)); n != 1 {
+		t.Errorf("got %d problems, want 1:\n%v", n, err)
+	}
+	_, err = loadYAML(t, "connectors:\n  halyk:\n    type: halyk\n    enabled: true\n")
+	wantProblem(t, err, "connectors.halyk.type", `unknown account type "halyk"`)
+
+	// A first account keeps its own type.
+	_, err = loadYAML(t, "connectors:\n  ozon:\n    type: wildberries\n")
+	wantProblem(t, err, "connectors.ozon.type", "needs a name of its own")
+
+	// Two accounts may not write the same source: wb is the first Wildberries account's.
+	_, err = loadYAML(t, "connectors:\n  wb:\n    type: wildberries\n    enabled: true\n    token: t2\n    warehouse: WH2\n",
+		enabledEnv("wildberries")...)
+	wantProblem(t, err, "connectors.wb", `writes the source "wb", as connectors.wildberries does`)
+
+	// An organisation on one account requires it on every enabled one.
+	cfg := mustLoadYAML(t, strings.Replace(twoOzon, "      organization: ИП-2\n", "", 1))
+	if _, _, acc, ok := cfg.Connectors.MappingOf("ozon-ip"); ok || acc != "ozon-ip" {
+		t.Errorf("MappingOf(ozon-ip) without an organisation: account %q, ok %v; want refused", acc, ok)
+	}
+	if _, _, _, ok := cfg.Connectors.MappingOf("bitrix24"); !ok {
+		t.Error("MappingOf(bitrix24), a source of no account: refused")
+	}
+
+	// A relay destination may name a further account.
+	src := twoOzon + "relay:\n  destinations:\n    ack:\n      type: connector\n      connector: ozon-ip\n      events: [order.created]\n"
+	if _, err := loadYAML(t, src); err != nil {
+		t.Errorf("destination naming ozon-ip: %v", err)
+	}
+	_, err = loadYAML(t, strings.Replace(src, "connector: ozon-ip", "connector: ozon-ooo", 1))
+	wantProblem(t, err, "relay.destinations.ack.connector", `unknown connector "ozon-ooo"`, "ozon-ip")
+}
