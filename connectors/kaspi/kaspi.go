@@ -112,6 +112,9 @@ const (
 
 // Config configures a Connector.
 type Config struct {
+	// Source is the account's name: its orders' source and the first part of
+	// their keys; default Name, the first account's.
+	Source string
 	BaseURL   string // default DefaultBaseURL
 	Token     string // sent as X-Auth-Token; required
 	Warehouse string // the 1C warehouse of these orders
@@ -158,6 +161,7 @@ type listing struct{ state, status string }
 
 // New validates cfg and returns a connector. Errors name the configuration key.
 func New(cfg Config) (*Connector, error) {
+	cfg.Source = cmp.Or(cfg.Source, Name)
 	cfg.BaseURL = cmp.Or(cfg.BaseURL, DefaultBaseURL)
 	if u, err := url.Parse(cfg.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("kaspi: %s: %q is not an http(s) URL", keyBaseURL, cfg.BaseURL)
@@ -207,7 +211,7 @@ func New(cfg Config) (*Connector, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With("connector", Name)
+	log = log.With("connector", cfg.Source)
 
 	c := &Connector{cfg: cfg, log: log, statuses: statuses}
 	for _, s := range cfg.States {
@@ -219,7 +223,7 @@ func New(cfg Config) (*Connector, error) {
 		c.listings = append(c.listings, listing{state: StateArchive, status: StatusCancelled})
 	}
 	c.http = connectors.NewClient(connectors.ClientConfig{
-		Connector:     Name,
+		Connector:     cfg.Source,
 		BaseURL:       cfg.BaseURL,
 		Timeout:       cfg.Timeout,
 		RatePerSecond: max(cfg.RatePerSecond, 0),
@@ -245,8 +249,8 @@ func dedupe(ss []string) []string {
 	return out
 }
 
-// Name is "kaspi".
-func (c *Connector) Name() string { return Name }
+// Name is the account's source: "kaspi" for the first account.
+func (c *Connector) Name() string { return c.cfg.Source }
 
 // Window is one creationDate period of a listing, [From, To).
 type Window struct{ From, To time.Time }
@@ -364,7 +368,7 @@ func (c *Connector) Get(ctx context.Context, code string) (connectors.Item, erro
 // returns the body of a 2xx answer.
 func (c *Connector) read(ctx context.Context, path string, q url.Values, what string) ([]byte, error) {
 	resp, err := connectors.Read(c.http.R().SetContext(ctx)).SetQueryParamsFromValues(q).Get(path)
-	if err := connectors.Check(Name, keyToken, what, resp, err); err != nil {
+	if err := connectors.Check(c.cfg.Source, keyToken, what, resp, err); err != nil {
 		return nil, err
 	}
 	return resp.Body(), nil
@@ -382,7 +386,7 @@ func (c *Connector) readEntries(ctx context.Context, id string) (body []byte, ba
 			return nil, fmt.Errorf("Kaspi answered GET /orders/%s/entries with HTTP %d", id, st), nil
 		}
 	}
-	if err := connectors.Check(Name, keyToken, what, resp, err); err != nil {
+	if err := connectors.Check(c.cfg.Source, keyToken, what, resp, err); err != nil {
 		return nil, nil, err
 	}
 	return resp.Body(), nil, nil

@@ -41,7 +41,7 @@ var acceptedOrLater = []string{StatusAcceptedByMerchant, StatusCompleted, Status
 func (c *Connector) Publisher() outbox.Publisher { return outbox.PublisherFunc(c.publish) }
 
 func (c *Connector) publish(ctx context.Context, r outbox.Record) error {
-	o, ok, err := connectors.OrderToAcknowledge(r, Name, "kaspi: accept", "the Kaspi order code")
+	o, ok, err := connectors.OrderToAcknowledge(r, c.cfg.Source, "kaspi: accept", "the Kaspi order code")
 	if !ok {
 		return err
 	}

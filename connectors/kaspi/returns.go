@@ -36,7 +36,7 @@ func (c *Connector) Returns(ctx context.Context, from, to time.Time, fn func(pag
 	emit := func(items []connectors.Item) error {
 		page := make([]connectors.ReturnItem, 0, len(items))
 		for _, it := range items {
-			page = append(page, returnOf(it))
+			page = append(page, returnOf(it, c.cfg.Source))
 		}
 		return fn(page)
 	}
@@ -56,7 +56,7 @@ func (c *Connector) returnsHorizon() time.Duration {
 }
 
 // returnOf is the full return of a returned order as the connector mapped it.
-func returnOf(it connectors.Item) connectors.ReturnItem {
+func returnOf(it connectors.Item, source string) connectors.ReturnItem {
 	ri := connectors.ReturnItem{ID: it.ID, Raw: it.Raw, Err: it.Err}
 	switch {
 	case ri.Err != nil:
@@ -66,8 +66,8 @@ func returnOf(it connectors.Item) connectors.ReturnItem {
 		ri.Err = invalid("(order)", "the connector mapped no order")
 	default:
 		o := it.Order
-		ri.Return = &order.Return{Source: Name, ID: it.ID, Type: order.ReturnFull, OrderID: o.ExternalID,
-			OrderKey: it.CreateKey(Name), CreatedAt: o.CreatedAt, Currency: o.Currency,
+		ri.Return = &order.Return{Source: source, ID: it.ID, Type: order.ReturnFull, OrderID: o.ExternalID,
+			OrderKey: it.CreateKey(source), CreatedAt: o.CreatedAt, Currency: o.Currency,
 			Lines: append([]order.Line(nil), o.Lines...), Reason: "returned at Kaspi", Status: StatusReturned}
 	}
 	return ri

@@ -383,7 +383,7 @@ func (c *Connector) mapOrder(ctx context.Context, raw json.RawMessage, included 
 	}
 
 	out := &order.Order{
-		Source:        Name,
+		Source:        c.cfg.Source,
 		ExternalID:    code,
 		Number:        code,
 		CreatedAt:     created,

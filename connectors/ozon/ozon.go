@@ -64,6 +64,9 @@ const (
 
 // Config configures the connector.
 type Config struct {
+	// Source is the account's name: its orders' source and the first part of
+	// their keys; default Name, the first account's.
+	Source string
 	BaseURL  string // default DefaultBaseURL
 	ClientID string // the Client-Id header (connectors.ozon.client_id)
 	APIKey   string // the Api-Key header (connectors.ozon.api_key)
@@ -113,6 +116,7 @@ var _ connectors.Marketplace = (*Connector)(nil)
 
 // New checks cfg and returns a connector. Errors name the configuration key.
 func New(cfg Config) (*Connector, error) {
+	cfg.Source = cmp.Or(cfg.Source, Name)
 	cfg.BaseURL = cmp.Or(strings.TrimSpace(cfg.BaseURL), DefaultBaseURL)
 	cfg.APIVersion = cmp.Or(strings.ToLower(strings.TrimSpace(cfg.APIVersion)), V4)
 	cfg.CutoffHorizon = cmp.Or(cfg.CutoffHorizon, 30*24*time.Hour)
@@ -158,7 +162,7 @@ func New(cfg Config) (*Connector, error) {
 	c := &Connector{
 		cfg: cfg,
 		http: connectors.NewClient(connectors.ClientConfig{
-			Connector:     Name,
+			Connector:     cfg.Source,
 			BaseURL:       cfg.BaseURL,
 			Timeout:       cfg.Timeout,
 			RatePerSecond: rps,
@@ -167,13 +171,13 @@ func New(cfg Config) (*Connector, error) {
 			Logger:        cfg.Logger,
 			Transport:     cfg.Transport,
 		}),
-		log: cfg.Logger.With("connector", Name),
+		log: cfg.Logger.With("connector", cfg.Source),
 	}
 	return c, nil
 }
 
-// Name is "ozon".
-func (c *Connector) Name() string { return Name }
+// Name is the account's source: "ozon" for the first account.
+func (c *Connector) Name() string { return c.cfg.Source }
 
 // APIVersion is the FBS list version in use, v4 or v3.
 func (c *Connector) APIVersion() string { return c.cfg.APIVersion }

@@ -630,3 +630,24 @@ func TestNewChecksTheConfiguration(t *testing.T) {
 		t.Errorf("New v3: %v", err)
 	}
 }
+
+// TestSecondAccountSource: an account with a name of its own writes it as the
+// orders' source and the first part of their keys, and acknowledges its own
+// postings only.
+func TestSecondAccountSource(t *testing.T) {
+	t.Parallel()
+	s, c := newTest(t, ozonsim.Options{}, ozon.Config{Source: "ozon-ip"})
+	p := posting(4, now.Add(-time.Hour))
+	s.AddPosting(p)
+	it, err := c.Get(context.Background(), p.PostingNumber)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Name() != "ozon-ip" || it.Order.Source != "ozon-ip" || it.CreateKey(c.Name()) != "ozon-ip:posting:"+p.PostingNumber+":create" {
+		t.Errorf("Name %q, source %q, key %q", c.Name(), it.Order.Source, it.CreateKey(c.Name()))
+	}
+	_, first := newTest(t, ozonsim.Options{}, ozon.Config{})
+	if first.Name() != "ozon" {
+		t.Errorf("first account's Name = %q, want ozon", first.Name())
+	}
+}

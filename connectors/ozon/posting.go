@@ -139,7 +139,7 @@ func (c *Connector) mapPosting(it connectors.Item, p *wirePosting) connectors.It
 	}
 
 	o := &order.Order{
-		Source:     Name,
+		Source:     c.cfg.Source,
 		ExternalID: it.ID,
 		Number:     it.ID,
 		Warehouse:  c.cfg.Warehouse,

@@ -23,7 +23,7 @@ func (c *Connector) publish(ctx context.Context, r outbox.Record) error {
 	if r.Type != outbox.OrderCreated {
 		return nil
 	}
-	pn, ok := strings.CutPrefix(r.AggregateID, Name+":"+Entity+":")
+	pn, ok := strings.CutPrefix(r.AggregateID, c.cfg.Source+":"+Entity+":")
 	if !ok || pn == "" {
 		return nil // not an Ozon posting
 	}

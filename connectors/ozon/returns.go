@@ -188,7 +188,7 @@ func (c *Connector) mapReturn(id string, w *wireReturn) (*order.Return, error) {
 	add := func(field, format string, args ...any) {
 		ps = append(ps, order.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
-	r := &order.Return{Source: Name, ID: id, Reason: order.SafeText(strings.TrimSpace(w.Reason))}
+	r := &order.Return{Source: c.cfg.Source, ID: id, Reason: order.SafeText(strings.TrimSpace(w.Reason))}
 	if t, ok := returnTypes[w.Type]; ok {
 		r.Type = t
 	} else {
@@ -201,7 +201,7 @@ func (c *Connector) mapReturn(id string, w *wireReturn) (*order.Return, error) {
 		add("posting_number", "is missing or not a usable posting number: %s", strconv.Quote(w.PostingNumber))
 	} else {
 		r.OrderID = w.PostingNumber
-		r.OrderKey = connectors.Item{Entity: Entity, ID: w.PostingNumber}.CreateKey(Name)
+		r.OrderKey = connectors.Item{Entity: Entity, ID: w.PostingNumber}.CreateKey(c.cfg.Source)
 	}
 	at := cmpOr(w.Logistic.ReturnDate, w.Visual.ChangeMoment)
 	if at == "" {

@@ -526,7 +526,7 @@ func (c *Connector) mapOrder(raw json.RawMessage) connectors.Item {
 	}
 	total := price
 	it.Order = &order.Order{
-		Source:     Name,
+		Source:     c.cfg.Source,
 		ExternalID: id,
 		Number:     id,
 		CreatedAt:  created,

@@ -45,7 +45,7 @@ func (c *Connector) publish(ctx context.Context, r outbox.Record) error {
 	if r.Type != outbox.OrderCreated {
 		return nil
 	}
-	id, err := recordOrderID(r)
+	id, err := recordOrderID(r, c.cfg.Source)
 	if err != nil {
 		return &outbox.DeliveryError{Err: err, Dead: true}
 	}
@@ -61,7 +61,7 @@ func (c *Connector) publish(ctx context.Context, r outbox.Record) error {
 
 // recordOrderID reads the Wildberries order id of an order.created record: its
 // data is {"order": <canonical order>, "onec": {…}}.
-func recordOrderID(r outbox.Record) (int64, error) {
+func recordOrderID(r outbox.Record, source string) (int64, error) {
 	var data struct {
 		Order *struct {
 			Source     string `json:"source"`
@@ -74,9 +74,9 @@ func recordOrderID(r outbox.Record) (int64, error) {
 	if data.Order == nil {
 		return 0, fmt.Errorf("wildberries: event %s: data has no order", r.EventID)
 	}
-	if data.Order.Source != Name {
+	if data.Order.Source != source {
 		return 0, fmt.Errorf("wildberries: event %s: order of source %q routed to the Wildberries connector, which acknowledges source %q only",
-			r.EventID, data.Order.Source, Name)
+			r.EventID, data.Order.Source, source)
 	}
 	id, err := strconv.ParseInt(data.Order.ExternalID, 10, 64)
 	if err != nil || id <= 0 {

@@ -162,14 +162,14 @@ func (c *Connector) returnItem(raw json.RawMessage) (it connectors.ReturnItem, o
 	if w.CompletedDt == nil || strings.TrimSpace(*w.CompletedDt) == "" {
 		return it, false // not with the seller yet: a later listing sees it handed back
 	}
-	r := &order.Return{Source: Name, ID: w.Srid, Type: order.ReturnFull,
+	r := &order.Return{Source: c.cfg.Source, ID: w.Srid, Type: order.ReturnFull,
 		Reason: order.SafeText(strings.TrimSpace(strings.Join(nonEmpty(w.ReturnType, w.Reason), ": ")))}
 	var id int64
 	if err := json.Unmarshal(w.OrderID, &id); err != nil || id <= 0 {
 		bad("orderId", "must be the assembly task's number, got %s", clip(w.OrderID))
 	} else {
 		r.OrderID = strconv.FormatInt(id, 10)
-		r.OrderKey = connectors.Item{ID: r.OrderID}.CreateKey(Name)
+		r.OrderKey = connectors.Item{ID: r.OrderID}.CreateKey(c.cfg.Source)
 	}
 	if t, err := parseTime(*w.CompletedDt, moscow); err != nil {
 		bad("completedDt", "%v", err)

@@ -61,6 +61,9 @@ const (
 
 // Config configures a Connector (connectors.wildberries).
 type Config struct {
+	// Source is the account's name: its orders' source and the first part of
+	// their keys; default Name, the first account's.
+	Source string
 	// BaseURL is the marketplace API; default DefaultBaseURL.
 	BaseURL string
 	// Token is the API token (category Marketplace), sent as the Authorization
@@ -122,6 +125,7 @@ var _ connectors.Marketplace = (*Connector)(nil)
 
 // New validates cfg and returns a connector.
 func New(cfg Config) (*Connector, error) {
+	cfg.Source = cmp.Or(cfg.Source, Name)
 	cfg.BaseURL = strings.TrimRight(cmp.Or(cfg.BaseURL, DefaultBaseURL), "/")
 	cfg.SupplyName = cmp.Or(cfg.SupplyName, DefaultSupplyName)
 	cfg.AnalyticsURL = cmp.Or(cfg.AnalyticsURL, DefaultAnalyticsURL)
@@ -162,7 +166,7 @@ func New(cfg Config) (*Connector, error) {
 	if rate < 0 {
 		rate = 0 // no limit
 	}
-	c := &Connector{cfg: cfg, log: cfg.Logger.With("connector", Name)}
+	c := &Connector{cfg: cfg, log: cfg.Logger.With("connector", cfg.Source)}
 	c.http = connectors.NewClient(connectors.ClientConfig{
 		Connector:     "wildberries",
 		BaseURL:       cfg.BaseURL,
@@ -176,8 +180,9 @@ func New(cfg Config) (*Connector, error) {
 	return c, nil
 }
 
-// Name is "wb": the orders' source and the prefix of their keys.
-func (c *Connector) Name() string { return Name }
+// Name is the account's source, the prefix of its orders' keys: "wb" for the
+// first account.
+func (c *Connector) Name() string { return c.cfg.Source }
 
 // retryHeader copies Wildberries' X-Ratelimit-Retry of a 429 into Retry-After, which
 // the shared client honours when it retries a read. Wildberries documents
