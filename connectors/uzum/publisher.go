@@ -15,7 +15,8 @@ import (
 
 // Publisher returns the outbox destination that confirms orders at Uzum: for an
 // order.created event of an Uzum order, POST /v1/fbs/order/{orderId}/confirm.
-// Other events and other sources' orders are acknowledged as they are.
+// Other events and other sources' orders (another Uzum account's among them) are
+// acknowledged as they are.
 //
 // Uzum takes no idempotency key, so the call is guarded: the order's status is read
 // first and the POST is skipped when the order is confirmed already (or has moved
@@ -30,7 +31,7 @@ import (
 func (c *Connector) Publisher() outbox.Publisher { return outbox.PublisherFunc(c.publish) }
 
 func (c *Connector) publish(ctx context.Context, r outbox.Record) error {
-	o, ok, err := connectors.OrderToAcknowledge(r, Name, "uzum: confirm", "the Uzum order id")
+	o, ok, err := connectors.OrderToAcknowledge(r, c.cfg.Source, "uzum: confirm", "the Uzum order id")
 	if !ok {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"time"
@@ -31,7 +32,7 @@ import (
 	"github.com/ordersync/ordersync/connectors"
 )
 
-// Name is the connector's name and the source of its orders.
+// Name is the connector's name and the default source of its orders.
 const Name = "uzum"
 
 // Defaults and limits.
@@ -78,12 +79,16 @@ var (
 
 // Configuration keys named in errors.
 const (
+	keySource   = "connectors.uzum.source"
 	keyToken    = "connectors.uzum.token"
 	keyBaseURL  = "connectors.uzum.base_url"
 	keyShopIDs  = "connectors.uzum.shop_ids"
 	keyStatuses = "connectors.uzum.statuses"
 	keyPageSize = "connectors.uzum.page_size"
 )
+
+// sourceRe is the rule internal/order holds an order's source to.
+var sourceRe = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
 
 const (
 	pathOrders = "/v2/fbs/orders"
@@ -95,6 +100,10 @@ type Config struct {
 	BaseURL string // default DefaultBaseURL
 	// Token is the seller's API key, sent as the Authorization header as it is.
 	Token string
+	// Source is the source of the orders (the first part of their journal keys,
+	// <source>:order:<id>:create), default Name. A second Uzum account gets a
+	// source of its own ("uzum-2") so that its orders' keys never meet the first's.
+	Source string
 	// ShopIDs are the seller's shops listed (shopIds): at least one, each a whole
 	// number.
 	ShopIDs   []string
@@ -131,6 +140,10 @@ var _ connectors.Marketplace = (*Connector)(nil)
 // New validates cfg and returns a connector. Errors name the configuration key.
 func New(cfg Config) (*Connector, error) {
 	cfg.BaseURL = cmp.Or(cfg.BaseURL, DefaultBaseURL)
+	cfg.Source = cmp.Or(cfg.Source, Name)
+	if !sourceRe.MatchString(cfg.Source) {
+		return nil, fmt.Errorf("uzum: %s: %q is not a source (1 to 32 of a-z, 0-9, _ and -)", keySource, cfg.Source)
+	}
 	if u, err := url.Parse(cfg.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("uzum: %s: %q is not an http(s) URL", keyBaseURL, cfg.BaseURL)
 	}
@@ -183,7 +196,7 @@ func New(cfg Config) (*Connector, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With("connector", Name)
+	log = log.With("connector", Name, "source", cfg.Source)
 	c := &Connector{cfg: cfg, log: log, statuses: statuses, listings: listings}
 	c.http = connectors.NewClient(connectors.ClientConfig{
 		Connector:     Name,
@@ -199,8 +212,8 @@ func New(cfg Config) (*Connector, error) {
 	return c, nil
 }
 
-// Name is "uzum".
-func (c *Connector) Name() string { return Name }
+// Name is the source of the connector's orders: Config.Source, "uzum" by default.
+func (c *Connector) Name() string { return c.cfg.Source }
 
 // Listings are the statuses listed, one GET /v2/fbs/orders each: the imported
 // ones, then CANCELED.

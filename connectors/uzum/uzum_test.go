@@ -322,3 +322,47 @@ func TestNewNamesTheKey(t *testing.T) {
 		}
 	}
 }
+
+// TestSourceNamesTheOrdersOfASecondAccount: a second account's orders carry its
+// source, in their keys too, and its publisher confirms only those.
+func TestSourceNamesTheOrdersOfASecondAccount(t *testing.T) {
+	t.Parallel()
+	s := startSim(t, uzumsim.Options{})
+	now := time.Now()
+	s.AddOrder(anOrder(21, uzum.StatusCreated, now.Add(-time.Minute)))
+	def := newConn(t, s, nil)
+	if def.Name() != uzum.Name {
+		t.Fatalf("default name %q, want %q", def.Name(), uzum.Name)
+	}
+	c := newConn(t, s, func(cfg *uzum.Config) { cfg.Source = "uzum-2" })
+	if c.Name() != "uzum-2" {
+		t.Fatalf("name %q, want uzum-2", c.Name())
+	}
+	items, err := listAll(t, c, now.Add(-time.Hour), now.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := byID(items)["21"]
+	if it.Order == nil || it.Order.Source != "uzum-2" || it.Order.CreateKey() != "uzum-2:order:21:create" {
+		t.Fatalf("order 21: %+v", it)
+	}
+	// The first account's event is not the second's to confirm.
+	if err := c.Publisher().Publish(context.Background(), created("21")); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Confirms()[21]; n != 0 {
+		t.Fatalf("uzum's order confirmed %d times by uzum-2's publisher", n)
+	}
+	ev := created("21")
+	ev.Data = []byte(`{"order":{"source":"uzum-2","external_id":"21"}}`)
+	if err := c.Publisher().Publish(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Confirms()[21]; n != 1 {
+		t.Fatalf("uzum-2's order confirmed %d times, want 1", n)
+	}
+	if _, err := uzum.New(uzum.Config{Token: "k", ShopIDs: []string{"1"}, Source: "Uzum 2"}); err == nil ||
+		!strings.Contains(err.Error(), "connectors.uzum.source") {
+		t.Fatalf("a bad source: %v, want an error naming connectors.uzum.source", err)
+	}
+}

@@ -133,7 +133,7 @@ func (c *Connector) mapOrder(raw json.RawMessage) connectors.Item {
 		bad("dateCreated", "%s", err)
 	}
 	o := &order.Order{
-		Source: Name, ExternalID: it.ID, Number: it.ID, CreatedAt: created,
+		Source: c.cfg.Source, ExternalID: it.ID, Number: it.ID, CreatedAt: created,
 		Warehouse: c.cfg.Warehouse, Currency: Currency, MarketplaceID: it.ID,
 	}
 	if di := w.DeliveryInfo; di != nil {

@@ -6,6 +6,17 @@
 // epoch milliseconds, POST /v1/fbs/order/{id}/confirm moves CREATED to PACKING once
 // (a second confirm is refused), and a rate above the configured one is answered
 // 429 with Retry-After.
+//
+// It holds the shop's FBS stock too: GET /v2/fbs/sku/stocks answers
+// {"payload":{"skuAmountList":[…]}}, each SKU with its skuId, its barcode as text
+// (leading zeros kept) and its amount; POST /v2/fbs/sku/stocks takes
+// {"skuAmountList":[{skuId, barcode, amount, …}]} and sets the amounts. An item is
+// taken only when its barcode is one of the shop's exactly (the product card's
+// number-typed barcode, its leading zeros lost, is not) and agrees with its skuId
+// when one is given; any other item is left out, named in the answer's errors and
+// counted as a violation. The answer's payload lists the items taken; how Uzum
+// answers a partly refused list is not published, so that part is this
+// simulator's choice.
 package uzumsim
 
 import (
@@ -34,6 +45,10 @@ const (
 	OpList    = "list"
 	OpGet     = "get"
 	OpConfirm = "confirm"
+	// OpStocks reads the stock (GET /v2/fbs/sku/stocks), OpSetStocks sets it
+	// (POST).
+	OpStocks    = "stocks"
+	OpSetStocks = "set-stocks"
 )
 
 // msThreshold: a dateFrom/dateTo above it is read as milliseconds (a date in the
@@ -48,7 +63,21 @@ type Options struct {
 	// RatePerSecond, when above 0, answers requests beyond it (a bucket of that
 	// rate holding as many) with 429 and Retry-After: 1.
 	RatePerSecond float64
-	Logger        *slog.Logger
+	// SKUs are the shop's SKUs whose FBS stock GET /v2/fbs/sku/stocks lists.
+	SKUs   []SKU
+	Logger *slog.Logger
+}
+
+// SKU is one of the shop's SKUs with its FBS stock.
+type SKU struct {
+	SkuID int64
+	// Barcode is the SKU's barcode as Uzum keeps it: text, leading zeros and all
+	// ("0460123456789").
+	Barcode       string
+	SkuTitle      string
+	ProductTitle  string
+	SellerSkuCode string
+	Amount        int64
 }
 
 // Item is one position of an order.
@@ -100,6 +129,12 @@ type Uzum struct {
 	retryUntil time.Time // the end of the last Retry-After given
 	throttled  int
 	violations int
+
+	skus      []*SKU // in the order seeded
+	byBarcode map[string]*SKU
+	bySkuID   map[int64]*SKU
+	stockSets int      // items set by POST /v2/fbs/sku/stocks
+	misses    []string // barcodes of the items left out, as sent
 }
 
 // New returns a simulator; it serves nothing until Start.
@@ -112,6 +147,13 @@ func New(opts Options) *Uzum {
 		confirms: map[int64]int{},
 		refused:  map[int64]int{},
 		requests: map[string]int{},
+	}
+	s.byBarcode, s.bySkuID = map[string]*SKU{}, map[int64]*SKU{}
+	for _, k := range opts.SKUs {
+		sku := k
+		s.skus = append(s.skus, &sku)
+		s.byBarcode[sku.Barcode] = &sku
+		s.bySkuID[sku.SkuID] = &sku
 	}
 	if opts.RatePerSecond > 0 {
 		s.limiter = rate.NewLimiter(rate.Limit(opts.RatePerSecond), max(1, int(opts.RatePerSecond)))
@@ -204,8 +246,31 @@ func (s *Uzum) Throttle(n int) { s.mu.Lock(); defer s.mu.Unlock(); s.throttle +=
 // Throttled counts the 429 answers given.
 func (s *Uzum) Throttled() int { s.mu.Lock(); defer s.mu.Unlock(); return s.throttled }
 
+// Stocks is the FBS amount of every SKU, by barcode.
+func (s *Uzum) Stocks() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int64, len(s.skus))
+	for _, k := range s.skus {
+		out[k.Barcode] = k.Amount
+	}
+	return out
+}
+
+// StockSets counts the items POST /v2/fbs/sku/stocks took.
+func (s *Uzum) StockSets() int { s.mu.Lock(); defer s.mu.Unlock(); return s.stockSets }
+
+// UnknownBarcodes lists, as sent, the barcodes of the stock items left out: no SKU
+// has that barcode exactly, or it is not the barcode of the skuId sent with it.
+func (s *Uzum) UnknownBarcodes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.misses)
+}
+
 // Violations counts the requests that came before the Retry-After of the last 429
-// had passed, or above the configured rate.
+// had passed, or above the configured rate, and the stock items whose barcode
+// matched no SKU exactly.
 func (s *Uzum) Violations() int { s.mu.Lock(); defer s.mu.Unlock(); return s.violations }
 
 func clone(m map[int64]int) map[int64]int {
@@ -236,6 +301,10 @@ func (s *Uzum) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet && rest == "/v2/fbs/orders":
 		s.serveList(w, r)
+	case r.Method == http.MethodGet && rest == "/v2/fbs/sku/stocks":
+		s.serveStocks(w)
+	case r.Method == http.MethodPost && rest == "/v2/fbs/sku/stocks":
+		s.serveSetStocks(w, r)
 	case strings.HasPrefix(rest, "/v1/fbs/order/"):
 		tail := strings.TrimPrefix(rest, "/v1/fbs/order/")
 		idText, action, _ := strings.Cut(tail, "/")
@@ -394,6 +463,82 @@ func (s *Uzum) serveConfirm(w http.ResponseWriter, id int64) {
 		body := wire(o)
 		s.mu.Unlock()
 		writeJSON(w, http.StatusOK, map[string]any{"payload": body})
+	}
+}
+
+func (s *Uzum) serveStocks(w http.ResponseWriter) {
+	s.mu.Lock()
+	s.requests[OpStocks]++
+	list := make([]map[string]any, 0, len(s.skus))
+	for _, k := range s.skus {
+		list = append(list, wireSKU(k))
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, map[string]any{"payload": map[string]any{"skuAmountList": list}})
+}
+
+// stockItem is one item of POST /v2/fbs/sku/stocks; the barcode stays raw so that
+// one sent as a number is seen as sent.
+type stockItem struct {
+	SkuID   json.Number     `json:"skuId"`
+	Barcode json.RawMessage `json:"barcode"`
+	Amount  json.Number     `json:"amount"`
+}
+
+func (s *Uzum) serveSetStocks(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		SkuAmountList []stockItem `json:"skuAmountList"`
+	}
+	d := json.NewDecoder(http.MaxBytesReader(w, r.Body, 8<<20))
+	d.UseNumber()
+	if err := d.Decode(&body); err != nil {
+		writeError(w, http.StatusBadRequest, "the body is not {\"skuAmountList\":[…]}: "+err.Error())
+		return
+	}
+	if len(body.SkuAmountList) == 0 {
+		writeError(w, http.StatusBadRequest, "skuAmountList is required")
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests[OpSetStocks]++
+	taken := []map[string]any{}
+	errs := []map[string]string{}
+	for i, it := range body.SkuAmountList {
+		barcode := strings.TrimSpace(string(it.Barcode))
+		if text, err := strconv.Unquote(barcode); err == nil {
+			barcode = text
+		}
+		amount, err := strconv.ParseInt(it.Amount.String(), 10, 64)
+		if err != nil || amount < 0 {
+			errs = append(errs, map[string]string{"code": "400",
+				"message": fmt.Sprintf("skuAmountList[%d]: amount %q is not a whole number from 0", i, it.Amount)})
+			continue
+		}
+		sku := s.byBarcode[barcode]
+		if id, err := it.SkuID.Int64(); err == nil && it.SkuID != "" && sku != nil && sku.SkuID != id {
+			sku = nil
+		}
+		if sku == nil {
+			s.violations++
+			s.misses = append(s.misses, barcode)
+			errs = append(errs, map[string]string{"code": "404",
+				"message": fmt.Sprintf("skuAmountList[%d]: no SKU of the shop has barcode %s (skuId %s)", i, barcode, it.SkuID)})
+			continue
+		}
+		sku.Amount = amount
+		s.stockSets++
+		taken = append(taken, wireSKU(sku))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"payload": map[string]any{"skuAmountList": taken}, "errors": errs})
+}
+
+// wireSKU is a SKU's stock as Uzum lists it. Called under mu.
+func wireSKU(k *SKU) map[string]any {
+	return map[string]any{
+		"skuId": k.SkuID, "skuTitle": k.SkuTitle, "productTitle": k.ProductTitle, "barcode": k.Barcode,
+		"amount": k.Amount, "fbsAllowed": true, "dbsAllowed": false, "fbsLinked": true, "dbsLinked": false,
+		"sellerSkuCode": k.SellerSkuCode,
 	}
 }
 
