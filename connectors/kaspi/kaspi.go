@@ -114,7 +114,7 @@ const (
 type Config struct {
 	// Source is the account's name: its orders' source and the first part of
 	// their keys; default Name, the first account's.
-	Source string
+	Source    string
 	BaseURL   string // default DefaultBaseURL
 	Token     string // sent as X-Auth-Token; required
 	Warehouse string // the 1C warehouse of these orders

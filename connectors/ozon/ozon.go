@@ -66,7 +66,7 @@ const (
 type Config struct {
 	// Source is the account's name: its orders' source and the first part of
 	// their keys; default Name, the first account's.
-	Source string
+	Source   string
 	BaseURL  string // default DefaultBaseURL
 	ClientID string // the Client-Id header (connectors.ozon.client_id)
 	APIKey   string // the Api-Key header (connectors.ozon.api_key)
