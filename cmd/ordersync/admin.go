@@ -4,9 +4,6 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/ordersync/ordersync/connectors/kaspi"
-	"github.com/ordersync/ordersync/connectors/ozon"
-	"github.com/ordersync/ordersync/connectors/wildberries"
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/monitor"
 	"github.com/ordersync/ordersync/internal/onec"
@@ -19,17 +16,12 @@ func newMonitor(ctx context.Context, cfg *config.Config, db store.DB, client one
 		DB: db, Client: client, Logger: log})
 }
 
-// enabledConnectorNames are the enabled connectors by the names their cursors carry.
+// enabledConnectorNames are the enabled accounts by the names their cursors carry:
+// their sources.
 func enabledConnectorNames(cfg *config.Config) []string {
 	var names []string
-	if cfg.Connectors.Kaspi.Enabled {
-		names = append(names, kaspi.Name)
-	}
-	if cfg.Connectors.Ozon.Enabled {
-		names = append(names, ozon.Name)
-	}
-	if cfg.Connectors.Wildberries.Enabled {
-		names = append(names, wildberries.Name)
+	for _, acc := range cfg.Connectors.Enabled() {
+		names = append(names, acc.Source)
 	}
 	return names
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -15,6 +16,7 @@ import (
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/connectors/kaspi"
 	"github.com/ordersync/ordersync/connectors/ozon"
+	"github.com/ordersync/ordersync/connectors/uzum"
 	"github.com/ordersync/ordersync/connectors/wildberries"
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/journal"
@@ -41,60 +43,89 @@ func enabledConnectors(cfg *config.Config, log *slog.Logger) ([]marketplace, err
 	return buildConnectors(cfg, log)
 }
 
-// buildConnectors builds those of the enabled connectors that are named, by their
+// buildConnectors builds those of the enabled accounts that are named, by their
 // configuration name (every enabled one when none is named): a command that talks
 // to one marketplace needs no other's credentials.
 func buildConnectors(cfg *config.Config, log *slog.Logger, names ...string) ([]marketplace, error) {
-	want := func(name string) bool { return len(names) == 0 || slices.Contains(names, name) }
 	var ms []marketplace
-	c := cfg.Connectors
-	if k := c.Kaspi; k.Enabled && want("kaspi") {
-		conn, err := kaspi.New(kaspi.Config{BaseURL: k.BaseURL, Token: k.Token, Warehouse: k.Warehouse,
-			States: k.States, Statuses: k.Statuses, PageSize: k.PageSize, Timeout: k.Timeout,
-			RatePerSecond: float64(k.RatePerSecond), Logger: log.With("connector", "kaspi"),
-			Transport: connectors.BoundResponses(nil, k.MaxResponse, "connectors.kaspi.max_response")})
+	for _, acc := range cfg.Connectors.Enabled() {
+		if len(names) > 0 && !slices.Contains(names, acc.Name) {
+			continue
+		}
+		m, err := buildAccount(acc, log.With("connector", acc.Name))
 		if err != nil {
 			return nil, usageError(fmt.Errorf("config: %w", err))
-		}
-		m := marketplace{name: "kaspi", mp: conn, interval: k.PollInterval, lookback: k.Lookback,
-			returns: k.Returns.Enabled, returnsInterval: k.Returns.PollInterval}
-		if k.AcceptOrders {
-			m.ack = conn.Publisher()
-		}
-		ms = append(ms, m)
-	}
-	if o := c.Ozon; o.Enabled && want("ozon") {
-		conn, err := ozon.New(ozon.Config{BaseURL: o.BaseURL, ClientID: o.ClientID, APIKey: o.APIKey,
-			APIVersion: o.APIVersion, Warehouse: o.Warehouse, Acknowledge: o.Acknowledge, PageSize: o.PageSize,
-			Timeout: o.Timeout, RatePerSecond: float64(o.RatePerSecond), Logger: log.With("connector", "ozon"),
-			Transport: connectors.BoundResponses(nil, o.MaxResponse, "connectors.ozon.max_response")})
-		if err != nil {
-			return nil, usageError(fmt.Errorf("config: %w", err))
-		}
-		m := marketplace{name: "ozon", mp: conn, interval: o.PollInterval, lookback: o.Lookback,
-			returns: o.Returns.Enabled, returnsInterval: o.Returns.PollInterval}
-		if o.Acknowledge {
-			m.ack = conn.Publisher()
-		}
-		ms = append(ms, m)
-	}
-	if w := c.Wildberries; w.Enabled && want("wildberries") {
-		conn, err := wildberries.New(wildberries.Config{BaseURL: w.BaseURL, Token: w.Token, Warehouse: w.Warehouse,
-			Acknowledge: w.Acknowledge, SupplyName: w.SupplyName, PageSize: w.PageSize, Timeout: w.Timeout,
-			AnalyticsURL:  w.Returns.BaseURL,
-			RatePerSecond: float64(w.RatePerSecond), Logger: log.With("connector", "wildberries"),
-			Transport: connectors.BoundResponses(nil, w.MaxResponse, "connectors.wildberries.max_response")})
-		if err != nil {
-			return nil, usageError(fmt.Errorf("config: %w", err))
-		}
-		m := marketplace{name: "wildberries", mp: conn, interval: w.PollInterval, lookback: w.Lookback,
-			returns: w.Returns.Enabled, returnsInterval: w.Returns.PollInterval}
-		if w.Acknowledge {
-			m.ack = conn.Publisher()
 		}
 		ms = append(ms, m)
 	}
 	return ms, nil
+}
+
+// buildAccount builds the connector of one enabled account.
+func buildAccount(acc config.Account, log *slog.Logger) (marketplace, error) {
+	bound := func(limit int64) http.RoundTripper {
+		return connectors.BoundResponses(nil, limit, acc.Key()+".max_response")
+	}
+	m := marketplace{name: acc.Name}
+	switch {
+	case acc.Kaspi != nil:
+		k := acc.Kaspi
+		conn, err := kaspi.New(kaspi.Config{Source: acc.Source, BaseURL: k.BaseURL, Token: k.Token, Warehouse: k.Warehouse,
+			States: k.States, Statuses: k.Statuses, PageSize: k.PageSize, Timeout: k.Timeout,
+			RatePerSecond: float64(k.RatePerSecond), Logger: log, Transport: bound(k.MaxResponse)})
+		if err != nil {
+			return m, err
+		}
+		m.mp, m.interval, m.lookback = conn, k.PollInterval, k.Lookback
+		m.returns, m.returnsInterval = k.Returns.Enabled, k.Returns.PollInterval
+		if k.AcceptOrders {
+			m.ack = conn.Publisher()
+		}
+	case acc.Ozon != nil:
+		o := acc.Ozon
+		conn, err := ozon.New(ozon.Config{Source: acc.Source, BaseURL: o.BaseURL, ClientID: o.ClientID, APIKey: o.APIKey,
+			APIVersion: o.APIVersion, Warehouse: o.Warehouse, Acknowledge: o.Acknowledge, PageSize: o.PageSize,
+			Timeout: o.Timeout, RatePerSecond: float64(o.RatePerSecond), Logger: log, Transport: bound(o.MaxResponse)})
+		if err != nil {
+			return m, err
+		}
+		m.mp, m.interval, m.lookback = conn, o.PollInterval, o.Lookback
+		m.returns, m.returnsInterval = o.Returns.Enabled, o.Returns.PollInterval
+		if o.Acknowledge {
+			m.ack = conn.Publisher()
+		}
+	case acc.Wildberries != nil:
+		w := acc.Wildberries
+		conn, err := wildberries.New(wildberries.Config{Source: acc.Source, BaseURL: w.BaseURL, Token: w.Token,
+			Warehouse: w.Warehouse, Acknowledge: w.Acknowledge, SupplyName: w.SupplyName, PageSize: w.PageSize,
+			Timeout: w.Timeout, AnalyticsURL: w.Returns.BaseURL, RatePerSecond: float64(w.RatePerSecond),
+			Logger: log, Transport: bound(w.MaxResponse)})
+		if err != nil {
+			return m, err
+		}
+		m.mp, m.interval, m.lookback = conn, w.PollInterval, w.Lookback
+		m.returns, m.returnsInterval = w.Returns.Enabled, w.Returns.PollInterval
+		if w.Acknowledge {
+			m.ack = conn.Publisher()
+		}
+	case acc.Uzum != nil:
+		u := acc.Uzum
+		conn, err := uzum.New(uzum.Config{Source: acc.Source, BaseURL: u.BaseURL, Token: u.Token, ShopIDs: u.ShopIDs,
+			Warehouse: u.Warehouse, PageSize: u.PageSize, Timeout: u.Timeout, RatePerSecond: float64(u.RatePerSecond),
+			Logger: log, Transport: bound(u.MaxResponse)})
+		if err != nil {
+			return m, err
+		}
+		m.mp, m.interval, m.lookback = conn, u.PollInterval, u.Lookback
+		if u.Acknowledge {
+			m.ack = conn.Publisher()
+		}
+	case acc.YandexMarket != nil:
+		return m, buildYandexMarket(acc, log, bound, &m)
+	default:
+		return m, fmt.Errorf("%s: no connector for the account's type %q", acc.Key(), acc.Type)
+	}
+	return m, nil
 }
 
 // publishers offers the connectors' acknowledgements to the relay.
@@ -149,18 +180,20 @@ func (a *app) connectorsCommand() *cobra.Command {
 			}
 			// Every connector, as configured (connectors.<name>.enabled), polled or
 			// not: its cursor is kept under its source name (wb for wildberries).
-			configured := []struct {
+			type configuredCursor struct {
 				source, key string
 				enabled     bool
-			}{
-				{kaspi.Name, "connectors.kaspi", cfg.Connectors.Kaspi.Enabled},
-				{ozon.Name, "connectors.ozon", cfg.Connectors.Ozon.Enabled},
-				{wildberries.Name, "connectors.wildberries", cfg.Connectors.Wildberries.Enabled},
-				// The returns' cursors, kept apart from the orders'.
-				{connectors.ReturnsCursor(kaspi.Name), "connectors.kaspi.returns", cfg.Connectors.Kaspi.Enabled && cfg.Connectors.Kaspi.Returns.Enabled},
-				{connectors.ReturnsCursor(ozon.Name), "connectors.ozon.returns", cfg.Connectors.Ozon.Enabled && cfg.Connectors.Ozon.Returns.Enabled},
-				{connectors.ReturnsCursor(wildberries.Name), "connectors.wildberries.returns", cfg.Connectors.Wildberries.Enabled && cfg.Connectors.Wildberries.Returns.Enabled},
 			}
+			var configured, returnsCursors []configuredCursor
+			for _, acc := range cfg.Connectors.All() {
+				on := acc.Enabled()
+				configured = append(configured, configuredCursor{acc.Source, acc.Key(), on})
+				// The returns' cursors, kept apart from the orders'.
+				if ret, ok := acc.Returns(); ok {
+					returnsCursors = append(returnsCursors, configuredCursor{connectors.ReturnsCursor(acc.Source), acc.Key() + ".returns", on && ret})
+				}
+			}
+			configured = append(configured, returnsCursors...)
 			type row struct {
 				connectors.Cursor
 				Enabled bool `json:"enabled"`
@@ -301,13 +334,8 @@ func (a *app) resyncMarketplace(ctx context.Context, name, id string, format str
 // does.
 func enabledNames(cfg *config.Config) string {
 	var names []string
-	for _, c := range []struct {
-		name string
-		on   bool
-	}{{"kaspi", cfg.Connectors.Kaspi.Enabled}, {"ozon", cfg.Connectors.Ozon.Enabled}, {"wildberries", cfg.Connectors.Wildberries.Enabled}} {
-		if c.on {
-			names = append(names, c.name)
-		}
+	for _, acc := range cfg.Connectors.Enabled() {
+		names = append(names, acc.Name)
 	}
 	if len(names) == 0 {
 		return "none"

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ordersync/ordersync/connectors/wildberries"
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/engine"
 	"github.com/ordersync/ordersync/internal/store"
@@ -67,24 +68,23 @@ func (s secretSet) and(o secretSet) secretSet {
 	return func(key string) bool { return (s != nil && s(key)) || (o != nil && o(key)) }
 }
 
-// connectorSecrets are the credentials of each marketplace's API, by the
-// connector's configuration name (and Wildberries' source name, wb).
-var connectorSecrets = map[string]string{
-	"kaspi":       "connectors.kaspi.token",
-	"ozon":        "connectors.ozon.api_key",
-	"wildberries": "connectors.wildberries.token",
-	"wb":          "connectors.wildberries.token",
-}
-
-// readConnectors reads the API credentials of the connectors named.
+// readConnectors reads the API credentials of the accounts named, by their
+// configuration name (connectors.<name>) or their source (wb for wildberries): a
+// command that talks to one marketplace reads no other's.
 func readConnectors(names ...string) secretSet {
-	var keys []string
-	for _, n := range names {
-		if k, ok := connectorSecrets[n]; ok {
-			keys = append(keys, k)
+	return func(key string) bool {
+		rest, ok := strings.CutPrefix(config.UserKey(key), "connectors.")
+		if !ok {
+			return false
 		}
+		account, _, _ := strings.Cut(rest, ".")
+		for _, n := range names {
+			if n == account || (n == wildberries.Name && account == "wildberries") {
+				return true
+			}
+		}
+		return false
 	}
-	return readKeys(keys...)
 }
 
 // commandUses says, for each command (app.command), how it uses the database. Every

@@ -434,6 +434,7 @@ func TestConnectorsStatusShowsEveryConnectorAsConfigured(t *testing.T) {
 		Connector, Config string
 		Enabled           bool
 	}{{"kaspi", "connectors.kaspi", true}, {"ozon", "connectors.ozon", false}, {"wb", "connectors.wildberries", false},
+		{"ym", "connectors.yandex_market", false}, {"uzum", "connectors.uzum", false},
 		{"kaspi.returns", "connectors.kaspi.returns", true}, {"ozon.returns", "connectors.ozon.returns", false},
 		{"wb.returns", "connectors.wildberries.returns", false}}
 	if !slices.Equal(rows, want) {

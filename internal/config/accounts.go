@@ -85,6 +85,10 @@ func userKey(s string) string {
 	return s
 }
 
+// UserKey is a configuration key as the user writes it: a further account's
+// internal key (a secret's, say) as connectors.<name>.<key>.
+func UserKey(key string) string { return userKey(key) }
+
 // accountTypesOf reads the types of the accounts a layer names, from its flat keys
 // (connectors.ozon-ip.type → ozon); names that are fixed keys are left out.
 func accountTypesOf(flat map[string]any, into map[string]string) {
@@ -299,6 +303,23 @@ func (c Connectors) BySource(source string) (Account, bool) {
 		}
 	}
 	return Account{}, false
+}
+
+// Enabled reports whether the account is enabled (connectors.<name>.enabled).
+func (a Account) Enabled() bool { return a.enabled() }
+
+// Returns reports whether the account lists returns (connectors.<name>.returns),
+// and ok whether its type has returns at all.
+func (a Account) Returns() (enabled, ok bool) {
+	switch {
+	case a.Kaspi != nil:
+		return a.Kaspi.Returns.Enabled, true
+	case a.Ozon != nil:
+		return a.Ozon.Returns.Enabled, true
+	case a.Wildberries != nil:
+		return a.Wildberries.Returns.Enabled, true
+	}
+	return false, false
 }
 
 func (a Account) enabled() bool {
