@@ -1044,20 +1044,6 @@ func (s *OneC) create(body []byte, hold time.Duration) createResult {
 			}
 		}
 	}
-	if s.orgs != nil {
-		switch {
-		case req.Organization == "":
-			return createResult{status: http.StatusUnprocessableEntity, problem: &apiError{
-				Code: "missing_organization", Message: "Не указана организация заказа", Field: "organization",
-			}}
-		case !s.orgs[req.Organization]:
-			return createResult{status: http.StatusUnprocessableEntity, problem: &apiError{
-				Code:    "unknown_organization",
-				Message: fmt.Sprintf("Организация с кодом или идентификатором %q не найдена", req.Organization),
-				Field:   "organization",
-			}}
-		}
-	}
 	if s.dedupe {
 		// The reference module: find under a managed lock on the external id, in the
 		// same transaction as the write.
@@ -1071,6 +1057,22 @@ func (s *OneC) create(body []byte, hold time.Duration) createResult {
 				Code:    "already_exists",
 				Message: fmt.Sprintf("Заказ клиента с внешним номером %q уже существует: %s", req.ExternalID, existing.Number),
 			}, existing: &existing}
+		}
+	}
+	// The module answers an order it already holds before it looks at the
+	// organisation (a retry gets 409, not 422).
+	if s.orgs != nil {
+		switch {
+		case req.Organization == "":
+			return createResult{status: http.StatusUnprocessableEntity, problem: &apiError{
+				Code: "missing_organization", Message: "Не указана организация заказа", Field: "organization",
+			}}
+		case !s.orgs[req.Organization]:
+			return createResult{status: http.StatusUnprocessableEntity, problem: &apiError{
+				Code:    "unknown_organization",
+				Message: fmt.Sprintf("Организация с кодом или идентификатором %q не найдена", req.Organization),
+				Field:   "organization",
+			}}
 		}
 	}
 	if hold > 0 {

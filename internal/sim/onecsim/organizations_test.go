@@ -8,7 +8,7 @@ import (
 
 func TestOneCOrganizations(t *testing.T) {
 	t.Parallel()
-	s, base := newSim(t, Options{Organizations: []string{"00-000001", "5f0c6d3e-8d0a-11ee-b9d1-0242ac120002"}})
+	s, base := newSim(t, Options{Dedupe: true, Organizations: []string{"00-000001", "5f0c6d3e-8d0a-11ee-b9d1-0242ac120002"}})
 	withOrg := func(externalID, org string) string {
 		return strings.Replace(orderJSON(externalID), `"comment":""`,
 			`"comment":"","organization":"`+org+`","partner":"P-1","counterparty":"C-1","agreement":"A-1"`, 1)
@@ -41,6 +41,12 @@ func TestOneCOrganizations(t *testing.T) {
 	o := s.Orders()[0]
 	if o.Organization != "00-000001" || o.Warehouse != "WH1" || o.Partner != "P-1" || o.Counterparty != "C-1" || o.Agreement != "A-1" {
 		t.Fatalf("stored order = %+v, want its mapping recorded", o)
+	}
+
+	// An order the base holds is answered 409 whatever its organisation is now.
+	s.SetOrganizations([]string{"00-000002"})
+	if r := mustSend(t, "POST", base+"/orders", withOrg("kaspi:1", "00-000001")); r.status != 409 {
+		t.Fatalf("again after its organisation went = %d %s, want 409 (the module finds first)", r.status, r.body)
 	}
 
 	// Without a list of organisations the base picks its own, as before.
