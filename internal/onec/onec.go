@@ -75,6 +75,45 @@ type CreateOrder struct {
 	Lines      []Line          `json:"lines"`
 	Total      decimal.Decimal `json:"total"`
 	Comment    string          `json:"comment"`
+	// Mapping is where the marketplace account's orders go in 1C. It is not part
+	// of the order: the client reads it when it writes the order, and it stays out
+	// of every payload that is hashed or stored (json:"-"), so an order keeps its
+	// identity when an account's mapping changes.
+	Mapping Mapping `json:"-"`
+}
+
+// Mapping is the 1C side of one marketplace account: the organisation that sells,
+// the warehouse that ships, the partner and counterparty that buy and the
+// agreement with them, each a code or a GUID as 1C knows it. An empty field leaves
+// the choice to 1C (the module's settings, or onec.odata's single organisation).
+type Mapping struct {
+	Organization string
+	Warehouse    string
+	Partner      string
+	Counterparty string
+	Agreement    string
+}
+
+// IsZero reports whether m maps nothing.
+func (m Mapping) IsZero() bool { return m == Mapping{} }
+
+// MappingError is a marketplace account without the 1C mapping an order needs:
+// nothing is sent to 1C until the administrator sets Key.
+type MappingError struct {
+	// Source is the marketplace account ("ozon-ooo").
+	Source string
+	// Key is the configuration key to set ("connectors.ozon-ooo.onec.organization").
+	Key string
+	// Reason, when not empty, says more (what 1C answered, what is ambiguous).
+	Reason string
+}
+
+func (e *MappingError) Error() string {
+	s := fmt.Sprintf("no 1C mapping for account %q: set %s", e.Source, e.Key)
+	if e.Reason != "" {
+		s += ": " + e.Reason
+	}
+	return s
 }
 
 // Created is the answer to a create. Existing is true when 1C answered 409: the
@@ -258,6 +297,15 @@ func UnmatchedOf(err error) *UnmatchedSKUs {
 	var u *UnmatchedSKUs
 	if errors.As(err, &u) {
 		return u
+	}
+	return nil
+}
+
+// MappingErrorOf returns the *MappingError err wraps, or nil.
+func MappingErrorOf(err error) *MappingError {
+	var m *MappingError
+	if errors.As(err, &m) {
+		return m
 	}
 	return nil
 }

@@ -37,6 +37,7 @@ package httpservice
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -676,13 +677,26 @@ type wireOrder struct {
 	Lines      []wireLine    `json:"lines"`
 	Total      number        `json:"total"`
 	Comment    string        `json:"comment"`
+	// The account's mapping (contract v1, an addition): codes or GUIDs, each sent
+	// only when set, so that an order without a mapping is the same request as
+	// before the mapping existed and an older module, which ignores fields it does
+	// not know, reads it as it always has.
+	Organization string `json:"organization,omitempty"`
+	Partner      string `json:"partner,omitempty"`
+	Counterparty string `json:"counterparty,omitempty"`
+	Agreement    string `json:"agreement,omitempty"`
 }
 
+// toWire encodes a create. The contract has one warehouse field: the order's own
+// warehouse, when it names one, wins over the account's (Mapping.Warehouse is where
+// the account's orders ship from unless the marketplace said otherwise).
 func toWire(o onec.CreateOrder) wireOrder {
 	w := wireOrder{
 		ExternalID: o.ExternalID, Source: o.Source, Number: o.Number, Date: o.Date,
-		Customer: o.Customer, Warehouse: o.Warehouse, Currency: o.Currency,
+		Customer: o.Customer, Warehouse: cmp.Or(o.Warehouse, o.Mapping.Warehouse), Currency: o.Currency,
 		Lines: make([]wireLine, len(o.Lines)), Total: number(o.Total), Comment: o.Comment,
+		Organization: o.Mapping.Organization, Partner: o.Mapping.Partner,
+		Counterparty: o.Mapping.Counterparty, Agreement: o.Mapping.Agreement,
 	}
 	for i, l := range o.Lines {
 		w.Lines[i] = wireLine{SKU: l.SKU, Name: l.Name, Quantity: number(l.Quantity), Price: number(l.Price), Amount: number(l.Amount)}

@@ -236,9 +236,18 @@ func (c *Client) FindOrders(ctx context.Context, externalID string) ([]onec.Orde
 // document is the order as ordersync writes it: its source's references, its SKUs
 // matched to items, the marker. An unmatched SKU or a source without references
 // is this order's configuration error; nothing is written.
+//
+// The account's mapping (req.Mapping), where it names a reference, takes the place
+// of the base's organisation and warehouse and of the source's partner,
+// counterparty and agreement, order by order; a source whose mapping names its
+// buyer needs no onec.odata.sources entry.
 func (c *Client) document(ctx context.Context, req onec.CreateOrder) (Document, error) {
+	if err := checkMapping(req.Source, req.Mapping); err != nil {
+		return Document{}, &onec.Error{Class: onec.Configuration, PerOrder: true, Op: "create", Message: err.Error(), Err: err}
+	}
+	m := req.Mapping
 	src, ok := c.cfg.Sources[req.Source]
-	if !ok {
+	if !ok && (m.Counterparty == "" || (c.p.Partner != "" && m.Partner == "")) {
 		return Document{}, &onec.Error{Class: onec.Configuration, PerOrder: true, Op: "create",
 			Message: fmt.Sprintf("onec.odata.sources.%s is not set: the orders of %s need its partner, counterparty and agreement (GUIDs; `ordersync onec refs` lists them)", req.Source, req.Source)}
 	}
@@ -253,8 +262,9 @@ func (c *Client) document(ctx context.Context, req onec.CreateOrder) (Document, 
 	d := Document{
 		Marker: req.ExternalID,
 		Date:   req.Date,
-		Refs: Refs{Organization: c.cfg.Organization, Partner: src.Partner, Counterparty: src.Counterparty,
-			Agreement: src.Agreement, Currency: c.cfg.Currency, Warehouse: c.cfg.Warehouse},
+		Refs: Refs{Organization: cmp.Or(m.Organization, c.cfg.Organization), Partner: cmp.Or(m.Partner, src.Partner),
+			Counterparty: cmp.Or(m.Counterparty, src.Counterparty), Agreement: cmp.Or(m.Agreement, src.Agreement),
+			Currency: c.cfg.Currency, Warehouse: cmp.Or(m.Warehouse, c.cfg.Warehouse)},
 		Total:   req.Total,
 		Comment: comment(req),
 	}
@@ -262,6 +272,23 @@ func (c *Client) document(ctx context.Context, req onec.CreateOrder) (Document, 
 		d.Rows = append(d.Rows, Row{Item: refs[i], Quantity: l.Quantity, Price: l.Price, Amount: l.Amount})
 	}
 	return d, nil
+}
+
+// checkMapping refuses a mapping that names a reference by anything but its GUID:
+// the standard OData interface writes a reference as <name>_Key, and a code there
+// would be refused by 1C or, worse, kept as a broken reference.
+func checkMapping(source string, m onec.Mapping) error {
+	for _, f := range []struct{ key, v string }{{"organization", m.Organization}, {"warehouse", m.Warehouse},
+		{"partner", m.Partner}, {"counterparty", m.Counterparty}, {"agreement", m.Agreement}} {
+		if f.v == "" {
+			continue
+		}
+		if _, err := uuid.Parse(f.v); err != nil || len(f.v) != 36 {
+			return &onec.MappingError{Source: source, Key: "connectors." + source + ".onec." + f.key,
+				Reason: fmt.Sprintf("%q is not a GUID; over the standard OData interface each reference is the GUID of its catalog item (`ordersync onec refs` lists them)", f.v)}
+		}
+	}
+	return nil
 }
 
 // comment is the order's text for the document's comment: where it comes from,

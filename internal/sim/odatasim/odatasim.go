@@ -282,6 +282,23 @@ func (s *Server) CountMarker(marker string) int {
 	return n
 }
 
+// OrdersByOrganization counts the orders by the organisation they hold
+// (Организация_Key, in both profiles); an order written without one counts
+// under "".
+func (s *Server) OrdersByOrganization() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for _, d := range s.sets[s.prof.document].docs {
+		org, _ := d["Организация_Key"].(string)
+		if org == zeroRef {
+			org = ""
+		}
+		out[org]++
+	}
+	return out
+}
+
 // ReturnSet is the customer return document's entity set, "" when the profile
 // serves none.
 func (s *Server) ReturnSet() string {

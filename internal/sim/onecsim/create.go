@@ -24,6 +24,11 @@ type createWire struct {
 	Lines      []lineWire      `json:"lines"`
 	Total      json.RawMessage `json:"total"`
 	Comment    string          `json:"comment"`
+	// The account's mapping, optional (contract v1, an addition).
+	Organization string `json:"organization"`
+	Partner      string `json:"partner"`
+	Counterparty string `json:"counterparty"`
+	Agreement    string `json:"agreement"`
 }
 
 type lineWire struct {
@@ -89,6 +94,7 @@ func parseCreate(body []byte) (OrderRequest, int, *apiError) {
 		ExternalID: w.ExternalID, Source: w.Source, Number: w.Number, Date: w.Date,
 		Customer: w.Customer, Warehouse: w.Warehouse, Currency: w.Currency, Comment: w.Comment,
 		Lines: lines, Total: total,
+		Organization: w.Organization, Partner: w.Partner, Counterparty: w.Counterparty, Agreement: w.Agreement,
 	}, 0, nil
 }
 

@@ -65,6 +65,11 @@ type Options struct {
 	// KnownSKUs, when not nil, is the catalogue: a create naming another SKU is
 	// answered 422 unknown_sku.
 	KnownSKUs []string
+	// Organizations, when not nil, are the base's organisations (codes or GUIDs, as
+	// a create names them): a create naming another is answered 422
+	// unknown_organization, one naming none 422 missing_organization. Nil is a base
+	// whose module picks the organisation itself and accepts any.
+	Organizations []string
 	// Latency is added to every request before it is processed.
 	Latency time.Duration
 	// OpLatency overrides Latency for some operations ("find", "create", …): in a
@@ -117,6 +122,11 @@ type OrderRequest struct {
 	Lines      []OrderLine     `json:"lines"`
 	Total      decimal.Decimal `json:"total"`
 	Comment    string          `json:"comment"`
+	// The account's mapping as the create named it, empty when it did not.
+	Organization string `json:"organization,omitempty"`
+	Partner      string `json:"partner,omitempty"`
+	Counterparty string `json:"counterparty,omitempty"`
+	Agreement    string `json:"agreement,omitempty"`
 }
 
 // Order is an order held by the simulated base.
@@ -134,6 +144,13 @@ type Order struct {
 	// GET /orders?source=… reports them: a create's total, until SetTotal changes it.
 	Total    decimal.Decimal `json:"total"`
 	Currency string          `json:"currency"`
+	// Organization, Warehouse, Partner, Counterparty and Agreement are the
+	// document's, as the create named them; empty when it left them to 1C.
+	Organization string `json:"organization,omitempty"`
+	Warehouse    string `json:"warehouse,omitempty"`
+	Partner      string `json:"partner,omitempty"`
+	Counterparty string `json:"counterparty,omitempty"`
+	Agreement    string `json:"agreement,omitempty"`
 	// Request is the CreateOrder as understood; Body is its JSON as received (less a
 	// leading BOM), which is what the control endpoint sends. A planted order
 	// (PlantOrder: made by hand in 1C) has neither.
@@ -210,6 +227,7 @@ type OneC struct {
 	latency   time.Duration
 	opLatency map[string]time.Duration
 	knownSKUs map[string]bool // nil: every SKU is known
+	orgs      map[string]bool // nil: every organisation, and none, is accepted
 	orders    []*Order
 	returns   []*Return
 	noReturns bool
@@ -274,6 +292,7 @@ func New(opts Options) *OneC {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.setKnownSKUs(opts.KnownSKUs)
+	s.SetOrganizations(opts.Organizations)
 	return s
 }
 
@@ -317,6 +336,18 @@ func (s *OneC) Orders() []Order {
 		out[i] = *o
 		out[i].Request.Lines = slices.Clone(o.Request.Lines)
 		out[i].Body = slices.Clone(o.Body)
+	}
+	return out
+}
+
+// OrdersByOrganization counts the orders held by the organisation their create
+// named; orders that named none (and planted ones) count under "".
+func (s *OneC) OrdersByOrganization() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for _, o := range s.orders {
+		out[o.Organization]++
 	}
 	return out
 }
@@ -446,6 +477,21 @@ func (s *OneC) setKnownSKUs(skus []string) {
 	}
 	s.mu.Lock()
 	s.knownSKUs = known
+	s.mu.Unlock()
+}
+
+// SetOrganizations replaces the base's organisations (Options.Organizations); nil
+// accepts any organisation, and none.
+func (s *OneC) SetOrganizations(orgs []string) {
+	var known map[string]bool
+	if orgs != nil {
+		known = make(map[string]bool, len(orgs))
+		for _, o := range orgs {
+			known[o] = true
+		}
+	}
+	s.mu.Lock()
+	s.orgs = known
 	s.mu.Unlock()
 }
 
@@ -1013,6 +1059,22 @@ func (s *OneC) create(body []byte, hold time.Duration) createResult {
 			}, existing: &existing}
 		}
 	}
+	// The module answers an order it already holds before it looks at the
+	// organisation (a retry gets 409, not 422).
+	if s.orgs != nil {
+		switch {
+		case req.Organization == "":
+			return createResult{status: http.StatusUnprocessableEntity, problem: &apiError{
+				Code: "missing_organization", Message: "Не указана организация заказа", Field: "organization",
+			}}
+		case !s.orgs[req.Organization]:
+			return createResult{status: http.StatusUnprocessableEntity, problem: &apiError{
+				Code:    "unknown_organization",
+				Message: fmt.Sprintf("Организация с кодом или идентификатором %q не найдена", req.Organization),
+				Field:   "organization",
+			}}
+		}
+	}
 	if hold > 0 {
 		// The document is written; the transaction is open for hold.
 		s.mu.Unlock()
@@ -1037,8 +1099,15 @@ func (s *OneC) create(body []byte, hold time.Duration) createResult {
 		CreatedAt:  now,
 		Total:      req.Total,
 		Currency:   req.Currency,
-		Request:    req,
-		Body:       bytes.Clone(bytes.TrimPrefix(body, bom)),
+
+		Organization: req.Organization,
+		Warehouse:    req.Warehouse,
+		Partner:      req.Partner,
+		Counterparty: req.Counterparty,
+		Agreement:    req.Agreement,
+
+		Request: req,
+		Body:    bytes.Clone(bytes.TrimPrefix(body, bom)),
 	}
 	s.orders = append(s.orders, o)
 	return createResult{order: o}
