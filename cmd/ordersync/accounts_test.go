@@ -171,7 +171,7 @@ func TestSeveralAccountsEachUnderItsOrganisation(t *testing.T) {
 			uz.Violations(), uz.RefusedConfirms(), uz.MillisecondQueries())
 	}
 	for _, op := range refused() {
-		if op.Status == journal.StatusSucceeded {
+		if op.Status == journal.StatusDone {
 			t.Errorf("%s: %s, want it not done", op.Key, op.Status)
 		}
 	}

@@ -156,10 +156,25 @@ func newEngine(db store.DB, client onec.Client, cfg *config.Config, routes outbo
 		Location:        cfg.OneC.Location(),
 		Routes:          routes,
 		Fetchers:        fetchers,
+		Mappings:        accountMappings(cfg.Connectors),
 		Handlers: map[string]engine.Handler{
 			stock.KindSnapshot: stocksnapshot.Handler{},
 			order.KindReturn:   returns.Handler{Journal: db.Journal(), Routes: routes},
 		},
 		Logger: log.With("component", "engine"),
 	})
+}
+
+// accountMappings are the 1C mappings of the accounts' orders
+// (connectors.<name>.onec and the account's warehouse), by source.
+func accountMappings(c config.Connectors) func(source string) (onec.Mapping, error) {
+	return func(source string) (onec.Mapping, error) {
+		m, warehouse, account, ok := c.MappingOf(source)
+		if !ok {
+			return onec.Mapping{}, &onec.MappingError{Source: account, Key: "connectors." + account + ".onec.organization",
+				Reason: "other accounts name the organisation their orders are written under, and this one names none"}
+		}
+		return onec.Mapping{Organization: m.Organization, Warehouse: warehouse, Partner: m.Partner,
+			Counterparty: m.Counterparty, Agreement: m.Agreement}, nil
+	}
 }

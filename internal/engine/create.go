@@ -67,6 +67,13 @@ func (e *Engine) orderOf(ctx context.Context, op journal.Operation) (order.Order
 func (e *Engine) findOrCreateOrder(ctx context.Context, log *slog.Logger, op journal.Operation, o order.Order) Verdict {
 	extID := o.OneCExternalID()
 	req := ToCreateOrder(o, e.cfg.Location)
+	if e.cfg.Mappings != nil {
+		m, err := e.cfg.Mappings(o.Source)
+		if err != nil {
+			return MappingRefused(err)
+		}
+		req.Mapping = m
+	}
 
 	all, err := e.client.FindOrders(ctx, extID)
 	if err != nil {
@@ -384,6 +391,13 @@ func duplicateEvent(op journal.Operation, ws []journal.Warning, now time.Time) (
 		}, true
 	}
 	return outbox.Event{}, false
+}
+
+// MappingRefused is the verdict on a document whose account has no 1C mapping:
+// nothing is sent to 1C, and the operation waits, as a configuration failure
+// naming the key to set, for the operator (worker.give_up_after).
+func MappingRefused(err error) Verdict {
+	return Verdict{Class: onec.Configuration, Err: fmt.Errorf("not sent to 1C: %w", err)}
 }
 
 // decodeOrder reads a journal payload back into the canonical order.

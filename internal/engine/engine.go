@@ -72,6 +72,12 @@ type Config struct {
 	// WaitInterval is how long a create whose source says "not ready yet" waits
 	// before it is looked at again, unless a push wakes it first; default 24h.
 	WaitInterval time.Duration
+	// Mappings, when set, give the 1C mapping (organisation, warehouse, partner,
+	// counterparty, agreement) an order of a source is written with. An error (an
+	// *onec.MappingError, as a rule: an account with no organisation where others
+	// have one) refuses the order before anything is sent to 1C: it stays pending,
+	// as a configuration failure naming the key to set, until worker.give_up_after.
+	Mappings func(source string) (onec.Mapping, error)
 	// Handlers carry out the operations of the kinds the engine does not know
 	// itself, by kind (stock.snapshot). The engine carries out order.create and
 	// order.cancel; an operation of any other kind fails permanently. A nil
