@@ -47,7 +47,7 @@ func TestSeveralAccountsEachUnderItsOrganisation(t *testing.T) {
 	uz := started(t, uzumsim.New(uzumsim.Options{Token: "uzum-key", RatePerSecond: 20}))
 
 	ozonEnv := func(name, url, client, key, wh, org string) []string {
-		p := "ORDERSYNC_CONNECTORS__" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")) + "__"
+		p := "ORDERSYNC_CONNECTORS__" + strings.ToUpper(name) + "__"
 		env := []string{p + "ENABLED=true", p + "BASE_URL=" + url, p + "CLIENT_ID=" + client, p + "API_KEY=" + key,
 			p + "WAREHOUSE=" + wh, p + "ACKNOWLEDGE=true", p + "POLL_INTERVAL=200ms", p + "RATE_PER_SECOND=40",
 			p + "RETURNS__ENABLED=false"}
@@ -119,8 +119,9 @@ func TestSeveralAccountsEachUnderItsOrganisation(t *testing.T) {
 	eventually.True(t, "twelve orders in 1C, each acknowledged once at its marketplace", func() bool {
 		return e.onec.Count() == 12 && acknowledged()
 	})
+	store := e.store()
 	refused := func() []journal.Operation {
-		ops, err := e.store().List(context.Background(), journal.Filter{Source: "ozon-new", Limit: 100})
+		ops, err := store.List(context.Background(), journal.Filter{Source: "ozon-new", Limit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
