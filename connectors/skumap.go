@@ -23,6 +23,10 @@ import (
 // good map in force.
 type SKUMap struct {
 	path string
+	// accounts are the further accounts' sources, each with the name of its
+	// marketplace's first account (ozon-ip → ozon): a line may name the account,
+	// and an SKU it has no line for is looked up under its marketplace's name.
+	accounts map[string]string
 
 	mu      sync.RWMutex
 	m       map[string]map[string]string   // marketplace → its SKU → 1C SKU
@@ -33,8 +37,14 @@ type SKUMap struct {
 }
 
 // NewSKUMap reads path; "" is the identity map.
-func NewSKUMap(path string) (*SKUMap, error) {
-	s := &SKUMap{path: path}
+func NewSKUMap(path string) (*SKUMap, error) { return NewSKUMapFor(path, nil) }
+
+// NewSKUMapFor reads path for a configuration with further accounts: accounts maps
+// each one's source to its marketplace's name in the map (ozon-ip → ozon, wb-kz →
+// wb). A line may name such an account; the account's SKUs without a line of their
+// own are mapped by its marketplace's lines.
+func NewSKUMapFor(path string, accounts map[string]string) (*SKUMap, error) {
+	s := &SKUMap{path: path, accounts: accounts}
 	if path == "" {
 		return s, nil
 	}
@@ -67,7 +77,7 @@ func (s *SKUMap) Reload() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("connectors.sku_map: %w", err)
 	}
-	m, problems := parseSKUMap(data)
+	m, problems := parseSKUMap(data, s.accounts)
 	if len(problems) > 0 {
 		return false, fmt.Errorf("connectors.sku_map: %s: %s", s.path, strings.Join(problems, "; "))
 	}
@@ -101,6 +111,7 @@ func reverseSKUMap(m map[string]map[string]string) map[string]map[string][]strin
 // configuration name, is taken too).
 var skuMapNames = map[string]string{
 	"kaspi": "kaspi", "ozon": "ozon", "wb": "wb", "wildberries": "wb", "bitrix24": "bitrix24",
+	"ym": "ym", "yandex_market": "ym", "uzum": "uzum",
 }
 
 // maxSKUMapProblems is how many bad lines of a SKU map are named at most.
@@ -109,12 +120,12 @@ const maxSKUMapProblems = 20
 // SKUMapProblems says what is wrong with the content of a SKU map file, one line
 // each ("line 3: unknown marketplace …"), or nothing when it is good: `config check`
 // names every bad line at once.
-func SKUMapProblems(data []byte) []string {
-	_, problems := parseSKUMap(data)
+func SKUMapProblems(data []byte, accounts map[string]string) []string {
+	_, problems := parseSKUMap(data, accounts)
 	return problems
 }
 
-func parseSKUMap(data []byte) (map[string]map[string]string, []string) {
+func parseSKUMap(data []byte, accounts map[string]string) (map[string]map[string]string, []string) {
 	r := csv.NewReader(bytes.NewReader(bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))))
 	r.Comment = '#'
 	r.FieldsPerRecord = 3
@@ -160,8 +171,11 @@ func parseSKUMap(data []byte) (map[string]map[string]string, []string) {
 			continue
 		}
 		mp, ok := skuMapNames[name]
+		if _, account := accounts[name]; account && !ok {
+			mp, ok = name, true
+		}
 		if !ok {
-			if !bad(fmt.Sprintf("line %d: unknown marketplace %q: kaspi, ozon, wb (or wildberries) or bitrix24", line, rec[0])) {
+			if !bad(fmt.Sprintf("line %d: unknown marketplace %q: kaspi, ozon, wb (or wildberries), ym, uzum, bitrix24 or an account's name", line, rec[0])) {
 				break
 			}
 			continue
@@ -191,6 +205,9 @@ func (s *SKUMap) Lookup(marketplace, sku string) (string, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	to, ok := s.m[marketplace][sku]
+	if base, account := s.accounts[marketplace]; !ok && account {
+		to, ok = s.m[base][sku]
+	}
 	return to, ok
 }
 
@@ -205,7 +222,13 @@ func (s *SKUMap) MarketSKUs(marketplace, onecSKU string) []string {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.rev[marketplace][onecSKU]
+	if own := s.rev[marketplace][onecSKU]; own != nil {
+		return own
+	}
+	if base, account := s.accounts[marketplace]; account {
+		return s.rev[base][onecSKU]
+	}
+	return nil
 }
 
 // Version changes whenever Reload reads a new map (0 for the identity map), so

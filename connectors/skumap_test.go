@@ -156,7 +156,7 @@ func TestSKUMapMarketplaceNames(t *testing.T) {
 
 	// Any other name is refused with its line; every bad line is named at once.
 	bad := "marketplace,marketplace_sku,onec_sku\nwb,1,SKU-1\nwilberries,2,SKU-2\nozon,3,SKU-3\namazon,4,SKU-4\nkaspi,5\n"
-	problems := SKUMapProblems([]byte(bad))
+	problems := SKUMapProblems([]byte(bad), nil)
 	want := []string{`line 3: unknown marketplace "wilberries"`, `line 5: unknown marketplace "amazon"`, "line 6: has 2 fields"}
 	if len(problems) != len(want) {
 		t.Fatalf("problems %q, want %d", problems, len(want))
@@ -170,14 +170,49 @@ func TestSKUMapMarketplaceNames(t *testing.T) {
 	if _, err := NewSKUMap(path); err == nil || !strings.Contains(err.Error(), "line 3") || !strings.Contains(err.Error(), "line 5") {
 		t.Fatalf("NewSKUMap of a file naming unknown marketplaces: %v", err)
 	}
-	if p := SKUMapProblems([]byte("kaspi,1,A\n")); p != nil {
+	if p := SKUMapProblems([]byte("kaspi,1,A\n"), nil); p != nil {
 		t.Fatalf("a good file: %q", p)
 	}
 	var many strings.Builder
 	for i := range 50 {
 		fmt.Fprintf(&many, "x%d,1,A\n", i)
 	}
-	if p := SKUMapProblems([]byte(many.String())); len(p) != maxSKUMapProblems+1 || p[maxSKUMapProblems] != "and more" {
+	if p := SKUMapProblems([]byte(many.String()), nil); len(p) != maxSKUMapProblems+1 || p[maxSKUMapProblems] != "and more" {
 		t.Fatalf("50 bad lines: %d problems, last %q", len(p), p[len(p)-1])
+	}
+}
+
+// TestSKUMapOfAFurtherAccount: a line may name a further account; its SKUs
+// without a line of their own are mapped by its marketplace's lines, both ways;
+// an account the configuration does not have is refused as before.
+func TestSKUMapOfAFurtherAccount(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "sku-map.csv")
+	os.WriteFile(path, []byte("ozon,OFFER-7,SKU-7\nozon,OFFER-8,SKU-8\nozon-ip,IP-OFFER-8,SKU-8\nym,YM-1,SKU-7\n"), 0o600)
+	if _, err := NewSKUMap(path); err == nil || !strings.Contains(err.Error(), `unknown marketplace "ozon-ip"`) {
+		t.Fatalf("a map naming an account the configuration lacks: %v", err)
+	}
+	m, err := NewSKUMapFor(path, map[string]string{"ozon-ip": "ozon"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ mp, sku, want string }{
+		{"ozon-ip", "IP-OFFER-8", "SKU-8"}, // its own line
+		{"ozon-ip", "OFFER-7", "SKU-7"},    // the marketplace's line
+		{"ozon", "OFFER-8", "SKU-8"},
+		{"ym", "YM-1", "SKU-7"},
+	} {
+		if to, ok := m.Lookup(c.mp, c.sku); !ok || to != c.want {
+			t.Errorf("Lookup(%s, %s) = %q, %v; want %s", c.mp, c.sku, to, ok, c.want)
+		}
+	}
+	if _, ok := m.Lookup("ozon", "IP-OFFER-8"); ok {
+		t.Error("the first account maps the further account's own line")
+	}
+	if got := m.MarketSKUs("ozon-ip", "SKU-8"); !slices.Equal(got, []string{"IP-OFFER-8"}) {
+		t.Errorf("MarketSKUs(ozon-ip, SKU-8) = %q, want its own line", got)
+	}
+	if got := m.MarketSKUs("ozon-ip", "SKU-7"); !slices.Equal(got, []string{"OFFER-7"}) {
+		t.Errorf("MarketSKUs(ozon-ip, SKU-7) = %q, want the marketplace's line", got)
 	}
 }

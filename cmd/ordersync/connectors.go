@@ -269,7 +269,7 @@ func (a *app) resyncMarketplace(ctx context.Context, name, id string, format str
 	if m == nil {
 		return usageError(fmt.Errorf("resync: no enabled connector %q (enabled: %s)", name, enabledNames(cfg)))
 	}
-	skus, err := connectors.NewSKUMap(cfg.Connectors.SKUMap)
+	skus, err := connectors.NewSKUMapFor(cfg.Connectors.SKUMap, cfg.Connectors.SKUAliases())
 	if err != nil {
 		return usageError(err)
 	}

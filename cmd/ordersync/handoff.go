@@ -55,7 +55,7 @@ func (w worker) engine() (*engine.Engine, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	skus, err := connectors.NewSKUMap(w.cfg.Connectors.SKUMap)
+	skus, err := connectors.NewSKUMapFor(w.cfg.Connectors.SKUMap, w.cfg.Connectors.SKUAliases())
 	if err != nil {
 		return nil, nil, usageError(err)
 	}

@@ -70,7 +70,7 @@ func (a *app) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	skus, err := connectors.NewSKUMap(cfg.Connectors.SKUMap)
+	skus, err := connectors.NewSKUMapFor(cfg.Connectors.SKUMap, cfg.Connectors.SKUAliases())
 	if err != nil {
 		return usageError(err)
 	}

@@ -56,7 +56,7 @@ func (a *app) openStock(ctx context.Context) (*stockEnv, error) {
 	// The items the Kaspi feed leaves out for want of a line in the SKU map.
 	var kaspiSKUs func(string) []string
 	if cfg.Connectors.Kaspi.Enabled && cfg.Connectors.SKUMap != "" {
-		skus, err := connectors.NewSKUMap(cfg.Connectors.SKUMap)
+		skus, err := connectors.NewSKUMapFor(cfg.Connectors.SKUMap, cfg.Connectors.SKUAliases())
 		if err != nil {
 			db.Close()
 			return nil, usageError(err)
@@ -99,7 +99,7 @@ func foregroundStockRelay(w worker) (stocksvc.Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	skus, err := connectors.NewSKUMap(cfg.Connectors.SKUMap)
+	skus, err := connectors.NewSKUMapFor(cfg.Connectors.SKUMap, cfg.Connectors.SKUAliases())
 	if err != nil {
 		return nil, usageError(err)
 	}

@@ -305,6 +305,18 @@ func (c Connectors) BySource(source string) (Account, bool) {
 	return Account{}, false
 }
 
+// SKUAliases maps each further account's source to its marketplace's name in
+// the SKU map (ozon-ip → ozon, wb-kz → wb), for connectors.NewSKUMapFor.
+func (c Connectors) SKUAliases() map[string]string {
+	aliases := map[string]string{}
+	for _, a := range c.All() {
+		if base := sourceOf(a.Type, a.Type); a.Source != base {
+			aliases[a.Source] = base
+		}
+	}
+	return aliases
+}
+
 // Enabled reports whether the account is enabled (connectors.<name>.enabled).
 func (a Account) Enabled() bool { return a.enabled() }
 

@@ -280,7 +280,7 @@ func (c Connectors) checkFiles(readFile func(string) ([]byte, error), p *problem
 		p.add("connectors.sku_map", fmt.Sprintf("cannot read %s: %s", c.SKUMap, reason(err)))
 		return
 	}
-	for _, msg := range connectors.SKUMapProblems(b) {
+	for _, msg := range connectors.SKUMapProblems(b, c.SKUAliases()) {
 		p.add("connectors.sku_map", c.SKUMap+": "+msg)
 	}
 }
