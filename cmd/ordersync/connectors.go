@@ -238,7 +238,7 @@ func (a *app) connectorsCommand() *cobra.Command {
 		},
 	}
 	st.Flags().StringVar(&format, "format", "table", "output: table or json")
-	c.AddCommand(st)
+	c.AddCommand(st, a.connectorsCheckCommand())
 	return c
 }
 

@@ -114,6 +114,8 @@ var commandUses = map[string]dbUse{
 	"outbox status":     {readOnly: true},
 	"outbox list":       {readOnly: true},
 	"connectors status": {readOnly: true},
+	// It calls the marketplaces only: no database.
+	"connectors check": {},
 	"stock show":        {readOnly: true},
 	"stock diff":        {readOnly: true},
 	"stock status":      {readOnly: true},
