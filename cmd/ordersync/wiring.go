@@ -98,7 +98,7 @@ func (a *app) buildClient(cfg *config.Config, log *slog.Logger) (onec.Closer, er
 		err error
 	)
 	if odataIface {
-		c, err = newODataClient(w, cfg.OneC.OData)
+		c, err = newODataClient(w, cfg.OneC.OData, cfg.Connectors)
 	} else {
 		c, err = httpservice.New(httpservice.Config(w))
 	}
@@ -110,7 +110,7 @@ func (a *app) buildClient(cfg *config.Config, log *slog.Logger) (onec.Closer, er
 
 // newODataClient is the client of the standard OData interface with onec.odata's
 // profile and references.
-func newODataClient(w wire.Config, o config.OData) (*odata.Client, error) {
+func newODataClient(w wire.Config, o config.OData, accounts config.Connectors) (*odata.Client, error) {
 	p, err := odata.ProfileNamed(o.Profile, o.Marker)
 	if err != nil {
 		return nil, err
@@ -121,7 +121,8 @@ func newODataClient(w wire.Config, o config.OData) (*odata.Client, error) {
 	}
 	return odata.New(odata.Config{Wire: w, Profile: p, ItemsBy: o.ItemsBy,
 		Organization: o.Organization, Warehouse: o.Warehouse, Currency: o.Currency, PriceType: o.PriceType,
-		Sources: sources, CancelReason: o.CancelReason, CancelledState: o.CancelledState})
+		Sources: sources, CancelReason: o.CancelReason, CancelledState: o.CancelledState,
+		Accounts: accountRefs(accounts)})
 }
 
 // getRetries maps the configured count to the client's convention, where 0 means
@@ -166,15 +167,31 @@ func newEngine(db store.DB, client onec.Client, cfg *config.Config, routes outbo
 }
 
 // accountMappings are the 1C mappings of the accounts' orders
-// (connectors.<name>.onec and the account's warehouse), by source.
+// (connectors.<name>.onec), by source. The account's warehouse reaches 1C as the
+// order's own (order.Order.Warehouse).
 func accountMappings(c config.Connectors) func(source string) (onec.Mapping, error) {
 	return func(source string) (onec.Mapping, error) {
-		m, warehouse, account, ok := c.MappingOf(source)
+		m, _, account, ok := c.MappingOf(source)
 		if !ok {
 			return onec.Mapping{}, &onec.MappingError{Source: account, Key: "connectors." + account + ".onec.organization",
 				Reason: "other accounts name the organisation their orders are written under, and this one names none"}
 		}
-		return onec.Mapping{Organization: m.Organization, Warehouse: warehouse, Partner: m.Partner,
-			Counterparty: m.Counterparty, Agreement: m.Agreement}, nil
+		return oneCMapping(m), nil
 	}
+}
+
+// accountRefs are the enabled accounts' 1C mappings by account name, for the
+// OData interface's check of the references they name.
+func accountRefs(c config.Connectors) map[string]onec.Mapping {
+	refs := map[string]onec.Mapping{}
+	for _, a := range c.Enabled() {
+		refs[a.Name] = oneCMapping(a.Mapping())
+	}
+	return refs
+}
+
+// oneCMapping is an account's configured mapping as the 1C clients take it.
+func oneCMapping(m config.OneCMapping) onec.Mapping {
+	return onec.Mapping{Organization: m.Organization, Warehouse: m.Warehouse, Partner: m.Partner,
+		Counterparty: m.Counterparty, Agreement: m.Agreement}
 }

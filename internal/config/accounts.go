@@ -409,7 +409,7 @@ func addTypeDefaults(into map[string]any) map[string]any {
 
 func (m OneCMapping) validate(key string, p *problems) {
 	for k, v := range map[string]string{"organization": m.Organization, "partner": m.Partner,
-		"counterparty": m.Counterparty, "agreement": m.Agreement} {
+		"counterparty": m.Counterparty, "agreement": m.Agreement, "warehouse": m.Warehouse} {
 		if hasControl(v) || strings.TrimSpace(v) != v {
 			p.add(key+"."+k, "must be a code or GUID as 1C knows it, without spaces around it or control characters")
 		}

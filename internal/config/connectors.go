@@ -44,6 +44,9 @@ type OneCMapping struct {
 	Partner      string `koanf:"partner"` // OData ut11: the partner of the counterparty
 	Counterparty string `koanf:"counterparty"`
 	Agreement    string `koanf:"agreement"`
+	// Warehouse, for the OData interface, is the GUID of the account's warehouse
+	// (the account's warehouse key is the HTTP service's code or name).
+	Warehouse string `koanf:"warehouse"`
 }
 
 // Kaspi is the Kaspi.kz merchant API connector (JSON:API, X-Auth-Token).

@@ -390,6 +390,7 @@ func TestConnectorsEffective(t *testing.T) {
       partner: ""
       counterparty: ""
       agreement: ""
+      warehouse: ""
   ozon:
     type: ozon
     enabled: true
@@ -414,6 +415,7 @@ func TestConnectorsEffective(t *testing.T) {
       partner: ""
       counterparty: ""
       agreement: ""
+      warehouse: ""
   wildberries:
     type: wildberries
     enabled: true
@@ -439,6 +441,7 @@ func TestConnectorsEffective(t *testing.T) {
       partner: ""
       counterparty: ""
       agreement: ""
+      warehouse: ""
   yandex_market:
     type: yandex_market
     enabled: false
@@ -462,6 +465,7 @@ func TestConnectorsEffective(t *testing.T) {
       partner: ""
       counterparty: ""
       agreement: ""
+      warehouse: ""
   uzum:
     type: uzum
     enabled: false
@@ -482,6 +486,7 @@ func TestConnectorsEffective(t *testing.T) {
       partner: ""
       counterparty: ""
       agreement: ""
+      warehouse: ""
 webhooks:
 `
 	if !strings.Contains(text, want) {

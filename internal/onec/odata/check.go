@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -101,6 +102,15 @@ func (c *Client) refsOf() []Ref {
 		add(key+".partner", cat.Partner, s.Partner)
 		add(key+".counterparty", cat.Counterparty, s.Counterparty)
 		add(key+".agreement", cat.Agreement, s.Agreement)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.cfg.Accounts)) {
+		m := c.cfg.Accounts[name]
+		key := "connectors." + name + ".onec"
+		add(key+".organization", cat.Organization, m.Organization)
+		add(key+".warehouse", cat.Warehouse, m.Warehouse)
+		add(key+".partner", cat.Partner, m.Partner)
+		add(key+".counterparty", cat.Counterparty, m.Counterparty)
+		add(key+".agreement", cat.Agreement, m.Agreement)
 	}
 	return out
 }

@@ -144,3 +144,26 @@ func TestAnAnswerMangledAfterCommitIsFoundByMarker(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckResolvesTheAccountsMappings: the organisations and the other
+// references each account names are resolved like onec.odata's, under the
+// account's keys.
+func TestCheckResolvesTheAccountsMappings(t *testing.T) {
+	w := newWorld(t, odatasim.Options{}, 5*time.Second)
+	w.client.cfg.Accounts = map[string]onec.Mapping{
+		"ozon":    {Organization: w.sim.AddRef(odatasim.Organizations, "ООО Ромашка")},
+		"ozon-ip": {Organization: testCtr}, // not in 1C
+	}
+	rep, err := w.client.Check(context.Background(), false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{}
+	for _, r := range rep.Refs {
+		names[r.Key] = r.Name + r.Problem
+	}
+	if names["connectors.ozon.onec.organization"] != "ООО Ромашка" ||
+		!strings.Contains(names["connectors.ozon-ip.onec.organization"], "no object") {
+		t.Fatalf("refs %v, want ozon's organisation named and ozon-ip's not found", names)
+	}
+}

@@ -52,6 +52,9 @@ type Config struct {
 	// GUID, optional); CancelledState onec.odata.cancelled_state (УНФ: the
 	// СостоянияЗаказовПокупателей GUID of a cancelled order).
 	CancelReason, CancelledState string
+	// Accounts are the marketplace accounts' 1C mappings (connectors.<name>.onec),
+	// by account name: `ordersync onec check` resolves their references too.
+	Accounts map[string]onec.Mapping
 }
 
 // Client talks to one base over the standard OData interface. It is safe for
