@@ -71,7 +71,7 @@ func stockPublishers(cfg *config.Config, db store.DB, markets []marketplace, sku
 				cfg.Relay.Lease, room, mp, sender.Timeout().Round(time.Millisecond), mp, mp))
 		}
 		pubs[stock.Destination(mp)] = publish.New(publish.Config{
-			Sender: sender, Store: db.Stock(), FullRefresh: cfg.Stock.FullRefresh,
+			Sender: sender, Store: db.Stock(), FullRefresh: cfg.Stock.FullRefresh, Reserves: cfg.Stock.Reserves(),
 			MarketSKUs: func(sku string) []string { return skus.MarketSKUs(skuMapName(mp), sku) },
 			SKUMapPath: skus.Path(), MapName: skuMapName(mp),
 			Logger: log.With("component", "stock", "marketplace", mp),
