@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
+
+	"github.com/shopspring/decimal"
 
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/connectors/kaspi"
@@ -72,12 +75,22 @@ func stockPublishers(cfg *config.Config, db store.DB, markets []marketplace, sku
 		}
 		pubs[stock.Destination(mp)] = publish.New(publish.Config{
 			Sender: sender, Store: db.Stock(), FullRefresh: cfg.Stock.FullRefresh, Reserves: cfg.Stock.Reserves(),
+			Pending:    pendingOf(db),
 			MarketSKUs: func(sku string) []string { return skus.MarketSKUs(skuMapName(mp), sku) },
 			SKUMapPath: skus.Path(), MapName: skuMapName(mp),
 			Logger: log.With("component", "stock", "marketplace", mp),
 		})
 	}
 	return pubs, nil
+}
+
+// pendingOf reads, for a publish, what the orders registered and not yet created
+// in 1C hold of a warehouse's SKUs.
+func pendingOf(db store.DB) func(ctx context.Context, warehouse string) (map[string]decimal.Decimal, error) {
+	return func(ctx context.Context, warehouse string) (map[string]decimal.Decimal, error) {
+		p, err := stock.ReadPending(ctx, db.Journal(), warehouse)
+		return p.BySKU, err
+	}
 }
 
 // kaspiFeed is the Kaspi price list served on http.listen, nil when Kaspi has no
