@@ -15,8 +15,10 @@ import (
 	"github.com/ordersync/ordersync/connectors/wildberries"
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/outbox"
+	lifecycle "github.com/ordersync/ordersync/internal/service"
 	"github.com/ordersync/ordersync/internal/stock"
 	"github.com/ordersync/ordersync/internal/stock/publish"
+	"github.com/ordersync/ordersync/internal/stock/refresh"
 	"github.com/ordersync/ordersync/internal/store"
 )
 
@@ -91,6 +93,26 @@ func pendingOf(db store.DB) func(ctx context.Context, warehouse string) (map[str
 		p, err := stock.ReadPending(ctx, db.Journal(), warehouse)
 		return p.BySKU, err
 	}
+}
+
+// stockRefresh is the refresh of stock.refresh_after_order as a service of `run`
+// (added before the group starts, it stops before the engine), nil when the key
+// is 0. A warehouse is refreshed to the marketplaces its schedules publish it to.
+func stockRefresh(cfg *config.Config, db store.DB, setup *stockSetup, wake func(), log *slog.Logger) *lifecycle.Background {
+	rf := newStockRefresher(cfg, db, setup, wake, log)
+	if rf == nil {
+		return nil
+	}
+	return lifecycle.Go(func(ctx context.Context) { rf.Run(ctx) }, cfg.Worker.ShutdownTimeout)
+}
+
+func newStockRefresher(cfg *config.Config, db store.DB, setup *stockSetup, wake func(), log *slog.Logger) *refresh.Refresher {
+	if cfg.Stock.RefreshAfterOrder <= 0 {
+		return nil
+	}
+	return refresh.New(db.Journal(), refresh.Config{Within: cfg.Stock.RefreshAfterOrder, Warehouses: setup.warehouses(),
+		PublishTo: setup.scheduledTo, Location: setup.loc, Wake: wake, Now: db.Now,
+		Logger: log.With("component", "stock-refresh")})
 }
 
 // kaspiFeed is the Kaspi price list served on http.listen, nil when Kaspi has no

@@ -35,7 +35,15 @@ type Stock struct {
 	// order written; nil for none. Before an account is sent a SKU, the largest
 	// entry matching both is subtracted from 1C's quantity (never below 0).
 	Reserve []StockReserve `koanf:"reserve"`
+	// RefreshAfterOrder: when an order is registered, its warehouse's stock is
+	// read from 1C again and published within this time, the orders of one such
+	// window together (one snapshot per warehouse). 0 disables it.
+	RefreshAfterOrder time.Duration `koanf:"refresh_after_order"`
 }
+
+// MinRefreshAfterOrder is the shortest stock.refresh_after_order but 0: the
+// journal is looked at twice in that time, each look at least a second apart.
+const MinRefreshAfterOrder = 2 * time.Second
 
 // StockReserve is one entry of stock.reserve.
 type StockReserve struct {
@@ -179,6 +187,9 @@ func (s Stock) validate(p *problems) {
 		p.add("stock.full_refresh", fmt.Sprintf("must be greater than 0, got %s", formatDuration(s.FullRefresh)))
 	}
 	s.validateReserve(p)
+	if d := s.RefreshAfterOrder; d < 0 || d > 0 && d < MinRefreshAfterOrder {
+		p.add("stock.refresh_after_order", fmt.Sprintf("must be 0 (never) or at least %s, got %s", formatDuration(MinRefreshAfterOrder), formatDuration(d)))
+	}
 	for i, sc := range s.Schedules {
 		key := fmt.Sprintf("stock.schedules[%d]", i)
 		switch {
@@ -188,6 +199,8 @@ func (s Stock) validate(p *problems) {
 			p.add(key+".name", fmt.Sprintf("must match %s (it is part of the snapshots' journal keys), got %q", scheduleNamePattern, sc.Name))
 		case sc.Name == stock.Manual:
 			p.add(key+".name", fmt.Sprintf("%q is reserved for the snapshots taken with `ordersync stock snapshot`; choose another name", stock.Manual))
+		case sc.Name == stock.Refresh:
+			p.add(key+".name", fmt.Sprintf("%q is reserved for the snapshots taken after orders (stock.refresh_after_order); choose another name", stock.Refresh))
 		default:
 			if j := slices.IndexFunc(s.Schedules, func(o Schedule) bool { return o.Name == sc.Name }); j < i {
 				p.add(key+".name", fmt.Sprintf("%q is the name of stock.schedules[%d] already; names must be unique", sc.Name, j))

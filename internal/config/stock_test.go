@@ -666,7 +666,7 @@ stock:
 			t.Errorf("effective configuration:\n%s\nwant it to contain:%s", text, want)
 		}
 	}
-	if !strings.Contains(text, "      publish: []\n  reserve: []\nui:\n") {
+	if !strings.Contains(text, "      publish: []\n  reserve: []\n  refresh_after_order: 0s\nui:\n") {
 		t.Errorf("stock is not the section before ui:\n%s", text)
 	}
 	noStockSecrets(t, text)
@@ -877,5 +877,19 @@ func TestStockReserveProblemsNameTheKey(t *testing.T) {
 		if strings.HasPrefix(p.Key, "stock.reserve[0]") {
 			t.Errorf("a valid entry has a problem: %v", p)
 		}
+	}
+}
+
+func TestStockRefreshAfterOrder(t *testing.T) {
+	t.Parallel()
+	if cfg := mustLoadYAML(t, "stock:\n  refresh_after_order: 30s\n"); cfg.Stock.RefreshAfterOrder != 30*time.Second {
+		t.Errorf("refresh_after_order = %s, want 30s", cfg.Stock.RefreshAfterOrder)
+	}
+	if cfg := mustLoadYAML(t, "stock:\n  refresh_after_order: 0s\n"); cfg.Stock.RefreshAfterOrder != 0 {
+		t.Errorf("refresh_after_order = %s, want 0 (disabled)", cfg.Stock.RefreshAfterOrder)
+	}
+	for _, bad := range []string{"-1s", "1s", "500ms"} {
+		_, err := loadYAML(t, "stock:\n  refresh_after_order: "+bad+"\n")
+		wantProblem(t, err, "stock.refresh_after_order", "at least 2s")
 	}
 }

@@ -26,6 +26,9 @@ const (
 	Source       = "stock"          // the operation's source
 	// Manual is the schedule name of a snapshot taken by `ordersync stock snapshot`.
 	Manual = "manual"
+	// Refresh is the schedule name of a snapshot taken because orders were
+	// registered (stock.refresh_after_order; subpackage refresh).
+	Refresh = "refresh"
 )
 
 // Marketplaces that are sent stock. Kaspi pulls a feed instead (no outbox event).
