@@ -7,8 +7,11 @@
 // stock.Refresh), carried out and published as any other: the engine reads 1C,
 // the stock relay publishes in the marketplace's lane at its rate, subtracting the
 // reserves and the orders not yet in 1C. However many orders come in one look,
-// each warehouse is read once; replicas that look in the same period register the
-// same key, and the journal keeps one.
+// each warehouse is read once. A refresh is named after the newest order it was
+// taken for (stock:refresh:<warehouse>:<its registration time, to the
+// millisecond>): replicas that saw the same orders register the same key, and the
+// journal keeps one, while an order registered after a refresh was taken always
+// makes another.
 package refresh
 
 import (
@@ -132,7 +135,7 @@ func (r *Refresher) Look(ctx context.Context) ([]string, error) {
 		from = since
 	}
 	f := journal.Filter{Kind: order.KindCreate, CreatedFrom: from, Limit: lookPage}
-	whs := map[string]bool{}
+	whs := map[string]time.Time{} // warehouse → its newest order's registration
 	var fresh []string
 	for {
 		page, err := r.js.List(ctx, f)
@@ -147,7 +150,9 @@ func (r *Refresher) Look(ctx context.Context) ([]string, error) {
 			r.seen[op.Key] = op.CreatedAt
 			fresh = append(fresh, op.Key)
 			for _, wh := range r.warehousesOf(op) {
-				whs[wh] = true
+				if op.CreatedAt.After(whs[wh]) {
+					whs[wh] = op.CreatedAt
+				}
 			}
 		}
 		r.mu.Unlock()
@@ -162,15 +167,15 @@ func (r *Refresher) Look(ctx context.Context) ([]string, error) {
 		return nil, nil
 	}
 	ctx = journal.WithActor(ctx, Actor)
-	slot := now.Truncate(r.Period())
-	label := stock.ManualLabel(slot, r.cfg.Location)
 	var keys []string
 	var errs []error
 	for _, wh := range r.cfg.Warehouses {
-		if !whs[wh] {
+		newest, ok := whs[wh]
+		if !ok {
 			continue
 		}
-		p := stock.Payload{Schedule: stock.Refresh, Warehouse: wh, Slot: slot.UTC(), Label: label,
+		slot := newest.Truncate(time.Millisecond)
+		p := stock.Payload{Schedule: stock.Refresh, Warehouse: wh, Slot: slot.UTC(), Label: Label(slot, r.cfg.Location),
 			Publish: r.cfg.PublishTo(wh), Until: slot.Add(r.cfg.Within).UTC()}
 		reg, err := scheduler.Register(ctx, r.js, p)
 		if err != nil {
@@ -189,6 +194,12 @@ func (r *Refresher) Look(ctx context.Context) ([]string, error) {
 		r.cfg.Wake()
 	}
 	return keys, errors.Join(errs...)
+}
+
+// Label is how a refresh's slot is written in its key: local time in loc, to the
+// millisecond.
+func Label(slot time.Time, loc *time.Location) string {
+	return slot.In(loc).Format("2006-01-02T15:04:05.000")
 }
 
 // warehousesOf are the warehouses an order refreshes: its own if it is

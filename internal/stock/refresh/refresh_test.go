@@ -80,7 +80,7 @@ func TestOrdersOfOneLookShareOneRefreshPerWarehouse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"stock:refresh:WH1:2026-09-16T10:00:00"}; !slices.Equal(keys, want) {
+	if want := []string{"stock:refresh:WH1:2026-09-16T10:00:07.000"}; !slices.Equal(keys, want) {
 		t.Fatalf("refreshes %v, want %v", keys, want)
 	}
 	op, err := js.Get(ctx, keys[0])
@@ -96,15 +96,15 @@ func TestOrdersOfOneLookShareOneRefreshPerWarehouse(t *testing.T) {
 		t.Errorf("engine woken %d times, want 1", woken)
 	}
 
-	// Nothing new: nothing registered. Another replica looking in the same
-	// period registers the same key (a duplicate).
+	// Nothing new: nothing registered. Another replica that sees the same orders
+	// registers the same key (a duplicate).
 	clk.Add(5 * time.Second)
 	if keys, err := r.Look(ctx); err != nil || len(keys) != 0 {
 		t.Fatalf("a look with no new order: %v %v", keys, err)
 	}
 	other := refresh.New(js, refresh.Config{Within: time.Minute, Warehouses: []string{"WH1", "WH2"}, Now: clk.Now,
 		PublishTo: func(string) []string { return []string{stock.Ozon} }})
-	if keys, err := other.Look(ctx); err != nil || !slices.Equal(keys, []string{"stock:refresh:WH1:2026-09-16T10:00:00"}) {
+	if keys, err := other.Look(ctx); err != nil || !slices.Equal(keys, []string{"stock:refresh:WH1:2026-09-16T10:00:07.000"}) {
 		t.Fatalf("another replica's look: %v %v", keys, err)
 	}
 
@@ -115,7 +115,7 @@ func TestOrdersOfOneLookShareOneRefreshPerWarehouse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"stock:refresh:WH1:2026-09-16T10:00:30", "stock:refresh:WH2:2026-09-16T10:00:30"}; !slices.Equal(keys, want) {
+	if want := []string{"stock:refresh:WH1:2026-09-16T10:00:42.000", "stock:refresh:WH2:2026-09-16T10:00:42.000"}; !slices.Equal(keys, want) {
 		t.Fatalf("refreshes %v, want %v", keys, want)
 	}
 	ops, err := js.List(ctx, journal.Filter{Kind: stock.KindSnapshot, Limit: 100})
