@@ -12,10 +12,12 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/ordersync/ordersync/internal/engine"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/stock"
 	"github.com/ordersync/ordersync/internal/stock/refresh"
+	"github.com/ordersync/ordersync/internal/stock/snapshot"
 	"github.com/ordersync/ordersync/internal/store/sqlite"
 )
 
@@ -131,3 +133,5 @@ func TestOrdersOfOneLookShareOneRefreshPerWarehouse(t *testing.T) {
 		}
 	}
 }
+
+func snapshotHandler() engine.Handler { return snapshot.Handler{} }
