@@ -257,6 +257,13 @@ type Sender interface {
 	Send(ctx context.Context, warehouse string, batch []Update) ([]Result, error)
 }
 
+// Reader is what a sender that can read a marketplace's stock back implements
+// (optional): the quantity the marketplace holds of each of a warehouse's market
+// SKUs asked for, those it does not know left out.
+type Reader interface {
+	ReadStock(ctx context.Context, warehouse string, marketSKUs []string) (map[string]int64, error)
+}
+
 // Amount is the quantity a marketplace is sent for q: negative quantities as 0,
 // fractional ones floored, above max (when max > 0) capped; the warning says what
 // was changed, "" when nothing was.
