@@ -67,8 +67,9 @@ func (a *app) openStock(ctx context.Context) (*stockEnv, error) {
 		Journal: db.Journal(), Stock: db.Stock(), Location: setup.loc,
 		Schedules: setup.schedules, Warehouses: setup.warehouses(), PublishTo: setup.publishTo,
 		KaspiStores: setup.maps[stock.Kaspi], KaspiSKUs: kaspiSKUs, KaspiSKUMap: cfg.Connectors.SKUMap,
-		Run:   w.runKeys,
-		Relay: func() (stocksvc.Relay, error) { return foregroundStockRelay(w) },
+		Run:      w.runKeys,
+		Relay:    func() (stocksvc.Relay, error) { return foregroundStockRelay(w) },
+		Reserves: cfg.Stock.Reserves(), Pending: stockPending(db),
 	})
 	return &stockEnv{setup: setup, svc: svc, db: db}, nil
 }
@@ -251,14 +252,17 @@ func publishLine(p stock.Publish) string {
 }
 
 func (a *app) stockShowCommand() *cobra.Command {
-	var warehouse, at, format string
+	var warehouse, at, format, sku string
 	c := &cobra.Command{
 		Use:   "show [KEY]",
-		Short: "Print a snapshot's items: the latest of each warehouse, or one by key or time",
+		Short: "Print a snapshot's items: the latest of each warehouse, or one by key or time; or, with --sku, what each marketplace is told of a SKU",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format, "table", "json", "csv"); err != nil {
 				return err
+			}
+			if sku != "" && (len(args) > 0 || at != "" || format == "csv") {
+				return usageError(errors.New("stock show --sku: give no KEY nor --at (it shows the latest), and --format table or json"))
 			}
 			ctx := cmd.Context()
 			env, err := a.openStock(ctx)
@@ -266,6 +270,9 @@ func (a *app) stockShowCommand() *cobra.Command {
 				return err
 			}
 			defer env.db.Close()
+			if sku != "" {
+				return a.showSKU(ctx, env, sku, warehouse, format)
+			}
 			var snaps []stock.Snapshot
 			switch {
 			case len(args) == 1:
@@ -342,6 +349,7 @@ func (a *app) stockShowCommand() *cobra.Command {
 	c.Flags().StringVar(&warehouse, "warehouse", "", "only this 1C warehouse")
 	c.Flags().StringVar(&at, "at", "", "the snapshot in force at this time: 2026-09-16T10:00 (stock.timezone), a date, or RFC 3339")
 	c.Flags().StringVar(&format, "format", "table", "output: table, json or csv")
+	c.Flags().StringVar(&sku, "sku", "", "what each marketplace is told of this 1C SKU: 1C's quantity, the reserve, the orders not yet in 1C, what was published and when, and what the marketplace reads back (— when its connector cannot read)")
 	return c
 }
 

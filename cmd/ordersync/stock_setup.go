@@ -83,3 +83,19 @@ func (s *stockSetup) publishTo(wh string) []string {
 	}
 	return out
 }
+
+// scheduledTo is where the schedules publish wh: the marketplaces of every
+// schedule that snapshots it, in stock.Marketplaces' order; none when no schedule
+// names it.
+func (s *stockSetup) scheduledTo(wh string) []string {
+	out := []string{}
+	for _, mp := range stock.Marketplaces {
+		for _, sc := range s.schedules {
+			if slices.Contains(sc.Warehouses, wh) && slices.Contains(sc.Publish, mp) {
+				out = append(out, mp)
+				break
+			}
+		}
+	}
+	return out
+}

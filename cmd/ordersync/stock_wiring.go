@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
+
+	"github.com/shopspring/decimal"
 
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/connectors/kaspi"
@@ -12,8 +15,10 @@ import (
 	"github.com/ordersync/ordersync/connectors/wildberries"
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/outbox"
+	lifecycle "github.com/ordersync/ordersync/internal/service"
 	"github.com/ordersync/ordersync/internal/stock"
 	"github.com/ordersync/ordersync/internal/stock/publish"
+	"github.com/ordersync/ordersync/internal/stock/refresh"
 	"github.com/ordersync/ordersync/internal/store"
 )
 
@@ -71,13 +76,43 @@ func stockPublishers(cfg *config.Config, db store.DB, markets []marketplace, sku
 				cfg.Relay.Lease, room, mp, sender.Timeout().Round(time.Millisecond), mp, mp))
 		}
 		pubs[stock.Destination(mp)] = publish.New(publish.Config{
-			Sender: sender, Store: db.Stock(), FullRefresh: cfg.Stock.FullRefresh,
+			Sender: sender, Store: db.Stock(), FullRefresh: cfg.Stock.FullRefresh, Reserves: cfg.Stock.Reserves(),
+			Pending:    pendingOf(db),
 			MarketSKUs: func(sku string) []string { return skus.MarketSKUs(skuMapName(mp), sku) },
 			SKUMapPath: skus.Path(), MapName: skuMapName(mp),
 			Logger: log.With("component", "stock", "marketplace", mp),
 		})
 	}
 	return pubs, nil
+}
+
+// pendingOf reads, for a publish, what the orders registered and not yet created
+// in 1C hold of a warehouse's SKUs.
+func pendingOf(db store.DB) func(ctx context.Context, warehouse string) (map[string]decimal.Decimal, error) {
+	return func(ctx context.Context, warehouse string) (map[string]decimal.Decimal, error) {
+		p, err := stock.ReadPending(ctx, db.Journal(), warehouse)
+		return p.BySKU, err
+	}
+}
+
+// stockRefresh is the refresh of stock.refresh_after_order as a service of `run`
+// (added before the group starts, it stops before the engine), nil when the key
+// is 0. A warehouse is refreshed to the marketplaces its schedules publish it to.
+func stockRefresh(cfg *config.Config, db store.DB, setup *stockSetup, wake func(), log *slog.Logger) *lifecycle.Background {
+	rf := newStockRefresher(cfg, db, setup, wake, log)
+	if rf == nil {
+		return nil
+	}
+	return lifecycle.Go(func(ctx context.Context) { rf.Run(ctx) }, cfg.Worker.ShutdownTimeout)
+}
+
+func newStockRefresher(cfg *config.Config, db store.DB, setup *stockSetup, wake func(), log *slog.Logger) *refresh.Refresher {
+	if cfg.Stock.RefreshAfterOrder <= 0 {
+		return nil
+	}
+	return refresh.New(db.Journal(), refresh.Config{Within: cfg.Stock.RefreshAfterOrder, Warehouses: setup.warehouses(),
+		PublishTo: setup.scheduledTo, Location: setup.loc, Wake: wake, Now: db.Now,
+		Logger: log.With("component", "stock-refresh")})
 }
 
 // kaspiFeed is the Kaspi price list served on http.listen, nil when Kaspi has no

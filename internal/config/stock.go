@@ -2,11 +2,14 @@ package config
 
 import (
 	"fmt"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shopspring/decimal"
 
 	"github.com/ordersync/ordersync/internal/stock"
 )
@@ -28,6 +31,30 @@ type Stock struct {
 	// Schedules in the order written. Nil when none is configured: no snapshots
 	// are taken but by hand (ordersync stock snapshot).
 	Schedules []Schedule `koanf:"schedules"`
+	// Reserve are quantities held back from what the marketplaces are told, in the
+	// order written; nil for none. Before an account is sent a SKU, the largest
+	// entry matching both is subtracted from 1C's quantity (never below 0).
+	Reserve []StockReserve `koanf:"reserve"`
+	// RefreshAfterOrder: when an order is registered, its warehouse's stock is
+	// read from 1C again and published within this time, the orders of one such
+	// window together (one snapshot per warehouse). 0 disables it.
+	RefreshAfterOrder time.Duration `koanf:"refresh_after_order"`
+}
+
+// MinRefreshAfterOrder is the shortest stock.refresh_after_order but 0: the
+// journal is looked at twice in that time, each look at least a second apart.
+const MinRefreshAfterOrder = 2 * time.Second
+
+// StockReserve is one entry of stock.reserve.
+type StockReserve struct {
+	// Account is the marketplace the entry holds for (stock.Kaspi, stock.Ozon,
+	// stock.Wildberries), or "*" for all.
+	Account string `koanf:"account"`
+	// SKU is a pattern of 1C SKUs (path.Match: SHOE-*, SHOE-4[0-5], *).
+	SKU string `koanf:"sku"`
+	// Quantity held back: an exact decimal of at least 0, written as text ("1",
+	// "0.5") so that it is never read as a binary fraction.
+	Quantity string `koanf:"quantity"`
 }
 
 // Schedule is one schedule of snapshots.
@@ -96,12 +123,33 @@ func (s Stock) Publishes(m string) bool {
 	return slices.ContainsFunc(s.Schedules, func(sc Schedule) bool { return sc.Publishes(m) })
 }
 
+// Reserves returns stock.reserve with the quantities as exact decimals. Call it on
+// a validated configuration: it panics on a quantity that does not parse, which
+// validation rules out.
+func (s Stock) Reserves() stock.Reserves {
+	var out stock.Reserves
+	for i, r := range s.Reserve {
+		q, err := decimal.NewFromString(strings.TrimSpace(r.Quantity))
+		if err != nil {
+			panic(fmt.Sprintf("config: stock.reserve[%d].quantity %q used without validation: %v", i, r.Quantity, err))
+		}
+		out = append(out, stock.Reserve{Account: r.Account, SKU: r.SKU, Quantity: q})
+	}
+	return out
+}
+
 // derive normalises spelling and empty lists: an empty list is no list, however it
 // was written ([], or an empty variable).
 func (s *Stock) derive() {
 	s.CatchUp = strings.ToLower(s.CatchUp)
 	if len(s.Schedules) == 0 {
 		s.Schedules = nil
+	}
+	if len(s.Reserve) == 0 {
+		s.Reserve = nil
+	}
+	for i := range s.Reserve {
+		s.Reserve[i].Account = strings.ToLower(strings.TrimSpace(s.Reserve[i].Account))
 	}
 	for i := range s.Schedules {
 		sc := &s.Schedules[i]
@@ -138,6 +186,10 @@ func (s Stock) validate(p *problems) {
 	if s.FullRefresh <= 0 {
 		p.add("stock.full_refresh", fmt.Sprintf("must be greater than 0, got %s", formatDuration(s.FullRefresh)))
 	}
+	s.validateReserve(p)
+	if d := s.RefreshAfterOrder; d < 0 || d > 0 && d < MinRefreshAfterOrder {
+		p.add("stock.refresh_after_order", fmt.Sprintf("must be 0 (never) or at least %s, got %s", formatDuration(MinRefreshAfterOrder), formatDuration(d)))
+	}
 	for i, sc := range s.Schedules {
 		key := fmt.Sprintf("stock.schedules[%d]", i)
 		switch {
@@ -147,6 +199,8 @@ func (s Stock) validate(p *problems) {
 			p.add(key+".name", fmt.Sprintf("must match %s (it is part of the snapshots' journal keys), got %q", scheduleNamePattern, sc.Name))
 		case sc.Name == stock.Manual:
 			p.add(key+".name", fmt.Sprintf("%q is reserved for the snapshots taken with `ordersync stock snapshot`; choose another name", stock.Manual))
+		case sc.Name == stock.Refresh:
+			p.add(key+".name", fmt.Sprintf("%q is reserved for the snapshots taken after orders (stock.refresh_after_order); choose another name", stock.Refresh))
 		default:
 			if j := slices.IndexFunc(s.Schedules, func(o Schedule) bool { return o.Name == sc.Name }); j < i {
 				p.add(key+".name", fmt.Sprintf("%q is the name of stock.schedules[%d] already; names must be unique", sc.Name, j))
@@ -178,6 +232,37 @@ func (s Stock) validate(p *problems) {
 			case slices.Index(sc.Publish, m) < j:
 				p.add(mk, fmt.Sprintf("%q is listed twice", m))
 			}
+		}
+	}
+}
+
+// validateReserve checks stock.reserve, each problem naming its entry's key.
+func (s Stock) validateReserve(p *problems) {
+	accounts := append([]string{stock.AnyAccount}, stock.Marketplaces...)
+	for i, r := range s.Reserve {
+		key := fmt.Sprintf("stock.reserve[%d]", i)
+		switch {
+		case r.Account == "":
+			p.add(key+".account", fmt.Sprintf("is required: the marketplace the reserve holds for (%s), or \"*\" for all", strings.Join(stock.Marketplaces, ", ")))
+		case !slices.Contains(accounts, r.Account):
+			p.add(key+".account", fmt.Sprintf("must be one of %s, got %q", strings.Join(accounts, ", "), r.Account))
+		}
+		switch _, err := path.Match(r.SKU, ""); {
+		case strings.TrimSpace(r.SKU) == "":
+			p.add(key+".sku", `is required: a 1C SKU or a pattern of them, such as SHOE-42, SHOE-* or "*"`)
+		case err != nil:
+			p.add(key+".sku", fmt.Sprintf("is not a valid pattern (path.Match: *, ?, [a-z], \\ to escape), got %q: %v", r.SKU, err))
+		case hasControl(r.SKU):
+			p.add(key+".sku", fmt.Sprintf("must not contain line breaks or other control characters, got %q", r.SKU))
+		}
+		q, err := decimal.NewFromString(strings.TrimSpace(r.Quantity))
+		switch {
+		case strings.TrimSpace(r.Quantity) == "":
+			p.add(key+".quantity", "is required: the quantity held back, a number of at least 0, such as 1 or \"0.5\"")
+		case err != nil:
+			p.add(key+".quantity", fmt.Sprintf("must be a number of at least 0, such as 1 or \"0.5\", got %q", r.Quantity))
+		case q.IsNegative():
+			p.add(key+".quantity", fmt.Sprintf("must be at least 0, got %s", r.Quantity))
 		}
 	}
 }

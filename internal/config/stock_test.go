@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/ordersync/ordersync/internal/stock"
 )
 
@@ -661,7 +663,7 @@ stock:
 			t.Errorf("effective configuration:\n%s\nwant it to contain:%s", text, want)
 		}
 	}
-	if !strings.Contains(text, "      publish: []\nui:\n") {
+	if !strings.Contains(text, "      publish: []\n  reserve: []\n  refresh_after_order: 0s\nui:\n") {
 		t.Errorf("stock is not the section before ui:\n%s", text)
 	}
 	noStockSecrets(t, text)
@@ -822,5 +824,69 @@ func TestEntryKeysTable(t *testing.T) {
 			(&keyTable{byKey: map[string]*field{}, byFile: map[string]*field{}, sections: map[string]bool{}, maps: map[string]*mapSection{}}).
 				walk(reflect.TypeOf(typ), "", nil, nil)
 		}()
+	}
+}
+
+func TestStockReserve(t *testing.T) {
+	t.Parallel()
+	cfg := mustLoadYAML(t, `stock:
+  reserve:
+    - {account: "*", sku: "*", quantity: "1"}
+    - {account: Ozon, sku: SHOE-*, quantity: "2.5"}
+`)
+	got := cfg.Stock.Reserves()
+	if len(got) != 2 || got[0].Account != stock.AnyAccount || got[0].SKU != "*" || !got[0].Quantity.Equal(decimal.NewFromInt(1)) ||
+		got[1].Account != stock.Ozon || got[1].SKU != "SHOE-*" || got[1].Quantity.String() != "2.5" {
+		t.Fatalf("Reserves() = %+v", got)
+	}
+	if q := got.For(stock.Ozon, "SHOE-42"); q.String() != "2.5" {
+		t.Errorf("For(ozon, SHOE-42) = %s, want 2.5", q)
+	}
+	if r := mustLoadYAML(t, "stock:\n  reserve: []\n").Stock; r.Reserve != nil || r.Reserves() != nil {
+		t.Errorf("empty reserve: %+v", r.Reserve)
+	}
+	// From the environment, a JSON list.
+	cfg = mustLoadYAML(t, "", `ORDERSYNC_STOCK__RESERVE=[{"account":"wildberries","sku":"A?","quantity":"3"}]`)
+	if got := cfg.Stock.Reserves(); len(got) != 1 || got[0].Account != stock.Wildberries || got[0].Quantity.String() != "3" {
+		t.Errorf("from the environment: %+v", got)
+	}
+}
+
+func TestStockReserveProblemsNameTheKey(t *testing.T) {
+	t.Parallel()
+	_, err := loadYAML(t, `stock:
+  reserve:
+    - {account: ozon, sku: A, quantity: "1"}
+    - {account: amazon, sku: "[", quantity: "-1"}
+    - {sku: "", quantity: "lots"}
+    - {account: "*", sku: B}
+    - {account: "*", sku: C, quantity: "1", qty: 2}
+`)
+	wantProblem(t, err, "stock.reserve[1].account", "must be one of", "amazon")
+	wantProblem(t, err, "stock.reserve[1].sku", "not a valid pattern", `"["`)
+	wantProblem(t, err, "stock.reserve[1].quantity", "at least 0", "-1")
+	wantProblem(t, err, "stock.reserve[2].account", "is required")
+	wantProblem(t, err, "stock.reserve[2].sku", "is required")
+	wantProblem(t, err, "stock.reserve[2].quantity", "must be a number", "lots")
+	wantProblem(t, err, "stock.reserve[3].quantity", "is required")
+	wantProblem(t, err, "stock.reserve[4].qty")
+	for _, p := range problemsOf(t, err) {
+		if strings.HasPrefix(p.Key, "stock.reserve[0]") {
+			t.Errorf("a valid entry has a problem: %v", p)
+		}
+	}
+}
+
+func TestStockRefreshAfterOrder(t *testing.T) {
+	t.Parallel()
+	if cfg := mustLoadYAML(t, "stock:\n  refresh_after_order: 30s\n"); cfg.Stock.RefreshAfterOrder != 30*time.Second {
+		t.Errorf("refresh_after_order = %s, want 30s", cfg.Stock.RefreshAfterOrder)
+	}
+	if cfg := mustLoadYAML(t, "stock:\n  refresh_after_order: 0s\n"); cfg.Stock.RefreshAfterOrder != 0 {
+		t.Errorf("refresh_after_order = %s, want 0 (disabled)", cfg.Stock.RefreshAfterOrder)
+	}
+	for _, bad := range []string{"-1s", "1s", "500ms"} {
+		_, err := loadYAML(t, "stock:\n  refresh_after_order: "+bad+"\n")
+		wantProblem(t, err, "stock.refresh_after_order", "at least 2s")
 	}
 }

@@ -26,6 +26,9 @@ const (
 	Source       = "stock"          // the operation's source
 	// Manual is the schedule name of a snapshot taken by `ordersync stock snapshot`.
 	Manual = "manual"
+	// Refresh is the schedule name of a snapshot taken because orders were
+	// registered (stock.refresh_after_order; subpackage refresh).
+	Refresh = "refresh"
 )
 
 // Marketplaces that are sent stock. Kaspi pulls a feed instead (no outbox event).
@@ -252,6 +255,13 @@ type Sender interface {
 	// result per update. An error fails the whole batch: an *outbox.DeliveryError
 	// with RetryAfter asks for the batch to be sent again then.
 	Send(ctx context.Context, warehouse string, batch []Update) ([]Result, error)
+}
+
+// Reader is what a sender that can read a marketplace's stock back implements
+// (optional): the quantity the marketplace holds of each of a warehouse's market
+// SKUs asked for, those it does not know left out.
+type Reader interface {
+	ReadStock(ctx context.Context, warehouse string, marketSKUs []string) (map[string]int64, error)
 }
 
 // Amount is the quantity a marketplace is sent for q: negative quantities as 0,

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/stock"
 )
@@ -36,8 +38,15 @@ type Config struct {
 	// FullRefresh is stock.full_refresh: every item is sent at least this often;
 	// default 24h.
 	FullRefresh time.Duration
-	Logger      *slog.Logger
-	Now         func() time.Time
+	// Reserves are stock.reserve: the largest entry matching this marketplace and
+	// an item is held back from what the marketplace is told of it.
+	Reserves stock.Reserves
+	// Pending, when set, reads the quantity of each 1C SKU of a warehouse that
+	// orders registered in the journal and not yet created in 1C hold (1C's
+	// quantity does not count them yet): it is held back too. Nil: none.
+	Pending func(ctx context.Context, warehouse string) (map[string]decimal.Decimal, error)
+	Logger  *slog.Logger
+	Now     func() time.Time
 }
 
 func (c Config) mapName() string { return cmp.Or(c.MapName, c.Sender.Marketplace()) }
@@ -144,10 +153,18 @@ func (p *Publisher) publish(ctx context.Context, rec outbox.Record) error {
 		return err
 	}
 
+	var held map[string]decimal.Decimal
+	if p.cfg.Pending != nil {
+		if held, err = p.cfg.Pending(ctx, snap.Warehouse); err != nil {
+			return fmt.Errorf("stock: reading the orders not yet in 1C: %w", err)
+		}
+	}
+
 	var todo []*pending
 	var skipped []stock.ItemState
 	for _, it := range items {
-		amount, warning := stock.Amount(it.Quantity, p.cfg.Sender.MaxAmount())
+		q := stock.Available(it.Quantity, p.cfg.Reserves.For(p.mp, it.SKU), held[it.SKU])
+		amount, warning := stock.Amount(q, p.cfg.Sender.MaxAmount())
 		old, had := states[it.SKU]
 		mkt, reason := it.SKU, ""
 		if p.cfg.MarketSKUs != nil {

@@ -38,6 +38,7 @@ type Store interface {
 	Publishes(ctx context.Context, f stock.PublishFilter) ([]stock.Publish, error)
 	Problems(ctx context.Context, marketplace string, limit int) ([]stock.ItemState, error)
 	ScheduleRuns(ctx context.Context, schedule, warehouse string) (stock.ScheduleRuns, error)
+	States(ctx context.Context, marketplace, warehouse string) (map[string]stock.ItemState, error)
 }
 
 // Relay delivers due outbox events, one round at a time (outbox.Relay.RunOnce): how
@@ -77,6 +78,14 @@ type Config struct {
 	// delivers them. It is called once a snapshot taken has a publish to wait for;
 	// a nil Relay func: a service delivers them.
 	Relay func() (Relay, error)
+	// Reserves are stock.reserve, for SKU.
+	Reserves stock.Reserves
+	// Pending reads what the orders not yet in 1C hold of a warehouse, for SKU
+	// (stock.ReadPending over the journal); nil: nothing is pending.
+	Pending func(ctx context.Context, warehouse string) (stock.Pending, error)
+	// ReadBack returns the reader of a marketplace whose sender can read its stock
+	// back, nil (or a nil func) when it cannot: SKU shows no reading then.
+	ReadBack func(marketplace string) stock.Reader
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
 }
