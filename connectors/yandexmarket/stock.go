@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-resty/resty/v2"
 	"golang.org/x/time/rate"
 
 	"github.com/ordersync/ordersync/connectors"
@@ -26,7 +27,21 @@ const (
 	StockMaxCount = 2_000_000_000
 )
 
-const keyStockWarehouse = "connectors.yandex_market.stock_warehouse"
+// Stock APIs (StockConfig.API).
+const (
+	// StockAPICampaign is PUT /v2/campaigns/{campaignId}/offers/stocks.
+	StockAPICampaign = "campaign"
+	// StockAPIBusiness is POST /v3/businesses/{businessId}/offers/stocks/update,
+	// for a cabinet without warehouse groups.
+	StockAPIBusiness = "business"
+)
+
+const (
+	keyStockWarehouse         = "connectors.yandex_market.stock_warehouse"
+	keyStockAPI               = "connectors.yandex_market.stock_api"
+	keyPartnerWarehouseID     = "connectors.yandex_market.partner_warehouse_id"
+	keyStockRequestsPerMinute = "connectors.yandex_market.stock_requests_per_minute"
+)
 
 // StockConfig configures the stock sender.
 type StockConfig struct {
@@ -39,17 +54,33 @@ type StockConfig struct {
 	// Now stamps updatedAt when the context carries no snapshot time
 	// (WithSnapshotTime); default time.Now.
 	Now func() time.Time
+	// API is which method stock is sent with (connectors.yandex_market.stock_api):
+	// StockAPICampaign (default) or StockAPIBusiness, which Yandex takes only from
+	// a cabinet without warehouse groups and which needs Config.BusinessID.
+	API string
+	// PartnerWarehouseID is the seller's warehouse in Yandex that StockAPIBusiness
+	// updates (connectors.yandex_market.partner_warehouse_id), required with it.
+	PartnerWarehouseID string
+	// RequestsPerMinute bounds the StockAPIBusiness requests a minute
+	// (connectors.yandex_market.stock_requests_per_minute), default
+	// StockBusinessRequestsPerMinute; a lower value leaves room for the seller's
+	// other tools.
+	RequestsPerMinute int
 }
 
-// StockSender publishes stock to the campaign with PUT …/offers/stocks: a
-// stock.Sender. It holds the limiter of SKUs a minute, so make one per process and
-// share it; it is safe for concurrent use.
+// StockSender publishes stock to the campaign with PUT …/offers/stocks, or to a
+// partner warehouse of the cabinet with POST v3 …/offers/stocks/update
+// (StockConfig.API): a stock.Sender. It holds the limiter of SKUs or requests a
+// minute, so make one per process and share it; it is safe for concurrent use.
 type StockSender struct {
 	c         *Connector
 	warehouse string
 	lim       *rate.Limiter
 	perMinute int
 	now       func() time.Time
+
+	// business is set with StockAPIBusiness.
+	business *businessStock
 }
 
 var _ stock.Sender = (*StockSender)(nil)
@@ -83,6 +114,17 @@ func (c *Connector) StockSender(cfg StockConfig) (*StockSender, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	switch cfg.API = strings.TrimSpace(cfg.API); cfg.API {
+	case "", StockAPICampaign:
+	case StockAPIBusiness:
+		b, err := c.newBusinessStock(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return &StockSender{c: c, warehouse: wh, now: cfg.Now, business: b}, nil
+	default:
+		return nil, fmt.Errorf("%s: %s: %q is not %q or %q", c.cfg.Source, keyStockAPI, cfg.API, StockAPICampaign, StockAPIBusiness)
+	}
 	perSecond := rate.Limit(float64(cfg.ItemsPerMinute) / 60)
 	return &StockSender{c: c, warehouse: wh, perMinute: cfg.ItemsPerMinute, now: cfg.Now,
 		lim: rate.NewLimiter(perSecond, max(StockBatchSize, cfg.ItemsPerMinute/60))}, nil
@@ -91,7 +133,8 @@ func (c *Connector) StockSender(cfg StockConfig) (*StockSender, error) {
 // Marketplace is the connector's source, "ym" by default.
 func (s *StockSender) Marketplace() string { return s.c.cfg.Source }
 
-// BatchSize is Yandex's 2000 SKUs per request.
+// BatchSize is Yandex's 2000 SKUs per request (of one warehouse, with the
+// business API).
 func (s *StockSender) BatchSize() int { return StockBatchSize }
 
 // MinResend is 0: Yandex publishes no wait between two updates of one SKU.
@@ -101,19 +144,29 @@ func (s *StockSender) MinResend() time.Duration { return 0 }
 func (s *StockSender) MaxAmount() int64 { return StockMaxCount }
 
 // Timeout is the connector's request timeout plus the longest wait of the SKU
-// limiter for a full batch, and the shared client's own.
+// limiter for a full batch (of the request limiter, with the business API), and
+// the shared client's own.
 func (s *StockSender) Timeout() time.Duration {
-	t := s.c.cfg.Timeout + time.Duration(float64(time.Minute)*float64(StockBatchSize)/float64(s.perMinute))
+	t := s.c.cfg.Timeout
+	if s.business != nil {
+		t += time.Minute / time.Duration(s.business.perMinute)
+	} else {
+		t += time.Duration(float64(time.Minute) * float64(StockBatchSize) / float64(s.perMinute))
+	}
 	if rps := s.c.cfg.RatePerSecond; rps > 0 {
 		t += time.Duration(float64(time.Second) / rps)
 	}
 	return t
 }
 
-// Warehouse is the campaign id for the configured 1C warehouse.
+// Warehouse is the campaign id for the configured 1C warehouse, or the partner
+// warehouse id with the business API.
 func (s *StockSender) Warehouse(warehouse string) (string, bool) {
 	if warehouse != s.warehouse {
 		return "", false
+	}
+	if s.business != nil {
+		return s.business.warehouseText, true
 	}
 	return s.c.cfg.CampaignID, true
 }
@@ -128,12 +181,14 @@ type stockSKUCount struct {
 	UpdatedAt string `json:"updatedAt"`
 }
 
-// Send sends one batch of the warehouse's stock: sku is the update's MarketSKU
-// (the seller's offerId), count its Amount, updatedAt the snapshot time
-// (WithSnapshotTime) or now. An update without a SKU, with a negative amount or
-// whose SKU another update of the batch already carries is Refused without being
-// sent. A 200 publishes every item sent; a 400 (Yandex finds the request invalid)
-// refuses every item with Yandex's reason, so the publish goes on.
+// Send sends one batch of the warehouse's stock in one request: sku is the
+// update's MarketSKU (the seller's offerId), count its Amount, updatedAt the
+// snapshot time (WithSnapshotTime) or now; with the business API every item names
+// the partner warehouse, and the requests are paced to RequestsPerMinute. An
+// update without a SKU, with a negative amount or whose SKU another update of the
+// batch already carries is Refused without being sent. A 200 publishes every item
+// sent; a 400 (Yandex finds the request invalid) refuses every item with Yandex's
+// reason, so the publish goes on.
 //
 // Errors fail the whole batch: 420 or 429 → *outbox.DeliveryError with RetryAfter
 // (the wait Yandex gives, else a minute); refused credentials → a
@@ -155,9 +210,34 @@ func (s *StockSender) Send(ctx context.Context, warehouse string, batch []stock.
 		at = s.now()
 	}
 	stamp := at.Format(time.RFC3339)
+	results, kept := screen(batch)
+	if len(kept) == 0 {
+		return results, nil
+	}
+	if s.business != nil {
+		return s.sendBusiness(ctx, batch, results, kept, stamp)
+	}
+	skus := make([]stockSKU, len(kept))
+	for n, i := range kept {
+		skus[n] = stockSKU{SKU: batch[i].MarketSKU, Items: []stockSKUCount{{Count: batch[i].Amount, UpdatedAt: stamp}}}
+	}
+	what := fmt.Sprintf("update stocks (%d SKUs, campaign %s)", len(skus), s.c.cfg.CampaignID)
+	if err := s.lim.WaitN(ctx, len(skus)); err != nil {
+		return nil, fmt.Errorf("%s: %s: waiting for the limit of %d SKUs a minute: %w", src, what, s.perMinute, err)
+	}
+	body, _ := json.Marshal(map[string]any{"skus": skus})
+	resp, err := s.c.http.R().SetContext(ctx).SetHeader("Content-Type", "application/json").SetBody(body).
+		Put(s.c.campaignPath("/offers/stocks"))
+	return s.answer(what, resp, err, results, kept)
+}
+
+// screen gives every update of the batch its result and returns the indices of
+// the ones to send: an update without a SKU, with a count Yandex does not take or
+// whose SKU an earlier one carries is Refused here.
+func screen(batch []stock.Update) ([]stock.Result, []int) {
 	results := make([]stock.Result, len(batch))
 	index := map[string]int{}
-	skus := make([]stockSKU, 0, len(batch))
+	kept := make([]int, 0, len(batch))
 	for i, u := range batch {
 		results[i].SKU = u.SKU
 		switch j, dup := index[u.MarketSKU]; {
@@ -170,25 +250,22 @@ func (s *StockSender) Send(ctx context.Context, warehouse string, batch []stock.
 			results[i].Reason = fmt.Sprintf("SKU %q is sent for 1C SKU %q in the same batch", u.MarketSKU, batch[j].SKU)
 		default:
 			index[u.MarketSKU] = i
-			skus = append(skus, stockSKU{SKU: u.MarketSKU, Items: []stockSKUCount{{Count: u.Amount, UpdatedAt: stamp}}})
+			kept = append(kept, i)
 		}
 	}
-	if len(skus) == 0 {
-		return results, nil
-	}
-	what := fmt.Sprintf("update stocks (%d SKUs, campaign %s)", len(skus), s.c.cfg.CampaignID)
-	if err := s.lim.WaitN(ctx, len(skus)); err != nil {
-		return nil, fmt.Errorf("%s: %s: waiting for the limit of %d SKUs a minute: %w", src, what, s.perMinute, err)
-	}
-	body, _ := json.Marshal(map[string]any{"skus": skus})
-	resp, err := s.c.http.R().SetContext(ctx).SetHeader("Content-Type", "application/json").SetBody(body).
-		Put(s.c.campaignPath("/offers/stocks"))
+	return results, kept
+}
+
+// answer reads Yandex's answer to a stock update of the kept updates into their
+// results; see Send.
+func (s *StockSender) answer(what string, resp *resty.Response, err error, results []stock.Result, kept []int) ([]stock.Result, error) {
+	src := s.c.cfg.Source
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", src, what, err)
 	}
 	switch st := resp.StatusCode(); {
 	case resp.IsSuccess():
-		for _, i := range index {
+		for _, i := range kept {
 			results[i].Outcome = stock.Published
 		}
 		return results, nil
@@ -200,7 +277,7 @@ func (s *StockSender) Send(ctx context.Context, warehouse string, batch []stock.
 		return nil, &outbox.DeliveryError{Err: connectors.Check(src, keyAPIKey, what, resp, nil), RetryAfter: wait}
 	case st == http.StatusBadRequest:
 		reason := "Yandex Market refused the request (HTTP 400): " + errorText(resp.Body())
-		for _, i := range index {
+		for _, i := range kept {
 			results[i].Outcome, results[i].Reason = stock.Refused, reason
 		}
 		return results, nil

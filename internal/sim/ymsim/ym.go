@@ -8,8 +8,12 @@
 // cabinet given instead) answers 200 with no orders, as Yandex does. PUT
 // …/orders/{orderId}/status moves PROCESSING/STARTED to READY_TO_SHIP once; POST
 // …/orders/{orderId}/external-id is taken once and only before READY_TO_SHIP; PUT
-// …/offers/stocks takes at most MaxStockSKUs unique SKUs with one item each. Beyond
-// the configured rate a request is answered 420 with the X-RateLimit headers.
+// …/offers/stocks takes at most MaxStockSKUs unique SKUs with one item each, and
+// POST …/offers/stocks reads them back in pages. POST
+// /v3/businesses/{businessId}/offers/stocks/update takes at most MaxStockSKUs
+// unique (sku, partnerWarehouseId) pairs of the cabinet's partner warehouses,
+// MaxStockV3PerMinute times a minute. Beyond the configured rate a request is
+// answered 420 with the X-RateLimit headers.
 package ymsim
 
 import (
@@ -56,6 +60,8 @@ const (
 	OpStatus       = "status"
 	OpExternalID   = "external_id"
 	OpStocks       = "stocks"
+	OpStocksV3     = "stocks_v3"
+	OpStocksRead   = "stocks_read"
 	OpCampaign     = "campaign"
 )
 
@@ -74,6 +80,10 @@ type Options struct {
 	RateLimit  int
 	RateWindow time.Duration
 	Logger     *slog.Logger
+	// PartnerWarehouses are the ids of the cabinet's own warehouses that the
+	// business stock update takes; the first is the warehouseId the stock read
+	// answers (1 without one).
+	PartnerWarehouses []string
 }
 
 // Item is one position of an order.
@@ -129,14 +139,24 @@ type YM struct {
 	stocks        map[string]StockValue
 	badStocks     int
 	stockCalls    int
-	requests      map[string]int
-	unauth        int
-	windowStart   time.Time
-	used          int
-	throttle      int
-	throttled     int
-	violations    int
-	until         time.Time // the end of the last 420's wait
+
+	partnerWarehouses map[string]bool
+	readWarehouse     int64
+	stocksV3          map[string]StockValue
+	stockV3Times      []time.Time // of the business updates of the last minute
+	stockV3Calls      int
+	badStocksV3       int
+	stockReads        int
+	badStockReads     int
+
+	requests    map[string]int
+	unauth      int
+	windowStart time.Time
+	used        int
+	throttle    int
+	throttled   int
+	violations  int
+	until       time.Time // the end of the last 420's wait
 }
 
 // New returns a simulator; it serves nothing until Start.
@@ -155,6 +175,20 @@ func New(opts Options) *YM {
 		refusedExtIDs: map[int64]int{},
 		stocks:        map[string]StockValue{},
 		requests:      map[string]int{},
+
+		partnerWarehouses: map[string]bool{},
+		readWarehouse:     1,
+		stocksV3:          map[string]StockValue{},
+	}
+	for i, id := range opts.PartnerWarehouses {
+		n, err := strconv.ParseInt(strings.TrimSpace(id), 10, 64)
+		if err != nil || n <= 0 {
+			panic(fmt.Sprintf("ymsim: partner warehouse %q is not a whole number greater than 0", id))
+		}
+		s.partnerWarehouses[strconv.FormatInt(n, 10)] = true
+		if i == 0 {
+			s.readWarehouse = n
+		}
 	}
 	for _, c := range opts.Campaigns {
 		s.campaigns[c] = true
@@ -318,6 +352,9 @@ func (s *YM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case len(parts) == 4 && parts[0] == "v1" && parts[1] == "businesses" && parts[3] == "orders" && r.Method == http.MethodPost:
 		s.serveBusinessOrders(w, r, parts[2])
+	case len(parts) == 6 && parts[0] == "v3" && parts[1] == "businesses" && parts[3] == "offers" && parts[4] == "stocks" &&
+		parts[5] == "update" && r.Method == http.MethodPost:
+		s.serveStocksV3(w, r, parts[2])
 	case len(parts) >= 3 && parts[0] == "v2" && parts[1] == "campaigns":
 		campaign, err := strconv.ParseInt(parts[2], 10, 64)
 		if err != nil {
@@ -338,6 +375,8 @@ func (s *YM) serveCampaign(w http.ResponseWriter, r *http.Request, campaign int6
 		s.serveCampaignOrders(w, r, campaign)
 	case len(rest) == 2 && rest[0] == "offers" && rest[1] == "stocks" && r.Method == http.MethodPut:
 		s.serveStocks(w, r, campaign)
+	case len(rest) == 2 && rest[0] == "offers" && rest[1] == "stocks" && r.Method == http.MethodPost:
+		s.serveStockRead(w, r, campaign)
 	case len(rest) >= 2 && rest[0] == "orders":
 		id, err := strconv.ParseInt(rest[1], 10, 64)
 		switch {
