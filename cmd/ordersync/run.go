@@ -214,6 +214,10 @@ func (a *app) run(ctx context.Context) error {
 	if payoutsSvc != nil {
 		services.Add("payouts scheduler", payoutsSvc)
 	}
+	// The stock read again soon after orders are registered (stock.refresh_after_order).
+	if bg := stockRefresh(cfg, db, setup, eng.Wake, log); bg != nil {
+		services.Add("stock refresh", bg)
+	}
 	if err := services.Start(ctx); err != nil {
 		return stoppedDuringStartUp(ctx, log, err)
 	}

@@ -317,6 +317,45 @@ func (c Connectors) SKUAliases() map[string]string {
 	return aliases
 }
 
+// StockMap is the account's map of 1C warehouses to the marketplace's own (Kaspi
+// stores, Ozon and Wildberries warehouse ids; the one warehouse of a Yandex Market
+// campaign or of the Uzum shops), with its key (connectors.<name>.stock_warehouses)
+// and what a value is, for messages.
+func (a Account) StockMap() (m map[string]string, key, what string) {
+	one := func(wh, id string) map[string]string {
+		if wh == "" {
+			return map[string]string{}
+		}
+		return map[string]string{wh: id}
+	}
+	switch {
+	case a.Kaspi != nil:
+		return a.Kaspi.Stores, a.Key() + ".stores", "the Kaspi store id (storeId in the feed, such as PP1)"
+	case a.Ozon != nil:
+		return a.Ozon.StockWarehouses, a.Key() + ".stock_warehouses", "the Ozon warehouse id (a whole number greater than 0)"
+	case a.Wildberries != nil:
+		return a.Wildberries.StockWarehouses, a.Key() + ".stock_warehouses", "the Wildberries seller warehouse id (a whole number greater than 0)"
+	case a.YandexMarket != nil:
+		return one(a.YandexMarket.StockWarehouse, a.YandexMarket.CampaignID), a.Key() + ".stock_warehouse", "the 1C warehouse whose stock the campaign is told"
+	case a.Uzum != nil:
+		return one(a.Uzum.StockWarehouse, strings.Join(a.Uzum.ShopIDs, ",")), a.Key() + ".stock_warehouse", "the 1C warehouse whose stock the shops are told"
+	}
+	return nil, a.Key(), "its id"
+}
+
+// StockWarehouseKey reports whether the account's stock map is one warehouse
+// (connectors.<name>.stock_warehouse) rather than a map of them.
+func (a Account) StockWarehouseKey() bool { return a.YandexMarket != nil || a.Uzum != nil }
+
+// Names are every account's name, in the order of All.
+func (c Connectors) Names() []string {
+	var names []string
+	for _, a := range c.All() {
+		names = append(names, a.Name)
+	}
+	return names
+}
+
 // Enabled reports whether the account is enabled (connectors.<name>.enabled).
 func (a Account) Enabled() bool { return a.enabled() }
 

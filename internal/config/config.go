@@ -314,8 +314,9 @@ func defaults() Config {
 		Stock: Stock{
 			Timezone:    "Asia/Almaty",
 			CatchUp:     CatchUpLatest,
-			FullRefresh: 24 * time.Hour,
-			Retention:   7 * 24 * time.Hour,
+			FullRefresh:       24 * time.Hour,
+			Retention:         7 * 24 * time.Hour,
+			RefreshAfterOrder: time.Minute,
 		},
 		Payouts: defaultPayouts(),
 	}
@@ -401,7 +402,7 @@ func (c *Config) validate(p *problems) {
 	c.Connectors.validate(p)
 	c.Webhooks.validate(p)
 	c.Relay.validate(p)
-	c.Stock.validate(p)
+	c.Stock.validate(p, c.Connectors.Names())
 	c.checkConnectorDestinations(p)
 	c.checkWebhookNeeds(p)
 	c.checkStockNeeds(p)

@@ -460,6 +460,7 @@ func TestConnectorsEffective(t *testing.T) {
     max_response: 16MiB
     stock_api: campaign
     stock_warehouse: ""
+    partner_warehouse_id: ""
     onec:
       organization: ""
       partner: ""

@@ -36,8 +36,11 @@ type YandexMarket struct {
 	// without warehouse groups).
 	StockAPI string `koanf:"stock_api"`
 	// StockWarehouse is the 1C warehouse whose stock the campaign is told.
-	StockWarehouse string      `koanf:"stock_warehouse"`
-	OneC           OneCMapping `koanf:"onec"`
+	StockWarehouse string `koanf:"stock_warehouse"`
+	// PartnerWarehouseID is the seller's warehouse at Yandex Market that stock_api
+	// business updates (partnerWarehouseId).
+	PartnerWarehouseID string      `koanf:"partner_warehouse_id" number:"text"`
+	OneC               OneCMapping `koanf:"onec"`
 }
 
 // Uzum is the Uzum Market seller API connector (FBS orders of the seller's shops;
@@ -117,6 +120,8 @@ func (y YandexMarket) validate(key string, p *problems) {
 	if y.OrdersAPI == YMBusinessAPI && y.Lookback > 30*24*time.Hour {
 		p.add(key+".lookback", "must be at most 720h with orders_api business: the business listing reads at most 30 days")
 	}
+	checkWholeID(key+".partner_warehouse_id", y.PartnerWarehouseID, "the warehouse id at Yandex Market that stock_api business updates",
+		y.StockAPI == YMBusinessAPI && y.StockWarehouse != "", p)
 	if hasControl(y.StockWarehouse) {
 		p.add(key+".stock_warehouse", "must not contain line breaks or other control characters")
 	}

@@ -162,7 +162,9 @@ func (s *Stock) derive() {
 	}
 }
 
-func (s Stock) validate(p *problems) {
+// validate checks the stock section; accounts are the connectors' account names
+// (connectors.<name>), which schedules publish to and reserves hold for.
+func (s Stock) validate(p *problems, accounts []string) {
 	loc := time.UTC // for parsing the specs when the zone does not load
 	switch {
 	case s.Timezone == "":
@@ -186,7 +188,7 @@ func (s Stock) validate(p *problems) {
 	if s.FullRefresh <= 0 {
 		p.add("stock.full_refresh", fmt.Sprintf("must be greater than 0, got %s", formatDuration(s.FullRefresh)))
 	}
-	s.validateReserve(p)
+	s.validateReserve(p, accounts)
 	if d := s.RefreshAfterOrder; d < 0 || d > 0 && d < MinRefreshAfterOrder {
 		p.add("stock.refresh_after_order", fmt.Sprintf("must be 0 (never) or at least %s, got %s", formatDuration(MinRefreshAfterOrder), formatDuration(d)))
 	}
@@ -227,8 +229,8 @@ func (s Stock) validate(p *problems) {
 		for j, m := range sc.Publish {
 			mk := fmt.Sprintf("%s.publish[%d]", key, j)
 			switch {
-			case !slices.Contains(stock.Marketplaces, m):
-				p.add(mk, fmt.Sprintf("unknown marketplace %q, known: %s", m, strings.Join(stock.Marketplaces, ", ")))
+			case !slices.Contains(accounts, m):
+				p.add(mk, fmt.Sprintf("unknown account %q, known: %s", m, strings.Join(accounts, ", ")))
 			case slices.Index(sc.Publish, m) < j:
 				p.add(mk, fmt.Sprintf("%q is listed twice", m))
 			}
@@ -237,15 +239,15 @@ func (s Stock) validate(p *problems) {
 }
 
 // validateReserve checks stock.reserve, each problem naming its entry's key.
-func (s Stock) validateReserve(p *problems) {
-	accounts := append([]string{stock.AnyAccount}, stock.Marketplaces...)
+func (s Stock) validateReserve(p *problems, accounts []string) {
+	any := append([]string{stock.AnyAccount}, accounts...)
 	for i, r := range s.Reserve {
 		key := fmt.Sprintf("stock.reserve[%d]", i)
 		switch {
 		case r.Account == "":
-			p.add(key+".account", fmt.Sprintf("is required: the marketplace the reserve holds for (%s), or \"*\" for all", strings.Join(stock.Marketplaces, ", ")))
-		case !slices.Contains(accounts, r.Account):
-			p.add(key+".account", fmt.Sprintf("must be one of %s, got %q", strings.Join(accounts, ", "), r.Account))
+			p.add(key+".account", fmt.Sprintf("is required: the account the reserve holds for (%s), or \"*\" for all", strings.Join(accounts, ", ")))
+		case !slices.Contains(any, r.Account):
+			p.add(key+".account", fmt.Sprintf("must be one of %s, got %q", strings.Join(any, ", "), r.Account))
 		}
 		switch _, err := path.Match(r.SKU, ""); {
 		case strings.TrimSpace(r.SKU) == "":
@@ -404,32 +406,41 @@ func (c *Config) checkStockNeeds(p *problems) {
 			ref += " (" + sc.Name + ")"
 		}
 		for j, m := range sc.Publish {
-			if !slices.Contains(stock.Marketplaces, m) || slices.Index(sc.Publish, m) < j {
+			acc, ok := c.Connectors.Account(m)
+			if !ok || slices.Index(sc.Publish, m) < j {
 				continue // said in validate
 			}
-			conn := "connectors." + m
-			if !c.Connectors.enabled(m) {
+			conn := acc.Key()
+			if !acc.Enabled() {
 				need(conn+".enabled", ref, func(by string) string {
 					return "must be true: " + by + " stock to " + m
 				})
 			}
+			if acc.Kaspi != nil && m != TypeKaspi {
+				need(conn+".type", ref, func(by string) string {
+					return "is kaspi, but " + by + " stock to it, and only connectors.kaspi has the Kaspi feed: publish to kaspi"
+				})
+				continue
+			}
+			mapped, mk, what := acc.StockMap()
 			for jw, w := range sc.Warehouses {
 				if checkWarehouseCode(w) != "" || slices.Index(sc.Warehouses, w) < jw {
 					continue
 				}
-				mk, what := conn+".stock_warehouses", idOf(m)
-				mapped := c.Connectors.stockMap(m)
-				if m == stock.Kaspi {
-					mk, what = conn+".stores", "the Kaspi store id (storeId in the feed, such as PP1)"
-				}
 				if _, ok := mapped[w]; ok {
+					continue
+				}
+				if acc.StockWarehouseKey() {
+					need(mk, ref, func(by string) string {
+						return "is not " + w + ", but " + by + " warehouse " + w + " to " + m + " (one warehouse per account): set it to " + w + ", or publish another warehouse to " + m
+					})
 					continue
 				}
 				need(mk+"."+w, ref, func(by string) string {
 					return "is missing: " + by + " warehouse " + w + " to " + m + "; set it to " + what
 				})
 			}
-			if m != stock.Kaspi {
+			if acc.Kaspi == nil {
 				continue
 			}
 			if k.FeedToken == "" {
@@ -462,30 +473,6 @@ func (c *Config) checkStockNeeds(p *problems) {
 		}
 		p.add(key, msgs[key](joinAnd(by)+verb))
 	}
-}
-
-// idOf names the warehouse id of a marketplace that is sent stock.
-func idOf(m string) string {
-	switch m {
-	case stock.Ozon:
-		return "the Ozon warehouse id (a whole number greater than 0)"
-	case stock.Wildberries:
-		return "the Wildberries seller warehouse id (a whole number greater than 0)"
-	}
-	return "its id"
-}
-
-// stockMap is the map of 1C warehouses to the marketplace m's own.
-func (c Connectors) stockMap(m string) map[string]string {
-	switch m {
-	case stock.Kaspi:
-		return c.Kaspi.Stores
-	case stock.Ozon:
-		return c.Ozon.StockWarehouses
-	case stock.Wildberries:
-		return c.Wildberries.StockWarehouses
-	}
-	return nil
 }
 
 // joinAnd joins a, b and c.

@@ -73,10 +73,11 @@ func stockWant() (Stock, Connectors) {
 	c.Wildberries.StockWarehouses = map[string]string{"WH1": "507", "WH.2": "508"}
 	c.Wildberries.ContentURL = "http://127.0.0.1:8094"
 	s := Stock{
-		Timezone:    "Europe/Moscow",
-		CatchUp:     CatchUpNone,
-		FullRefresh: 6 * time.Hour,
-		Retention:   7 * 24 * time.Hour,
+		Timezone:          "Europe/Moscow",
+		CatchUp:           CatchUpNone,
+		FullRefresh:       6 * time.Hour,
+		Retention:         7 * 24 * time.Hour,
+		RefreshAfterOrder: time.Minute,
 		Schedules: []Schedule{
 			{Name: "main", Cron: "*/30 * * * *", Warehouses: []string{"WH1", "WH.2", "0001"}, Publish: []string{stock.Kaspi, stock.Ozon}},
 			{Name: "fast_wb", Cron: "@every 2s", Warehouses: []string{"WH1"}, Publish: []string{stock.Wildberries}},
@@ -304,8 +305,8 @@ func TestStockValidation(t *testing.T) {
 		{schedule("name: main", "cron: '@hourly'", "warehouses: [\"WH\\n1\"]"), "stock.schedules[0].warehouses[0]", "control characters"},
 		{schedule("name: main", "cron: '@hourly'", "warehouses: [WH1, WH2, WH1]"), "stock.schedules[0].warehouses[2]", `"WH1" is listed twice`},
 		{schedule("name: main", "cron: '@hourly'", "warehouses: [WH1]", "publish: [ebay]"), "stock.schedules[0].publish[0]",
-			`unknown marketplace "ebay", known: kaspi, ozon, wildberries`},
-		{schedule("name: main", "cron: '@hourly'", "warehouses: [WH1]", "publish: [Ozon]"), "stock.schedules[0].publish[0]", `unknown marketplace "Ozon"`},
+			`unknown account "ebay", known: kaspi, ozon, wildberries, yandex_market, uzum`},
+		{schedule("name: main", "cron: '@hourly'", "warehouses: [WH1]", "publish: [Ozon]"), "stock.schedules[0].publish[0]", `unknown account "Ozon"`},
 	} {
 		_, err := loadYAML(t, tc.src)
 		wantProblem(t, err, tc.key, tc.msg)
@@ -663,7 +664,7 @@ stock:
 			t.Errorf("effective configuration:\n%s\nwant it to contain:%s", text, want)
 		}
 	}
-	if !strings.Contains(text, "      publish: []\n  reserve: []\n  refresh_after_order: 0s\nui:\n") {
+	if !strings.Contains(text, "      publish: []\n  reserve: []\n  refresh_after_order: 1m\nui:\n") {
 		t.Errorf("stock is not the section before ui:\n%s", text)
 	}
 	noStockSecrets(t, text)
