@@ -69,7 +69,8 @@ func (a *app) openStock(ctx context.Context) (*stockEnv, error) {
 		KaspiStores: setup.maps[stock.Kaspi], KaspiSKUs: kaspiSKUs, KaspiSKUMap: cfg.Connectors.SKUMap,
 		Run:      w.runKeys,
 		Relay:    func() (stocksvc.Relay, error) { return foregroundStockRelay(w) },
-		Reserves: cfg.Stock.Reserves(), Pending: stockPending(db),
+		Reserves: cfg.Stock.Reserves(), Pending: stockPending(db), Accounts: setup.accounts,
+		ReadBack: a.stockReadBack(log),
 	})
 	return &stockEnv{setup: setup, svc: svc, db: db}, nil
 }
@@ -80,14 +81,12 @@ func foregroundStockRelay(w worker) (stocksvc.Relay, error) {
 	if _, running := serviceRunning(w.db); running {
 		return nil, nil
 	}
-	// Only the marketplaces stock is sent to, with their credentials, read now.
+	// Only the accounts stock is sent to, with their credentials, read now.
 	var names []string
-	c := w.cfg.Connectors
-	if len(c.Ozon.StockWarehouses) > 0 {
-		names = append(names, "ozon")
-	}
-	if len(c.Wildberries.StockWarehouses) > 0 {
-		names = append(names, "wildberries")
+	for _, acc := range w.cfg.Connectors.Enabled() {
+		if m, _, _ := acc.StockMap(); len(m) > 0 && acc.Kaspi == nil {
+			names = append(names, acc.Name)
+		}
 	}
 	if len(names) == 0 {
 		return outbox.NewRelay(w.db.Outbox(), relayConfig(w.cfg, map[string]outbox.Publisher{}, nil, w.log)), nil

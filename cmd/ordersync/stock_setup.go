@@ -16,8 +16,11 @@ type stockSetup struct {
 	catchUp     bool
 	fullRefresh time.Duration
 	schedules   []scheduler.Schedule
-	// maps: the 1C warehouses each marketplace is sent or serves, to its own ids.
-	maps map[string]map[string]string
+	// maps: the 1C warehouses each enabled account is sent or serves, to the
+	// marketplace's own ids, by account name; accounts: their names, in the
+	// configuration's order.
+	maps     map[string]map[string]string
+	accounts []string
 }
 
 func newStockSetup(cfg *config.Config) (*stockSetup, error) {
@@ -27,14 +30,12 @@ func newStockSetup(cfg *config.Config) (*stockSetup, error) {
 		fullRefresh: cfg.Stock.FullRefresh,
 		maps:        map[string]map[string]string{},
 	}
-	if cfg.Connectors.Kaspi.Enabled {
-		s.maps[stock.Kaspi] = cfg.Connectors.Kaspi.Stores
-	}
-	if cfg.Connectors.Ozon.Enabled {
-		s.maps[stock.Ozon] = cfg.Connectors.Ozon.StockWarehouses
-	}
-	if cfg.Connectors.Wildberries.Enabled {
-		s.maps[stock.Wildberries] = cfg.Connectors.Wildberries.StockWarehouses
+	for _, acc := range cfg.Connectors.Enabled() {
+		if acc.Kaspi != nil && acc.Name != stock.Kaspi {
+			continue // the feed serves connectors.kaspi alone
+		}
+		s.maps[acc.Name], _, _ = acc.StockMap()
+		s.accounts = append(s.accounts, acc.Name)
 	}
 	for i, sc := range cfg.Stock.Schedules {
 		spec, err := stock.ParseSpec(sc.Cron, s.loc)
@@ -76,7 +77,7 @@ func (s *stockSetup) warehouses() []string {
 // maps the warehouse.
 func (s *stockSetup) publishTo(wh string) []string {
 	out := []string{}
-	for _, mp := range stock.Marketplaces {
+	for _, mp := range s.accounts {
 		if _, ok := s.maps[mp][wh]; ok {
 			out = append(out, mp)
 		}
@@ -85,11 +86,11 @@ func (s *stockSetup) publishTo(wh string) []string {
 }
 
 // scheduledTo is where the schedules publish wh: the marketplaces of every
-// schedule that snapshots it, in stock.Marketplaces' order; none when no schedule
+// schedule that snapshots it, in the accounts' order; none when no schedule
 // names it.
 func (s *stockSetup) scheduledTo(wh string) []string {
 	out := []string{}
-	for _, mp := range stock.Marketplaces {
+	for _, mp := range s.accounts {
 		for _, sc := range s.schedules {
 			if slices.Contains(sc.Warehouses, wh) && slices.Contains(sc.Publish, mp) {
 				out = append(out, mp)

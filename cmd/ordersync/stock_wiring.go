@@ -12,7 +12,9 @@ import (
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/connectors/kaspi"
 	"github.com/ordersync/ordersync/connectors/ozon"
+	"github.com/ordersync/ordersync/connectors/uzum"
 	"github.com/ordersync/ordersync/connectors/wildberries"
+	"github.com/ordersync/ordersync/connectors/yandexmarket"
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/outbox"
 	lifecycle "github.com/ordersync/ordersync/internal/service"
@@ -22,49 +24,89 @@ import (
 	"github.com/ordersync/ordersync/internal/store"
 )
 
-// skuMapName is a marketplace's name in the SKU map's first column.
-func skuMapName(marketplace string) string {
-	if marketplace == stock.Wildberries {
-		return "wb"
+// accountSender is an account's stock sender under the account's name, the
+// name its schedules publish to (stock.Destination), its states are kept under
+// and its reserves hold for.
+type accountSender struct {
+	stock.Sender
+	name string
+}
+
+func (s accountSender) Marketplace() string { return s.name }
+
+// stockSender is the stock sender of one enabled account, nil when the account
+// is sent no stock (no warehouse map; Kaspi, which pulls a feed).
+func stockSender(acc config.Account, mp connectors.Marketplace) (stock.Sender, error) {
+	var sender stock.Sender
+	switch conn := mp.(type) {
+	case *ozon.Connector:
+		if len(acc.Ozon.StockWarehouses) == 0 {
+			return nil, nil
+		}
+		whs := map[string]int64{}
+		for wh, id := range acc.Ozon.StockWarehouses {
+			n, err := strconv.ParseInt(id, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s.stock_warehouses.%s: %q is not an Ozon warehouse id", acc.Key(), wh, id)
+			}
+			whs[wh] = n
+		}
+		s, err := conn.StockSender(ozon.StockConfig{Warehouses: whs})
+		if err != nil {
+			return nil, err
+		}
+		sender = s
+	case *wildberries.Connector:
+		w := acc.Wildberries
+		if len(w.StockWarehouses) == 0 {
+			return nil, nil
+		}
+		s, err := conn.StockSender(wildberries.StockConfig{ContentURL: w.ContentURL, Warehouses: w.StockWarehouses, Timeout: w.Timeout})
+		if err != nil {
+			return nil, err
+		}
+		sender = s
+	case *yandexmarket.Connector:
+		y := acc.YandexMarket
+		if y.StockWarehouse == "" {
+			return nil, nil
+		}
+		s, err := conn.StockSender(yandexmarket.StockConfig{Warehouse: y.StockWarehouse, API: y.StockAPI,
+			PartnerWarehouseID: y.PartnerWarehouseID})
+		if err != nil {
+			return nil, err
+		}
+		sender = s
+	case *uzum.Connector:
+		if acc.Uzum.StockWarehouse == "" {
+			return nil, nil
+		}
+		s, err := conn.StockSender(uzum.StockConfig{Warehouse: acc.Uzum.StockWarehouse})
+		if err != nil {
+			return nil, err
+		}
+		sender = s
+	default:
+		return nil, nil
 	}
-	return marketplace
+	return accountSender{Sender: sender, name: acc.Name}, nil
 }
 
 // stockPublishers are the outbox destinations that publish stock (ozon-stock,
-// wildberries-stock): one per enabled connector with stock warehouses.
+// ozon-ip-stock, yandex_market-stock): one per enabled account with a stock
+// warehouse map.
 func stockPublishers(cfg *config.Config, db store.DB, markets []marketplace, skus *connectors.SKUMap, log *slog.Logger) (map[string]outbox.Publisher, error) {
 	pubs := map[string]outbox.Publisher{}
 	for _, m := range markets {
-		var sender stock.Sender
-		switch conn := m.mp.(type) {
-		case *ozon.Connector:
-			if len(cfg.Connectors.Ozon.StockWarehouses) == 0 {
-				continue
-			}
-			whs := map[string]int64{}
-			for wh, id := range cfg.Connectors.Ozon.StockWarehouses {
-				n, err := strconv.ParseInt(id, 10, 64)
-				if err != nil {
-					return nil, usageError(fmt.Errorf("config: connectors.ozon.stock_warehouses.%s: %q is not an Ozon warehouse id", wh, id))
-				}
-				whs[wh] = n
-			}
-			s, err := conn.StockSender(ozon.StockConfig{Warehouses: whs})
-			if err != nil {
-				return nil, usageError(fmt.Errorf("config: %w", err))
-			}
-			sender = s
-		case *wildberries.Connector:
-			w := cfg.Connectors.Wildberries
-			if len(w.StockWarehouses) == 0 {
-				continue
-			}
-			s, err := conn.StockSender(wildberries.StockConfig{ContentURL: w.ContentURL, Warehouses: w.StockWarehouses, Timeout: w.Timeout})
-			if err != nil {
-				return nil, usageError(fmt.Errorf("config: %w", err))
-			}
-			sender = s
-		default:
+		acc, ok := cfg.Connectors.Account(m.name)
+		if !ok {
+			continue
+		}
+		sender, err := stockSender(acc, m.mp)
+		if err != nil {
+			return nil, usageError(fmt.Errorf("config: %w", err))
+		}
+		if sender == nil {
 			continue
 		}
 		mp := sender.Marketplace()
@@ -72,14 +114,15 @@ func stockPublishers(cfg *config.Config, db store.DB, markets []marketplace, sku
 		// its lease: one that never fits would never be sent.
 		if room := cfg.Relay.Lease - min(cfg.Relay.Lease/10, 5*time.Second); sender.Timeout() >= room {
 			return nil, usageError(fmt.Errorf("config: relay.lease (%s) leaves %s for one stock request to %s, which may take %s "+
-				"(connectors.%s.timeout and the rate limit's wait): raise relay.lease or lower connectors.%s.timeout",
-				cfg.Relay.Lease, room, mp, sender.Timeout().Round(time.Millisecond), mp, mp))
+				"(%s.timeout and the rate limit's wait): raise relay.lease or lower %s.timeout",
+				cfg.Relay.Lease, room, mp, sender.Timeout().Round(time.Millisecond), acc.Key(), acc.Key()))
 		}
+		source := acc.Source // the SKU map's name of the account
 		pubs[stock.Destination(mp)] = publish.New(publish.Config{
 			Sender: sender, Store: db.Stock(), FullRefresh: cfg.Stock.FullRefresh, Reserves: cfg.Stock.Reserves(),
 			Pending:    pendingOf(db),
-			MarketSKUs: func(sku string) []string { return skus.MarketSKUs(skuMapName(mp), sku) },
-			SKUMapPath: skus.Path(), MapName: skuMapName(mp),
+			MarketSKUs: func(sku string) []string { return skus.MarketSKUs(source, sku) },
+			SKUMapPath: skus.Path(), MapName: source,
 			Logger: log.With("component", "stock", "marketplace", mp),
 		})
 	}
@@ -131,4 +174,45 @@ func kaspiFeed(cfg *config.Config, db store.DB, skus *connectors.SKUMap, log *sl
 		return nil, usageError(fmt.Errorf("config: %w", err))
 	}
 	return f, nil
+}
+
+// readBacker is a stock sender that can read back what the marketplace holds.
+type readBacker interface {
+	ReadBack(ctx context.Context, skus []string) (map[string]int64, error)
+}
+
+// readBack is a readBacker as a stock.Reader.
+type readBack struct{ r readBacker }
+
+func (r readBack) ReadStock(ctx context.Context, _ string, skus []string) (map[string]int64, error) {
+	return r.r.ReadBack(ctx, skus)
+}
+
+// stockReadBack returns, for `stock show --sku`, the reader of an account whose
+// sender can read its stock back (Yandex Market), nil for the others. It reads
+// that account's credentials only when asked, so a read-only command that does
+// not ask needs none; an account that cannot be built reads nothing back.
+func (a *app) stockReadBack(log *slog.Logger) func(account string) stock.Reader {
+	return func(account string) stock.Reader {
+		cfg, err := a.loadConfigReading(a.use().secrets.and(readConnectors(account)))
+		if err != nil {
+			return nil
+		}
+		acc, ok := cfg.Connectors.Account(account)
+		if !ok || !acc.Enabled() {
+			return nil
+		}
+		m, err := buildAccount(acc, log.With("connector", acc.Name))
+		if err != nil {
+			return nil
+		}
+		sender, err := stockSender(acc, m.mp)
+		if err != nil || sender == nil {
+			return nil
+		}
+		if r, ok := sender.(accountSender).Sender.(readBacker); ok {
+			return readBack{r}
+		}
+		return nil
+	}
 }

@@ -78,6 +78,9 @@ type Config struct {
 	// delivers them. It is called once a snapshot taken has a publish to wait for;
 	// a nil Relay func: a service delivers them.
 	Relay func() (Relay, error)
+	// Accounts are the enabled accounts stock may be published to, by name, in the
+	// configuration's order; nil: stock.Marketplaces.
+	Accounts []string
 	// Reserves are stock.reserve, for SKU.
 	Reserves stock.Reserves
 	// Pending reads what the orders not yet in 1C hold of a warehouse, for SKU

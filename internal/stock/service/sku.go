@@ -122,11 +122,15 @@ func (s *Service) SKU(ctx context.Context, sku, warehouse string) ([]SKUState, e
 	return out, nil
 }
 
-// accountsOf are the marketplaces wh is published to: its schedules' and those
-// whose maps name it, in stock.Marketplaces' order.
+// accountsOf are the accounts wh is published to: its schedules' and those
+// whose maps name it, in Config.Accounts' order.
 func (s *Service) accountsOf(wh string) []string {
+	accounts := s.cfg.Accounts
+	if accounts == nil {
+		accounts = stock.Marketplaces
+	}
 	var out []string
-	for _, mp := range stock.Marketplaces {
+	for _, mp := range accounts {
 		in := slices.Contains(s.cfg.PublishTo(wh), mp)
 		for _, sc := range s.cfg.Schedules {
 			in = in || slices.Contains(sc.Warehouses, wh) && slices.Contains(sc.Publish, mp)
