@@ -169,6 +169,7 @@ func kaspiFeed(cfg *config.Config, db store.DB, skus *connectors.SKUMap, log *sl
 		return nil, usageError(fmt.Errorf("config: connectors.kaspi.feed_token: the Kaspi feed is served on http.listen, which is empty"))
 	}
 	f, err := kaspi.NewFeed(db.Stock(), kaspi.FeedConfig{Token: k.FeedToken, Stores: k.Stores, Company: k.Company,
+		Reserves: cfg.Stock.Reserves(), Pending: pendingOf(db),
 		MerchantID: k.MerchantID, SKUMap: skus, Location: cfg.Stock.Location(), Logger: log.With("component", "kaspi-feed")})
 	if err != nil {
 		return nil, usageError(fmt.Errorf("config: %w", err))

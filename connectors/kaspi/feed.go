@@ -92,6 +92,11 @@ type FeedConfig struct {
 	// SKUMap maps 1C SKUs back to Kaspi SKUs; nil is the identity. With a file, an
 	// item that has no kaspi line is left out of the feed.
 	SKUMap *connectors.SKUMap
+	// Reserves are stock.reserve: what is held back from Kaspi of each 1C SKU.
+	Reserves stock.Reserves
+	// Pending, when set, reads what the orders not yet in 1C hold of a
+	// warehouse's SKUs (stock.ReadPending), held back too.
+	Pending func(ctx context.Context, warehouse string) (map[string]decimal.Decimal, error)
 	// Location is the zone of the catalog's date attribute, default Asia/Almaty.
 	Location *time.Location
 	// RetryAfter is a 503's Retry-After, default DefaultFeedRetryAfter.
@@ -488,7 +493,14 @@ func (f *Feed) buildBody(ctx context.Context, snaps []stock.Snapshot, missing []
 		if err != nil {
 			return nil, fmt.Errorf("items of snapshot %s: %w", s.Key, err)
 		}
+		var pending map[string]decimal.Decimal
+		if f.cfg.Pending != nil {
+			if pending, err = f.cfg.Pending(ctx, f.warehouses[i]); err != nil {
+				return nil, fmt.Errorf("orders pending of %s: %w", f.warehouses[i], err)
+			}
+		}
 		for _, it := range items {
+			it.Quantity = stock.Available(it.Quantity, f.cfg.Reserves.For(Name, it.SKU), pending[it.SKU])
 			var skus []string
 			if f.cfg.SKUMap.Path() == "" {
 				one[0] = it.SKU

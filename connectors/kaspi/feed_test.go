@@ -955,3 +955,31 @@ func TestFeedPulledBySimulator(t *testing.T) {
 		t.Fatalf("puller stats %+v", st)
 	}
 }
+
+// TestFeedHoldsBackReserveAndPending: Kaspi is told 1C's quantity less the
+// reserve that holds for kaspi and less what orders not yet in 1C hold of the
+// warehouse, never below 0.
+func TestFeedHoldsBackReserveAndPending(t *testing.T) {
+	t.Parallel()
+	h := newFeedHarness(t, func(c *FeedConfig) {
+		c.Reserves = stock.Reserves{{Account: "kaspi", SKU: "A", Quantity: decimal.NewFromInt(1)},
+			{Account: "ozon", SKU: "*", Quantity: decimal.NewFromInt(5)}}
+		c.Pending = func(_ context.Context, wh string) (map[string]decimal.Decimal, error) {
+			if wh == "WH1" {
+				return map[string]decimal.Decimal{"A": decimal.NewFromInt(1), "B": decimal.NewFromInt(3)}, nil
+			}
+			return nil, nil
+		}
+	})
+	h.store.put("WH1", feedT0, feedT0, item("A", "3", "100"), item("B", "1", "50"))
+	h.store.put("WH2", feedT0, feedT0, item("A", "2", "100"), item("B", "4", "50"))
+	w := h.get(http.MethodGet, feedURL)
+	wantCode(t, w, http.StatusOK)
+	c := parseCatalog(t, w.Body.Bytes())
+	if got := c.offer(t, "A").avail(); got != "PP1=yes/1 PP2=yes/1" {
+		t.Errorf("A: %s, want WH1 3-1-1 and WH2 2-1 (Ozon's reserve not Kaspi's)", got)
+	}
+	if got := c.offer(t, "B").avail(); got != "PP1=no/0 PP2=yes/4" {
+		t.Errorf("B: %s, want WH1 1-3 as no, WH2 4", got)
+	}
+}
