@@ -116,9 +116,9 @@ var commandUses = map[string]dbUse{
 	"connectors status": {readOnly: true},
 	// It calls the marketplaces only: no database.
 	"connectors check": {},
-	"stock show":        {readOnly: true},
-	"stock diff":        {readOnly: true},
-	"stock status":      {readOnly: true},
+	"stock show":       {readOnly: true},
+	"stock diff":       {readOnly: true},
+	"stock status":     {readOnly: true},
 	// It asks the admin listener, and reads the journal, the outbox and stock.
 	"status": {readOnly: true},
 	// It reads the journal and asks 1C and the marketplace (--source) for their lists.

@@ -312,8 +312,8 @@ func defaults() Config {
 			PruneInterval: time.Hour,
 		},
 		Stock: Stock{
-			Timezone:    "Asia/Almaty",
-			CatchUp:     CatchUpLatest,
+			Timezone:          "Asia/Almaty",
+			CatchUp:           CatchUpLatest,
 			FullRefresh:       24 * time.Hour,
 			Retention:         7 * 24 * time.Hour,
 			RefreshAfterOrder: time.Minute,
