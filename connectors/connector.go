@@ -10,6 +10,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/ordersync/ordersync/internal/order"
@@ -95,3 +97,22 @@ var ErrNotFound = order.ErrNoSuchOrder
 
 // CancelPayload is the payload of a cancel operation.
 type CancelPayload = order.Cancel
+
+// MapSafely calls mapOrder on raw with a panic recovered: the order becomes an
+// Item with Err, named by idOf(raw) where that can be read, and logged with its
+// stack, so that the rest of the page goes on.
+func MapSafely(log *slog.Logger, raw json.RawMessage, idOf func(json.RawMessage) string,
+	mapOrder func(json.RawMessage) Item) (it Item) {
+	defer func() {
+		if v := recover(); v != nil {
+			id := idOf(raw)
+			if log != nil {
+				log.Error("mapping an order panicked", "id", id, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			}
+			it = Item{ID: id, Raw: raw, Err: &order.ValidationError{Problems: []order.FieldError{{
+				Field: "(order)", Message: order.SafeText(fmt.Sprintf("internal error: mapping the order panicked: %v", v)),
+			}}}}
+		}
+	}()
+	return mapOrder(raw)
+}

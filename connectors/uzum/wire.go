@@ -99,13 +99,8 @@ func statusOf(raw json.RawMessage) string {
 }
 
 // mapOrderSafe maps an order, a panic becoming the order's Err.
-func (c *Connector) mapOrderSafe(raw json.RawMessage) (it connectors.Item) {
-	defer func() {
-		if v := recover(); v != nil {
-			it = connectors.Item{ID: idOf(raw), Raw: raw, Err: fmt.Errorf("internal error: mapping the order panicked: %v", v)}
-		}
-	}()
-	return c.mapOrder(raw)
+func (c *Connector) mapOrderSafe(raw json.RawMessage) connectors.Item {
+	return connectors.MapSafely(c.log, raw, idOf, c.mapOrder)
 }
 
 // mapOrder maps one Uzum order: an Item with Err naming the field when it cannot be

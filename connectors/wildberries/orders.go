@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -372,17 +371,8 @@ var integerRe = regexp.MustCompile(`^-?[0-9]+$`)
 
 // mapOrderSafe is mapOrder with a panic recovered: the order becomes an Item with
 // Err (named by its id when that can be read), and the rest go on.
-func (c *Connector) mapOrderSafe(raw json.RawMessage) (it connectors.Item) {
-	defer func() {
-		if v := recover(); v != nil {
-			id, _ := readID(raw)
-			c.log.Error("mapping an order panicked", "id", id, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			it = connectors.Item{ID: id, Raw: raw, Err: &order.ValidationError{Problems: []order.FieldError{{
-				Field: "(order)", Message: order.SafeText(fmt.Sprintf("internal error: mapping the order panicked: %v", v)),
-			}}}}
-		}
-	}()
-	return c.mapOrder(raw)
+func (c *Connector) mapOrderSafe(raw json.RawMessage) connectors.Item {
+	return connectors.MapSafely(c.log, raw, func(raw json.RawMessage) string { id, _ := readID(raw); return id }, c.mapOrder)
 }
 
 // readID reads an order's id: a JSON integer (or a string of digits), positive.
