@@ -201,9 +201,12 @@ func TestOrdersBetweenSlotsLowerWhatOzonIsTold(t *testing.T) {
 		t.Errorf("the first order was published %s after it was registered, beyond refresh_after_order", late)
 	}
 
-	// A second one a few seconds later: Ozon takes it once its 30 s are up.
-	clk.Jump(3 * time.Second)
+	// A second one 5 s after the first, seen by the next look: Ozon takes it once
+	// its 30 s between two updates of an item are up.
 	second := clk.Now()
+	if apart := second.Sub(first).Round(time.Second); apart != 5*time.Second {
+		t.Fatalf("the orders are %s apart, want 5s (one look)", apart)
+	}
 	registerOrder(t, js, "2", "WH1", "A")
 	keys, err = rf.Look(ctx)
 	if err != nil || len(keys) != 1 {

@@ -37,7 +37,7 @@ const Actor = "refresh"
 type Config struct {
 	// Within is stock.refresh_after_order: an order's warehouse is read again and
 	// published within it (the publish itself aside, which the marketplace's
-	// rate may hold back). The journal is looked at every Within/2.
+	// rate may hold back). The journal is looked at every Period.
 	Within time.Duration
 	// Warehouses are the warehouses that are published somewhere: an order of one
 	// of them refreshes it; an order of no warehouse (1C chooses), or one not
@@ -87,10 +87,16 @@ func New(js journal.Store, cfg Config) *Refresher {
 	return &Refresher{js: js, cfg: cfg, log: cfg.Logger, seen: map[string]time.Time{}}
 }
 
-// Period is how often the journal is looked at: half the window, to the second.
+// Period is how often the journal is looked at: half the window, to the second,
+// and at most maxPeriod, so that orders a few seconds apart are each published
+// (two orders apart by more than a look lower the stock one after the other, not
+// both at once). A look that finds no new order reads nothing of 1C.
 func (r *Refresher) Period() time.Duration {
-	return max(r.cfg.Within/2, time.Second).Truncate(time.Second)
+	return min(max(r.cfg.Within/2, time.Second), maxPeriod).Truncate(time.Second)
 }
+
+// maxPeriod bounds the time between two looks at the journal.
+const maxPeriod = 5 * time.Second
 
 // Run looks at the journal every Period until ctx ends; the orders registered
 // before it started are not its business (the schedules' slots cover them). It

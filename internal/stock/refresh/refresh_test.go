@@ -71,8 +71,11 @@ func TestOrdersOfOneLookShareOneRefreshPerWarehouse(t *testing.T) {
 			}
 			return []string{stock.Ozon}
 		}})
-	if r.Period() != 30*time.Second {
-		t.Fatalf("period %s, want half the window", r.Period())
+	if r.Period() != 5*time.Second {
+		t.Fatalf("period %s, want 5s: half the window, at most 5s", r.Period())
+	}
+	if short := refresh.New(js, refresh.Config{Within: 4 * time.Second, Now: clk.Now}); short.Period() != 2*time.Second {
+		t.Fatalf("period of a 4s window %s, want half of it", short.Period())
 	}
 
 	registerOrder(t, js, "1", "WH1", "A")
