@@ -171,6 +171,13 @@ func TestSeveralAccountsEachUnderItsOrganisation(t *testing.T) {
 		t.Errorf("Uzum: %d limit violations, refused confirms %v, %d queries in milliseconds",
 			uz.Violations(), uz.RefusedConfirms(), uz.MillisecondQueries())
 	}
+	// A resync names the account: its order is found in 1C, not made twice.
+	if out, errOut, code := e.cli("", "resync", "ozon-ip", "05708065-001-1"); code != 0 {
+		t.Errorf("resync ozon-ip 05708065-001-1: exit %d\n%s%s", code, out, errOut)
+	}
+	if n := e.onec.CountExternal("ozon-ip:05708065-001-1"); n != 1 || e.onec.Count() != 12 {
+		t.Errorf("after the resync 1C holds %d of ozon-ip:05708065-001-1 and %d in all, want 1 and 12", n, e.onec.Count())
+	}
 	for _, op := range refused() {
 		if op.Status == journal.StatusDone {
 			t.Errorf("%s: %s, want it not done", op.Key, op.Status)
