@@ -157,7 +157,7 @@ func newEngine(db store.DB, client onec.Client, cfg *config.Config, routes outbo
 		Location:        cfg.OneC.Location(),
 		Routes:          routes,
 		Fetchers:        fetchers,
-		Mappings:        accountMappings(cfg.Connectors),
+		Mappings:        accountMappings(cfg),
 		Handlers: map[string]engine.Handler{
 			stock.KindSnapshot: stocksnapshot.Handler{},
 			order.KindReturn:   returns.Handler{Journal: db.Journal(), Routes: routes},
@@ -166,15 +166,15 @@ func newEngine(db store.DB, client onec.Client, cfg *config.Config, routes outbo
 	})
 }
 
-// accountMappings are the 1C mappings of the accounts' orders
-// (connectors.<name>.onec), by source. The account's warehouse reaches 1C as the
-// order's own (order.Order.Warehouse).
-func accountMappings(c config.Connectors) func(source string) (onec.Mapping, error) {
+// accountMappings are the 1C mappings of the orders (connectors.<name>.onec,
+// webhooks.sources.<name>.onec, webhooks.bitrix24.onec), by source. The
+// account's warehouse reaches 1C as the order's own (order.Order.Warehouse).
+func accountMappings(cfg *config.Config) func(source string) (onec.Mapping, error) {
 	return func(source string) (onec.Mapping, error) {
-		m, _, account, ok := c.MappingOf(source)
+		m, key, ok := cfg.OneCMappingOf(source)
 		if !ok {
-			return onec.Mapping{}, &onec.MappingError{Source: account, Key: "connectors." + account + ".onec.organization",
-				Reason: "other accounts name the organisation their orders are written under, and this one names none"}
+			return onec.Mapping{}, &onec.MappingError{Source: source, Key: key,
+				Reason: "other senders name the organisation their orders are written under, and this one names none"}
 		}
 		return oneCMapping(m), nil
 	}

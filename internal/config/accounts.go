@@ -455,22 +455,61 @@ func (m OneCMapping) validate(key string, p *problems) {
 	}
 }
 
-// Mapped reports whether some enabled account names the 1C organisation its
-// orders are written under: then every account must (MappingOf refuses the
-// others' orders), never falling back on the base's default organisation.
-func (c Connectors) Mapped() bool {
-	return slices.ContainsFunc(c.Enabled(), func(a Account) bool { return a.Mapping().Organization != "" })
+// checkWebhookSourceNames reports a webhook source named as an account's source
+// (ozon-ip): the two would write the same keys.
+func (c *Config) checkWebhookSourceNames(p *problems) {
+	for _, name := range slices.Sorted(maps.Keys(c.Webhooks.Sources)) {
+		if slices.Contains(connectorSources, name) {
+			continue // said by the source's own check
+		}
+		for _, a := range c.Connectors.All() {
+			if a.Source == name || a.Name == name {
+				p.add("webhooks.sources."+name, fmt.Sprintf("the name %q is the source of the account connectors.%s: its orders' keys would mix with the account's; choose another name", name, a.Name))
+				break
+			}
+		}
+	}
 }
 
-// MappingOf is the 1C mapping of source's orders: the account's, with its
-// warehouse. ok is false when the organisation is required (Mapped) and the
-// account that writes source has none; a source that is no account (a webhook
-// source, Bitrix24) has no mapping of its own and is ok.
-func (c Connectors) MappingOf(source string) (m OneCMapping, warehouse string, account string, ok bool) {
-	a, found := c.BySource(source)
-	if !found {
-		return OneCMapping{}, "", "", true
+// mappedSource is one sender of orders and its 1C mapping: an enabled account,
+// a webhook source, the Bitrix24 portal.
+type mappedSource struct {
+	source, key string // the orders' source; the mapping's section (connectors.ozon-ip.onec)
+	m           OneCMapping
+}
+
+// mappedSources are every enabled sender of orders with its mapping.
+func (c *Config) mappedSources() []mappedSource {
+	var out []mappedSource
+	for _, a := range c.Connectors.Enabled() {
+		out = append(out, mappedSource{a.Source, a.Key() + ".onec", a.Mapping()})
 	}
-	m = a.Mapping()
-	return m, a.Warehouse(), a.Name, m.Organization != "" || !c.Mapped()
+	for _, name := range slices.Sorted(maps.Keys(c.Webhooks.Sources)) {
+		out = append(out, mappedSource{name, "webhooks.sources." + name + ".onec", c.Webhooks.Sources[name].OneC})
+	}
+	if b := c.Webhooks.Bitrix24; b.Enabled {
+		out = append(out, mappedSource{"bitrix24", "webhooks.bitrix24.onec", b.OneC})
+	}
+	return out
+}
+
+// Mapped reports whether some enabled sender of orders (an account, a webhook
+// source, Bitrix24) names the 1C organisation its orders are written under: then
+// every one must (OneCMappingOf refuses the others' orders), never falling back
+// on the base's default organisation.
+func (c *Config) Mapped() bool {
+	return slices.ContainsFunc(c.mappedSources(), func(s mappedSource) bool { return s.m.Organization != "" })
+}
+
+// OneCMappingOf is the 1C mapping of source's orders, and the key of its
+// organisation (connectors.ozon-ip.onec.organization). ok is false when the
+// organisation is required (Mapped) and the sender of source names none, or no
+// configured sender writes source (an order imported under another name).
+func (c *Config) OneCMappingOf(source string) (m OneCMapping, key string, ok bool) {
+	for _, s := range c.mappedSources() {
+		if s.source == source {
+			return s.m, s.key + ".organization", s.m.Organization != "" || !c.Mapped()
+		}
+	}
+	return OneCMapping{}, "webhooks.sources." + source + ".onec.organization", !c.Mapped()
 }

@@ -51,12 +51,12 @@ func TestFurtherAccountFromFile(t *testing.T) {
 	if a.Ozon.ClientID != "654321" || a.Ozon.PageSize != 500 || a.Ozon.RatePerSecond != defaults().Connectors.Ozon.RatePerSecond {
 		t.Errorf("ozon-ip = %+v", *a.Ozon)
 	}
-	m, wh, acc, ok := cfg.Connectors.MappingOf("ozon-ip")
-	if !ok || m.Organization != "ИП-2" || m.Agreement != "000000017" || wh != "WH2" || acc != "ozon-ip" {
-		t.Errorf("MappingOf(ozon-ip) = %+v, %q, %q, %v", m, wh, acc, ok)
+	m, key, ok := cfg.OneCMappingOf("ozon-ip")
+	if !ok || m.Organization != "ИП-2" || m.Agreement != "000000017" || key != "connectors.ozon-ip.onec.organization" {
+		t.Errorf("OneCMappingOf(ozon-ip) = %+v, %q, %v", m, key, ok)
 	}
-	if m, _, _, ok := cfg.Connectors.MappingOf("ozon"); !ok || m.Organization != "ООО-1" {
-		t.Errorf("MappingOf(ozon) = %+v, %v", m, ok)
+	if m, _, ok := cfg.OneCMappingOf("ozon"); !ok || m.Organization != "ООО-1" {
+		t.Errorf("OneCMappingOf(ozon) = %+v, %v", m, ok)
 	}
 
 	// The effective configuration shows it under its own name, and reads back the same.
@@ -128,11 +128,25 @@ func TestFurtherAccountProblems(t *testing.T) {
 
 	// An organisation on one account requires it on every enabled one.
 	cfg := mustLoadYAML(t, strings.Replace(twoOzon, "      organization: ИП-2\n", "", 1))
-	if _, _, acc, ok := cfg.Connectors.MappingOf("ozon-ip"); ok || acc != "ozon-ip" {
-		t.Errorf("MappingOf(ozon-ip) without an organisation: account %q, ok %v; want refused", acc, ok)
+	if _, key, ok := cfg.OneCMappingOf("ozon-ip"); ok || key != "connectors.ozon-ip.onec.organization" {
+		t.Errorf("OneCMappingOf(ozon-ip) without an organisation: key %q, ok %v; want refused naming it", key, ok)
 	}
-	if _, _, _, ok := cfg.Connectors.MappingOf("bitrix24"); !ok {
-		t.Error("MappingOf(bitrix24), a source of no account: refused")
+	// A source no sender writes (an order imported under another name) is refused
+	// too once organisations are mapped; without any mapping it goes as before.
+	if _, key, ok := cfg.OneCMappingOf("site"); ok || key != "webhooks.sources.site.onec.organization" {
+		t.Errorf("OneCMappingOf(site) = %q, %v; want refused naming webhooks.sources.site.onec.organization", key, ok)
+	}
+	if _, _, ok := mustLoadYAML(t, "").OneCMappingOf("site"); !ok {
+		t.Error("OneCMappingOf(site) with no organisation mapped anywhere: refused")
+	}
+	// A webhook source may not take an account's name.
+	_, err = loadYAML(t, twoOzon+"webhooks:\n  sources:\n    ozon-ip:\n      secrets: ["+testSecret+"]\n")
+	wantProblem(t, err, "webhooks.sources.ozon-ip", "the source of the account connectors.ozon-ip")
+
+	// A webhook source maps its own organisation.
+	site := twoOzon + "webhooks:\n  sources:\n    site:\n      secrets: [" + testSecret + "]\n      onec: {organization: ООО-1}\n"
+	if m, key, ok := mustLoadYAML(t, site).OneCMappingOf("site"); !ok || m.Organization != "ООО-1" || key != "webhooks.sources.site.onec.organization" {
+		t.Errorf("OneCMappingOf(site) = %+v, %q, %v", m, key, ok)
 	}
 
 	// A relay destination may name a further account.

@@ -404,6 +404,7 @@ func (c *Config) validate(p *problems) {
 	c.Relay.validate(p)
 	c.Stock.validate(p, c.Connectors.Names())
 	c.checkConnectorDestinations(p)
+	c.checkWebhookSourceNames(p)
 	c.checkWebhookNeeds(p)
 	c.checkStockNeeds(p)
 	c.validatePayouts(p)

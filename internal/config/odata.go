@@ -150,16 +150,10 @@ func (c *Config) checkODataSources(p *problems) {
 		return // reported under onec.odata.sources
 	}
 	var need []string
-	for _, a := range c.Connectors.Enabled() {
-		if a.Mapping().Counterparty == "" { // an account's own mapping names it
-			need = append(need, a.Source)
+	for _, s := range c.mappedSources() {
+		if s.m.Counterparty == "" { // a sender's own mapping names it
+			need = append(need, s.source)
 		}
-	}
-	if c.Webhooks.Bitrix24.Enabled {
-		need = append(need, "bitrix24")
-	}
-	for name := range c.Webhooks.Sources {
-		need = append(need, name)
 	}
 	slices.Sort(need)
 	for _, name := range need {

@@ -45,6 +45,8 @@ type WebhookSource struct {
 	// Secrets verify the signatures (whsec_ and base64); a delivery signed with any
 	// one of them is accepted, so that a secret can be rotated. At least one.
 	Secrets []string `koanf:"secrets" secret:"true"`
+	// OneC is the 1C mapping of the source's orders, as an account's.
+	OneC OneCMapping `koanf:"onec"`
 }
 
 // OzonWebhook is Ozon's push (TYPE_PING, TYPE_NEW_POSTING, …). Ozon signs nothing:
@@ -80,6 +82,8 @@ type Bitrix24Webhook struct {
 	RatePerSecond int           `koanf:"rate_per_second"` // REST calls per second at most
 	Timeout       time.Duration `koanf:"timeout"`         // of one REST call
 	MaxResponse   int64         `koanf:"max_response"`    // bytes of one REST answer at most
+	// OneC is the 1C mapping of the portal's orders, as an account's.
+	OneC OneCMapping `koanf:"onec"`
 }
 
 // Limits of webhooks.max_body.
@@ -201,6 +205,7 @@ func (s WebhookSource) validate(name, key string, p *problems) {
 	if slices.Contains(connectorSources, name) {
 		p.add(key, fmt.Sprintf("the name %q is a marketplace connector's source: its orders' keys (%s:order:…) would mix with the connector's; choose another name", name, name))
 	}
+	s.OneC.validate(key+".onec", p)
 	if len(s.Secrets) == 0 {
 		p.add(key+".secrets", "must list at least one secret (whsec_…) the sender signs with; or set "+key+".secrets_file")
 	}

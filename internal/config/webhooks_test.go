@@ -647,8 +647,20 @@ log:
   sources:
     crm-2:
       secrets: ['***']
+      onec:
+        organization: ""
+        partner: ""
+        counterparty: ""
+        agreement: ""
+        warehouse: ""
     site:
       secrets: ['***', '***']
+      onec:
+        organization: ""
+        partner: ""
+        counterparty: ""
+        agreement: ""
+        warehouse: ""
   ozon:
     enabled: true
     allow_networks: [195.34.21.0/24, 10.1.2.3, '2001:db8::/32']
@@ -663,6 +675,12 @@ log:
     rate_per_second: 1
     timeout: 15s
     max_response: 4MiB
+    onec:
+      organization: ""
+      partner: ""
+      counterparty: ""
+      agreement: ""
+      warehouse: ""
 relay:
 `
 	for _, want := range []string{wantHTTP, wantWebhooks} {
