@@ -21,7 +21,9 @@ func newMonitor(ctx context.Context, cfg *config.Config, db store.DB, client one
 func enabledConnectorNames(cfg *config.Config) []string {
 	var names []string
 	for _, acc := range cfg.Connectors.Enabled() {
-		names = append(names, acc.Source)
+		if acc.Polled() {
+			names = append(names, acc.Source)
+		}
 	}
 	return names
 }

@@ -49,7 +49,7 @@ func enabledConnectors(cfg *config.Config, log *slog.Logger) ([]marketplace, err
 func buildConnectors(cfg *config.Config, log *slog.Logger, names ...string) ([]marketplace, error) {
 	var ms []marketplace
 	for _, acc := range cfg.Connectors.Enabled() {
-		if len(names) > 0 && !slices.Contains(names, acc.Name) {
+		if !acc.Polled() || (len(names) > 0 && !slices.Contains(names, acc.Name)) {
 			continue
 		}
 		m, err := buildAccount(acc, log.With("connector", acc.Name))
@@ -186,6 +186,9 @@ func (a *app) connectorsCommand() *cobra.Command {
 			}
 			var configured, returnsCursors []configuredCursor
 			for _, acc := range cfg.Connectors.All() {
+				if !acc.Polled() {
+					continue // a Bitrix24 portal pushes: it has no cursor
+				}
 				on := acc.Enabled()
 				configured = append(configured, configuredCursor{acc.Source, acc.Key(), on})
 				// The returns' cursors, kept apart from the orders'.
@@ -335,7 +338,9 @@ func (a *app) resyncMarketplace(ctx context.Context, name, id string, format str
 func enabledNames(cfg *config.Config) string {
 	var names []string
 	for _, acc := range cfg.Connectors.Enabled() {
-		names = append(names, acc.Name)
+		if acc.Polled() {
+			names = append(names, acc.Name)
+		}
 	}
 	if len(names) == 0 {
 		return "none"

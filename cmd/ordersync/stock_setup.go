@@ -31,7 +31,7 @@ func newStockSetup(cfg *config.Config) (*stockSetup, error) {
 		maps:        map[string]map[string]string{},
 	}
 	for _, acc := range cfg.Connectors.Enabled() {
-		if acc.Kaspi != nil && acc.Name != stock.Kaspi {
+		if !acc.Polled() || (acc.Kaspi != nil && acc.Name != stock.Kaspi) {
 			continue // the feed serves connectors.kaspi alone
 		}
 		s.maps[acc.Name], _, _ = acc.StockMap()

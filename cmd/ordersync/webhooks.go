@@ -55,6 +55,11 @@ func newServer(cfg *config.Config, db store.DB, wake func(), handlers map[string
 	if b := cfg.Webhooks.Bitrix24; b.Enabled {
 		sc.Bitrix24 = &server.Bitrix24Config{ApplicationToken: b.ApplicationToken}
 	}
+	for _, acc := range cfg.Connectors.Enabled() {
+		if acc.Bitrix24 != nil { // a further portal, on POST /webhooks/<its name>
+			sc.MoreBitrix24 = append(sc.MoreBitrix24, server.Bitrix24Config{Source: acc.Source, ApplicationToken: acc.Bitrix24.ApplicationToken})
+		}
+	}
 	s, err := server.New(sc)
 	if err != nil {
 		return nil, usageError(fmt.Errorf("config: %w", err))
@@ -77,14 +82,24 @@ func fetchers(cfg *config.Config, skus *connectors.SKUMap, log *slog.Logger) (ma
 		}
 		fs["ozon"] = connectors.Fetcher{Marketplace: conn, SKUs: skus}
 	}
+	portals := map[string]config.Bitrix24Webhook{} // by source
+	keys := map[string]string{}
 	if b := cfg.Webhooks.Bitrix24; b.Enabled {
-		c, err := bitrix24.New(bitrix24.Config{RESTURL: b.RESTURL, CreateStages: b.CreateStages, Warehouse: b.Warehouse,
-			SKUField: b.SKUField, Timeout: b.Timeout, RatePerSecond: float64(b.RatePerSecond), Logger: log.With("connector", "bitrix24"),
-			Transport: connectors.BoundResponses(nil, int64(b.MaxResponse), "webhooks.bitrix24.max_response")})
-		if err != nil {
-			return nil, usageError(fmt.Errorf("config: %w", err))
+		portals[bitrix24.Name], keys[bitrix24.Name] = b, "webhooks.bitrix24"
+	}
+	for _, acc := range cfg.Connectors.Enabled() {
+		if acc.Bitrix24 != nil {
+			portals[acc.Source], keys[acc.Source] = *acc.Bitrix24, acc.Key()
 		}
-		fs["bitrix24"] = mappedFetcher{fetch: c.Fetch, source: "bitrix24", skus: skus}
+	}
+	for source, b := range portals {
+		c, err := bitrix24.New(bitrix24.Config{RESTURL: b.RESTURL, CreateStages: b.CreateStages, Warehouse: b.Warehouse,
+			SKUField: b.SKUField, Timeout: b.Timeout, RatePerSecond: float64(b.RatePerSecond), Logger: log.With("connector", source),
+			Transport: connectors.BoundResponses(nil, int64(b.MaxResponse), keys[source]+".max_response")})
+		if err != nil {
+			return nil, usageError(fmt.Errorf("config: %s: %w", keys[source], err))
+		}
+		fs[source] = mappedFetcher{fetch: c.Fetch, source: source, skus: skus}
 	}
 	return fs, nil
 }

@@ -28,7 +28,16 @@ const (
 	TypeWildberries  = "wildberries"
 	TypeYandexMarket = "yandex_market"
 	TypeUzum         = "uzum"
+	// TypeBitrix24 is a further Bitrix24 portal; the first is webhooks.bitrix24.
+	TypeBitrix24 = "bitrix24"
 )
+
+// portalTypes are the types whose first account is not under connectors: a
+// further account of them is connectors.<name>, the first another section.
+var portalTypes = []string{TypeBitrix24}
+
+// allTypeNames are every type an account may have, for routing and messages.
+func allTypeNames() []string { return append(typeNames(), portalTypes...) }
 
 // accountTypes are the types, each with the source its first account (the section
 // named as the type) has always written.
@@ -65,7 +74,7 @@ func routeLevels(levels []string, types map[string]string) []string {
 		return levels
 	}
 	typ, ok := types[levels[1]]
-	if !ok || !slices.Contains(typeNames(), typ) {
+	if !ok || !slices.Contains(allTypeNames(), typ) {
 		return levels
 	}
 	out := make([]string, 0, len(levels)+1)
@@ -78,9 +87,9 @@ func userKey(s string) string {
 	if !strings.Contains(s, "~") {
 		return s
 	}
-	for _, t := range accountTypes {
-		s = strings.ReplaceAll(s, "connectors."+internalSection(t.name)+".", "connectors.")
-		s = strings.ReplaceAll(s, "CONNECTORS__"+strings.ToUpper(internalSection(t.name))+"__", "CONNECTORS__")
+	for _, t := range allTypeNames() {
+		s = strings.ReplaceAll(s, "connectors."+internalSection(t)+".", "connectors.")
+		s = strings.ReplaceAll(s, "CONNECTORS__"+strings.ToUpper(internalSection(t))+"__", "CONNECTORS__")
 	}
 	return s
 }
@@ -142,10 +151,10 @@ func checkAccountTypes(flat map[string]any, types map[string]string, where strin
 		switch {
 		case !ok:
 			p.add("connectors."+name+".type", fmt.Sprintf("is required for the account connectors.%s: one of %s%s",
-				name, strings.Join(typeNames(), ", "), where))
-		case !slices.Contains(typeNames(), typ):
+				name, strings.Join(allTypeNames(), ", "), where))
+		case !slices.Contains(allTypeNames(), typ):
 			p.add("connectors."+name+".type", fmt.Sprintf("unknown account type %q, known: %s%s",
-				typ, strings.Join(typeNames(), ", "), where))
+				typ, strings.Join(allTypeNames(), ", "), where))
 		default:
 			continue
 		}
@@ -191,7 +200,13 @@ type Account struct {
 	Wildberries  *Wildberries
 	YandexMarket *YandexMarket
 	Uzum         *Uzum
+	// Bitrix24 is a further portal: pushed to, not polled, and sent no stock.
+	Bitrix24 *Bitrix24Webhook
 }
+
+// Polled reports whether the account is a marketplace that ordersync polls
+// (every type but a Bitrix24 portal, which pushes its deals).
+func (a Account) Polled() bool { return a.Bitrix24 == nil }
 
 // Key is the account's configuration section, connectors.<name>.
 func (a Account) Key() string { return "connectors." + a.Name }
@@ -209,6 +224,8 @@ func (a Account) Mapping() OneCMapping {
 		return a.YandexMarket.OneC
 	case a.Uzum != nil:
 		return a.Uzum.OneC
+	case a.Bitrix24 != nil:
+		return a.Bitrix24.OneC
 	}
 	return OneCMapping{}
 }
@@ -226,6 +243,8 @@ func (a Account) Warehouse() string {
 		return a.YandexMarket.Warehouse
 	case a.Uzum != nil:
 		return a.Uzum.Warehouse
+	case a.Bitrix24 != nil:
+		return a.Bitrix24.Warehouse
 	}
 	return ""
 }
@@ -269,6 +288,9 @@ func (c Connectors) All() []Account {
 	}
 	for name, u := range c.UzumAccounts {
 		more = append(more, Account{Name: name, Type: TypeUzum, Source: name, Uzum: &u})
+	}
+	for name, b := range c.Bitrix24Accounts {
+		more = append(more, Account{Name: name, Type: TypeBitrix24, Source: name, Bitrix24: &b})
 	}
 	slices.SortFunc(more, func(a, b Account) int { return strings.Compare(a.Name, b.Name) })
 	return append(out, more...)
@@ -347,11 +369,14 @@ func (a Account) StockMap() (m map[string]string, key, what string) {
 // (connectors.<name>.stock_warehouse) rather than a map of them.
 func (a Account) StockWarehouseKey() bool { return a.YandexMarket != nil || a.Uzum != nil }
 
-// Names are every account's name, in the order of All.
+// Names are every polled account's name (a marketplace's, not a Bitrix24
+// portal's), in the order of All.
 func (c Connectors) Names() []string {
 	var names []string
 	for _, a := range c.All() {
-		names = append(names, a.Name)
+		if a.Polled() {
+			names = append(names, a.Name)
+		}
 	}
 	return names
 }
@@ -385,6 +410,8 @@ func (a Account) enabled() bool {
 		return a.YandexMarket.Enabled
 	case a.Uzum != nil:
 		return a.Uzum.Enabled
+	case a.Bitrix24 != nil:
+		return a.Bitrix24.Enabled
 	}
 	return false
 }
@@ -402,6 +429,8 @@ func (a Account) typeKey() string {
 		return a.YandexMarket.Type
 	case a.Uzum != nil:
 		return a.Uzum.Type
+	case a.Bitrix24 != nil:
+		return a.Bitrix24.Type
 	}
 	return ""
 }
@@ -436,6 +465,7 @@ func typeDefaults() map[string]any {
 		"connectors." + internalSection(TypeWildberries):  d.Wildberries,
 		"connectors." + internalSection(TypeYandexMarket): d.YandexMarket,
 		"connectors." + internalSection(TypeUzum):         d.Uzum,
+		"connectors." + internalSection(TypeBitrix24):     defaults().Webhooks.Bitrix24,
 	}
 }
 
@@ -468,6 +498,17 @@ func (c *Config) checkWebhookSourceNames(p *problems) {
 				break
 			}
 		}
+	}
+}
+
+// checkPortals reports a further Bitrix24 portal named bitrix24, which is the
+// source of webhooks.bitrix24, and a type other than bitrix24 there.
+func (c *Config) checkPortals(p *problems) {
+	if a, ok := c.Connectors.Account(TypeBitrix24); ok && a.Bitrix24 != nil {
+		p.add(a.Key(), "the first Bitrix24 portal is webhooks.bitrix24; a further one needs a name of its own, such as bitrix24-2")
+	}
+	if t := c.Webhooks.Bitrix24.Type; t != "" && t != TypeBitrix24 {
+		p.add("webhooks.bitrix24.type", fmt.Sprintf("must be bitrix24 (or left out), got %q", t))
 	}
 }
 

@@ -157,3 +157,26 @@ func TestFurtherAccountProblems(t *testing.T) {
 	_, err = loadYAML(t, strings.Replace(src, "connector: ozon-ip", "connector: ozon-ooo", 1))
 	wantProblem(t, err, "relay.destinations.ack.connector", `unknown connector "ozon-ooo"`, "ozon-ip")
 }
+
+// TestFurtherBitrix24Portal: a second portal is connectors.<name> of type
+// bitrix24, with the keys of webhooks.bitrix24; it is pushed to, not polled.
+func TestFurtherBitrix24Portal(t *testing.T) {
+	t.Parallel()
+	src := "connectors:\n  b24-kz:\n    type: bitrix24\n    enabled: true\n    application_token: tok\n" +
+		"    rest_url: https://kz.bitrix24.kz/rest/1/abc/\n    warehouse: WH2\n    onec: {organization: ORG-KZ}\n"
+	cfg := mustLoadYAML(t, src)
+	a, ok := cfg.Connectors.Account("b24-kz")
+	if !ok || a.Bitrix24 == nil || a.Polled() || a.Source != "b24-kz" || a.Bitrix24.RatePerSecond != 2 {
+		t.Fatalf("Account(b24-kz) = %+v, %v", a, ok)
+	}
+	if slices.Contains(cfg.Connectors.Names(), "b24-kz") {
+		t.Error("a portal is among the polled accounts' names")
+	}
+	if m, key, ok := cfg.OneCMappingOf("b24-kz"); !ok || m.Organization != "ORG-KZ" || key != "connectors.b24-kz.onec.organization" {
+		t.Errorf("OneCMappingOf(b24-kz) = %+v, %q, %v", m, key, ok)
+	}
+	_, err := loadYAML(t, strings.Replace(src, "    application_token: tok\n", "", 1))
+	wantProblem(t, err, "connectors.b24-kz.application_token", "required")
+	_, err = loadYAML(t, strings.ReplaceAll(src, "b24-kz", "bitrix24"))
+	wantProblem(t, err, "connectors.bitrix24", "the first Bitrix24 portal is webhooks.bitrix24")
+}

@@ -405,6 +405,7 @@ func (c *Config) validate(p *problems) {
 	c.Stock.validate(p, c.Connectors.Names())
 	c.checkConnectorDestinations(p)
 	c.checkWebhookSourceNames(p)
+	c.checkPortals(p)
 	c.checkWebhookNeeds(p)
 	c.checkStockNeeds(p)
 	c.validatePayouts(p)

@@ -34,6 +34,8 @@ type Connectors struct {
 	WildberriesAccounts  map[string]Wildberries  `koanf:"~wildberries" name:"[a-z0-9_-]{1,32}"`
 	YandexMarketAccounts map[string]YandexMarket `koanf:"~yandex_market" name:"[a-z0-9_-]{1,32}"`
 	UzumAccounts         map[string]Uzum         `koanf:"~uzum" name:"[a-z0-9_-]{1,32}"`
+	// Bitrix24Accounts are further Bitrix24 portals (the first is webhooks.bitrix24).
+	Bitrix24Accounts map[string]Bitrix24Webhook `koanf:"~bitrix24" name:"[a-z0-9_-]{1,32}"`
 }
 
 // OneCMapping is what an account's orders are written with in 1C
@@ -267,6 +269,8 @@ func (c Connectors) validate(p *problems) {
 			a.YandexMarket.validate(a.Key(), p)
 		case a.Uzum != nil:
 			a.Uzum.validate(a.Key(), p)
+		case a.Bitrix24 != nil:
+			a.Bitrix24.validate(a.Key(), p)
 		}
 	}
 	c.validateAccounts(p)

@@ -592,7 +592,7 @@ func (r *envReader) value(name, value string) (string, any) {
 	t, l, p := keys(), r.l, r.p
 	levels := strings.Split(strings.ToLower(strings.TrimPrefix(name, envPrefix)), "__")
 	if a := accountOf(levels); a != "" && len(levels) > 2 && !slices.Contains(fixedConnectorKeys(), levels[1]) {
-		if _, ok := r.types[levels[1]]; !ok || !slices.Contains(typeNames(), r.types[levels[1]]) {
+		if _, ok := r.types[levels[1]]; !ok || !slices.Contains(allTypeNames(), r.types[levels[1]]) {
 			if l.once(a) {
 				checkAccountTypes(map[string]any{strings.Join(levels, "."): nil}, r.types, " (from "+name+")", map[string]bool{}, p)
 			}

@@ -66,7 +66,10 @@ type OzonWebhook struct {
 // ONCRMDEALUPDATE). It carries only a deal id; the deal and its product rows are
 // read through the portal's inbound REST webhook, RESTURL.
 type Bitrix24Webhook struct {
-	Enabled bool `koanf:"enabled"`
+	// Type is bitrix24 in a further portal's section (connectors.<name>); here it
+	// may be left out.
+	Type    string `koanf:"type"`
+	Enabled bool   `koanf:"enabled"`
 	// ApplicationToken is the token the portal sends as auth[application_token].
 	ApplicationToken string `koanf:"application_token" secret:"true"`
 	// RESTURL is the portal's inbound webhook, https://portal.bitrix24.kz/rest/1/<code>/;

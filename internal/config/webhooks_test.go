@@ -666,6 +666,7 @@ log:
     allow_networks: [195.34.21.0/24, 10.1.2.3, '2001:db8::/32']
     trusted_proxies: [127.0.0.1, '::1']
   bitrix24:
+    type: ""
     enabled: true
     application_token: '***'
     rest_url: '***'

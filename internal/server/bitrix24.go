@@ -1,9 +1,10 @@
 package server
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -16,8 +17,12 @@ import (
 	"github.com/ordersync/ordersync/internal/order"
 )
 
-// Bitrix24Config enables the Bitrix24 outgoing webhook on POST /webhooks/bitrix24.
+// Bitrix24Config enables a Bitrix24 portal's outgoing webhook on POST
+// /webhooks/<Source>.
 type Bitrix24Config struct {
+	// Source is the portal's source, its deals' keys and its endpoint's name:
+	// default SourceBitrix24 (webhooks.bitrix24); a further portal's account name.
+	Source string
 	// ApplicationToken is the outgoing webhook's token (auth[application_token] of
 	// every call), shown by the portal when the webhook is made. Required.
 	ApplicationToken string
@@ -48,15 +53,21 @@ var bxSecretFields = map[string]bool{
 var digitsRe = regexp.MustCompile(`^[0-9]+$`)
 
 type bitrixReceiver struct {
+	source   string
 	tokenSum [sha256.Size]byte
 }
 
 func newBitrixReceiver(c Bitrix24Config) (*bitrixReceiver, error) {
+	source := cmp.Or(c.Source, SourceBitrix24)
 	tok := strings.TrimSpace(c.ApplicationToken)
 	if tok == "" {
-		return nil, errors.New("server: webhooks.bitrix24.application_token is required")
+		key := "webhooks.bitrix24"
+		if source != SourceBitrix24 {
+			key = "connectors." + source
+		}
+		return nil, fmt.Errorf("server: %s.application_token is required", key)
 	}
-	return &bitrixReceiver{tokenSum: sha256.Sum256([]byte(tok))}, nil
+	return &bitrixReceiver{source: source, tokenSum: sha256.Sum256([]byte(tok))}, nil
 }
 
 // tokenOK compares in constant time, hashing first so that not even the length
@@ -87,12 +98,17 @@ func bitrixReject(res result, status int, code, reason string) result {
 	return res
 }
 
-// handleBitrix24 is POST /webhooks/bitrix24: a deal was added or changed. The call
+// handleBitrix24 is POST /webhooks/<portal>: a deal was added or changed. The call
 // names only the deal; the engine fetches it (crm.deal.get) and creates the order
 // when the deal is in a configured stage.
-func (s *Server) handleBitrix24(w http.ResponseWriter, r *http.Request) result {
-	res := result{source: SourceBitrix24}
-	note(r, SourceBitrix24, "")
+func (s *Server) handleBitrix24(b *bitrixReceiver) func(w http.ResponseWriter, r *http.Request) result {
+	return func(w http.ResponseWriter, r *http.Request) result { return s.bitrix24(b, w, r) }
+}
+
+func (s *Server) bitrix24(b *bitrixReceiver, w http.ResponseWriter, r *http.Request) result {
+	source := b.source
+	res := result{source: source}
+	note(r, source, "")
 	if mt := mediaType(r); mt != bxFormCT {
 		return bitrixReject(res, http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type must be "+bxFormCT)
 	}
@@ -104,7 +120,7 @@ func (s *Server) handleBitrix24(w http.ResponseWriter, r *http.Request) result {
 	if err != nil {
 		return bitrixReject(res, http.StatusBadRequest, "malformed_form", "body is not a URL-encoded form")
 	}
-	if len(form[bxToken]) != 1 || !s.bitrix.tokenOK(form.Get(bxToken)) {
+	if len(form[bxToken]) != 1 || !b.tokenOK(form.Get(bxToken)) {
 		reason := "wrong " + bxToken
 		if form.Get(bxToken) == "" {
 			reason = "missing " + bxToken
@@ -147,15 +163,15 @@ func (s *Server) handleBitrix24(w http.ResponseWriter, r *http.Request) result {
 	}
 
 	op := journal.NewOperation{
-		Key:        order.Key(SourceBitrix24, bxEntity, id, "create"),
+		Key:        order.Key(source, bxEntity, id, "create"),
 		Kind:       order.KindCreate,
-		Source:     SourceBitrix24,
+		Source:     source,
 		ExternalID: id,
-		Payload:    order.FetchPayload(SourceBitrix24, id),
+		Payload:    order.FetchPayload(source, id),
 	}
-	note(r, SourceBitrix24, event+":"+id+":"+ts)
+	note(r, source, event+":"+id+":"+ts)
 	ev := inbox.Event{
-		Source:      SourceBitrix24,
+		Source:      source,
 		ID:          event + ":" + id + ":" + ts,
 		Body:        withoutFields(body, bxSecretFields),
 		ContentType: bxFormCT,

@@ -80,6 +80,8 @@ type Config struct {
 	Ozon *OzonConfig
 	// Bitrix24 enables POST /webhooks/bitrix24 when set.
 	Bitrix24 *Bitrix24Config
+	// MoreBitrix24 are further portals, each on POST /webhooks/<its Source>.
+	MoreBitrix24 []Bitrix24Config
 	// OnRegistered is called after an event was stored and its operations
 	// registered (wakes the engine). It must not block.
 	OnRegistered func()
@@ -110,7 +112,6 @@ type Server struct {
 	now     func() time.Time
 	sources map[string]*stdwebhook.Verifier
 	ozon    *ozonReceiver
-	bitrix  *bitrixReceiver
 	handler http.Handler
 	stats   stats
 	panics  atomic.Int64
@@ -183,12 +184,24 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.ozon = o
 	}
+	var portals []*bitrixReceiver
 	if cfg.Bitrix24 != nil {
 		b, err := newBitrixReceiver(*cfg.Bitrix24)
 		if err != nil {
 			return nil, err
 		}
-		s.bitrix = b
+		portals = append(portals, b)
+	}
+	for _, c := range cfg.MoreBitrix24 {
+		switch _, generic := cfg.Sources[c.Source]; {
+		case c.Source == "" || c.Source == SourceBitrix24 || c.Source == SourceOzon || generic || !sourceNameRe.MatchString(c.Source):
+			return nil, fmt.Errorf("server: a further Bitrix24 portal needs a name of its own, got %q", c.Source)
+		}
+		b, err := newBitrixReceiver(c)
+		if err != nil {
+			return nil, err
+		}
+		portals = append(portals, b)
 	}
 
 	mux := http.NewServeMux()
@@ -199,8 +212,8 @@ func New(cfg Config) (*Server, error) {
 	if s.ozon != nil {
 		mux.HandleFunc("POST /webhooks/"+SourceOzon, s.serve(s.handleOzon))
 	}
-	if s.bitrix != nil {
-		mux.HandleFunc("POST /webhooks/"+SourceBitrix24, s.serve(s.handleBitrix24))
+	for _, b := range portals {
+		mux.HandleFunc("POST /webhooks/"+b.source, s.serve(s.handleBitrix24(b)))
 	}
 	patterns := make([]string, 0, len(cfg.Handlers))
 	for p := range cfg.Handlers {
