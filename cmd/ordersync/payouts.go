@@ -40,17 +40,16 @@ func (a *app) payoutsCommand() *cobra.Command {
 }
 
 // payoutConnector is a --source as payouts fetch takes it: the configuration's name of
-// the connector (ozon, wildberries, kaspi).
+// the account (ozon, wildberries, ozon-ip; kaspi); whether the configuration has
+// it is the reader's to say.
 func payoutConnector(s string) (string, error) {
 	switch s = strings.ToLower(strings.TrimSpace(s)); s {
-	case "ozon", "kaspi":
-		return s, nil
-	case "wildberries", "wb":
+	case "wb":
 		return "wildberries", nil
 	case "":
-		return "", errors.New("--source is required: ozon or wildberries (kaspi: payouts import)")
+		return "", errors.New("--source is required: an Ozon or Wildberries account, such as ozon or wildberries (kaspi: payouts import)")
 	}
-	return "", fmt.Errorf("--source must be ozon or wildberries (kaspi: payouts import), got %q", s)
+	return s, nil
 }
 
 // payoutPeriod is [from, to+1 day) of the days given (both included) in loc, or by
@@ -84,41 +83,43 @@ func payoutPeriod(fromS, toS string, loc *time.Location, now time.Time) (from, t
 func (a *app) payoutReaders(cfg *config.Config, log *slog.Logger, built []marketplace, sources ...string) ([]payouts.Reader, error) {
 	var out []payouts.Reader
 	for _, src := range sources {
-		switch src {
-		case "ozon":
+		acc, ok := cfg.PayoutAccount(src)
+		switch {
+		case !ok:
+			return nil, usageError(fmt.Errorf("payouts: no reader of %q: an Ozon or Wildberries account is one of %s",
+				src, strings.Join(cfg.PayoutAccounts(), ", ")))
+		case acc.Ozon != nil:
 			var ms []marketplace
 			for _, m := range built {
-				if m.name == "ozon" {
+				if m.name == src {
 					ms = append(ms, m)
 				}
 			}
 			if len(ms) == 0 {
 				var err error
-				if ms, err = buildConnectors(cfg, log, "ozon"); err != nil {
+				if ms, err = buildConnectors(cfg, log, src); err != nil {
 					return nil, err
 				}
 			}
 			if len(ms) == 0 {
-				return nil, usageError(errors.New("connectors.ozon.enabled: must be true to read Ozon's financial lines (its client_id and api_key)"))
+				return nil, usageError(fmt.Errorf("%s.enabled: must be true to read Ozon's financial lines (its client_id and api_key)", acc.Key()))
 			}
 			conn, ok := ms[0].mp.(*ozon.Connector)
 			if !ok {
-				return nil, fmt.Errorf("ozon: the connector is a %T", ms[0].mp)
+				return nil, fmt.Errorf("%s: the connector is a %T", src, ms[0].mp)
 			}
-			out = append(out, conn.Finance(ozon.FinanceOptions{Currency: cfg.Payouts.OzonCurrency, Location: cfg.UILocation()}))
-		case "wildberries":
-			w := cfg.Connectors.Wildberries
+			out = append(out, conn.Finance(ozon.FinanceOptions{Source: acc.Source, Currency: cfg.Payouts.OzonCurrency, Location: cfg.UILocation()}))
+		default:
+			w := acc.Wildberries
 			if !w.Enabled {
-				return nil, usageError(errors.New("connectors.wildberries.enabled: must be true to read Wildberries' realization report (its token, with the Statistics category)"))
+				return nil, usageError(fmt.Errorf("%s.enabled: must be true to read Wildberries' realization report (its token, with the Statistics category)", acc.Key()))
 			}
 			r, err := wildberries.NewReport(wildberries.ReportConfig{BaseURL: cfg.Payouts.WildberriesURL, Token: w.Token,
-				Clock: a.payoutsClock, Logger: log})
+				Source: acc.Source, Clock: a.payoutsClock, Logger: log})
 			if err != nil {
 				return nil, usageError(fmt.Errorf("config: %w", err))
 			}
 			out = append(out, r)
-		default:
-			return nil, usageError(fmt.Errorf("payouts: no reader of %q", src))
 		}
 	}
 	return out, nil
@@ -165,6 +166,10 @@ records (named on stderr), 2 for a usage or configuration error.`,
 			fromT, toT, err := payoutPeriod(from, to, loc, time.Now())
 			if err != nil {
 				return usageError(fmt.Errorf("payouts fetch: %w", err))
+			}
+			if _, ok := cfg.PayoutAccount(src); !ok {
+				return usageError(fmt.Errorf("payouts fetch: --source must be an Ozon or Wildberries account (%s; kaspi: payouts import), got %q",
+					strings.Join(cfg.PayoutAccounts(), ", "), src))
 			}
 			readers, err := a.payoutReaders(cfg, log, nil, src)
 			if err != nil {

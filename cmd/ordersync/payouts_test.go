@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -244,5 +246,52 @@ func TestRunStartsThePayoutsSchedule(t *testing.T) {
 		if running && !strings.Contains(log.String(), `"sources":"ozon,wildberries"`) {
 			t.Errorf("the schedule does not read ozon and wildberries:\n%s", log.String())
 		}
+	}
+}
+
+// TestPayoutsOfASecondOzonCabinet: a further Ozon account's financial lines are
+// read with its own credentials and kept under its own source, apart from the
+// first cabinet's, and the nightly schedule reads both.
+func TestPayoutsOfASecondOzonCabinet(t *testing.T) {
+	t.Parallel()
+	e := newEnvOn(t, "sqlite", onecsim.Options{}, true)
+	m := e.withMarketplaces()
+	second := started(t, ozonsim.New(ozonsim.Options{ClientID: "222222", APIKey: "ozon-key-ip"}))
+	stockSetEnv(e, "ORDERSYNC_UI__TIMEZONE=UTC",
+		"ORDERSYNC_CONNECTORS__OZON-IP__TYPE=ozon",
+		"ORDERSYNC_CONNECTORS__OZON-IP__ENABLED=true",
+		"ORDERSYNC_CONNECTORS__OZON-IP__BASE_URL="+second.URL(),
+		"ORDERSYNC_CONNECTORS__OZON-IP__CLIENT_ID=222222",
+		"ORDERSYNC_CONNECTORS__OZON-IP__API_KEY=ozon-key-ip",
+		"ORDERSYNC_CONNECTORS__OZON-IP__WAREHOUSE=WH2")
+	day := time.Date(2026, 9, 2, 12, 0, 0, 0, time.UTC)
+	m.ozon.AddOperation(ozonsim.Operation{ID: 1, Type: "OperationAgentDeliveredToCustomer", Date: day, PostingNumber: "0101-1",
+		Amount: dec("850.00"), AccrualsForSale: dec("1000.00"), SaleCommission: dec("-150.00")})
+	second.AddOperation(ozonsim.Operation{ID: 1, Type: "OperationAgentDeliveredToCustomer", Date: day, PostingNumber: "0101-1",
+		Amount: dec("425.00"), AccrualsForSale: dec("500.00"), SaleCommission: dec("-75.00")})
+	for _, src := range []string{"ozon", "ozon-ip"} {
+		out, stderr, code := e.cli("", "payouts", "fetch", "--source", src, "--from", "2026-09-01", "--to", "2026-09-30", "--format", "json")
+		if f := payoutsFetchJSON(t, out); code != 0 || f.Source != src || f.Saved.Inserted != 1 {
+			t.Fatalf("payouts fetch --source %s: exit %d, %+v: %s", src, code, f, stderr)
+		}
+	}
+	db := openStockDB(t, e)
+	lines, err := db.Payouts().Lines(context.Background(), payouts.Query{OrderIDs: []string{"0101-1"}})
+	if err != nil || len(lines) != 2 {
+		t.Fatalf("the posting's lines: %+v, %v; want one per cabinet", lines, err)
+	}
+	bySource := map[string]string{}
+	for _, l := range lines {
+		bySource[l.Source] = l.Amount.String()
+	}
+	if bySource["ozon"] != "850" || bySource["ozon-ip"] != "425" {
+		t.Errorf("lines by source %v, want ozon 850 and ozon-ip 425", bySource)
+	}
+	cfg, err := (&app{environ: e.environ, stdout: io.Discard, stderr: io.Discard}).loadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.ScheduledSources(); !slices.Contains(got, "ozon") || !slices.Contains(got, "ozon-ip") {
+		t.Errorf("the schedule reads %v, want both cabinets", got)
 	}
 }

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ordersync/ordersync/connectors/kaspi"
-	"github.com/ordersync/ordersync/connectors/ozon"
 	"github.com/ordersync/ordersync/connectors/wildberries"
+	"github.com/ordersync/ordersync/internal/config"
 	payrec "github.com/ordersync/ordersync/internal/payouts/reconcile"
 	"github.com/ordersync/ordersync/internal/reconcile"
 )
@@ -20,16 +21,21 @@ import (
 // own too (reconcile, and reconcile payouts).
 const alsoACommand = "also_a_command"
 
-// payoutSources are the sources with payout lines, by the name a person gives
-// (the connector's configuration name) to the name the journal and the lines use.
-var payoutSources = map[string]string{"kaspi": kaspi.Name, "ozon": ozon.Name, "wildberries": wildberries.Name, wildberries.Name: wildberries.Name}
-
-// payoutSource is the journal's name of the source a person named.
-func payoutSource(s string) (string, error) {
-	if n, ok := payoutSources[s]; ok {
-		return n, nil
+// payoutSource is the journal's name of the source a person named: kaspi, or an
+// Ozon or Wildberries account by its configuration name (wildberries, ozon-ip) or
+// by its source (wb).
+func payoutSource(cfg *config.Config, s string) (string, error) {
+	if s == kaspi.Name {
+		return s, nil
 	}
-	return "", fmt.Errorf("the source must be kaspi, ozon or wildberries, got %q", s)
+	if s == wildberries.Name {
+		s = "wildberries"
+	}
+	if acc, ok := cfg.PayoutAccount(s); ok {
+		return acc.Source, nil
+	}
+	return "", fmt.Errorf("the source must be kaspi or an Ozon or Wildberries account (%s), got %q",
+		strings.Join(cfg.PayoutAccounts(), ", "), s)
 }
 
 func (a *app) reconcilePayoutsCommand() *cobra.Command {
@@ -58,10 +64,6 @@ agree, 1 otherwise.`,
 			if source == "" {
 				return usageError(errors.New("reconcile payouts: --source is required: kaspi, ozon or wildberries"))
 			}
-			name, err := payoutSource(source)
-			if err != nil {
-				return usageError(fmt.Errorf("reconcile payouts: --source: %w", err))
-			}
 			if from == "" || to == "" {
 				return usageError(errors.New("reconcile payouts: --from and --to are required, as YYYY-MM-DD (both inclusive)"))
 			}
@@ -83,6 +85,10 @@ agree, 1 otherwise.`,
 			cfg, err := a.loadConfigReading(readOneC)
 			if err != nil {
 				return err
+			}
+			name, err := payoutSource(cfg, source)
+			if err != nil {
+				return usageError(fmt.Errorf("reconcile payouts: --source: %w", err))
 			}
 			log, err := a.logger(cfg)
 			if err != nil {

@@ -89,7 +89,7 @@ func newUI(cfg *config.Config, db store.DB, client onec.Client, markets []market
 		Users: users, SessionTTL: cfg.UI.SessionTTL, Sessions: db.Sessions(), SecureCookie: cfg.UI.CookieSecure(),
 		Journal: db.Journal(), Outbox: db.Outbox(), Inbox: db.Inbox(),
 		Reconcile: uiReconcile(cfg, db, client, markets), ReconcileSources: sources,
-		Payouts: uiPayouts(cfg, db, client), PayoutSources: []string{"kaspi", "ozon", "wildberries"},
+		Payouts: uiPayouts(cfg, db, client), PayoutSources: append([]string{"kaspi"}, cfg.PayoutAccounts()...),
 		Wake: wake, OnSignIn: signIn, Logger: log.With("component", "ui"),
 		OneC: client, OneCWebURL: cfg.UI.OneCWebURL, OneCDocument: uiDocument(cfg),
 	})
@@ -152,7 +152,7 @@ func uiReconcile(cfg *config.Config, db store.DB, client onec.Client, markets []
 // lines ordersync holds; the connector need not be enabled.
 func uiPayouts(cfg *config.Config, db store.DB, client onec.Client) ui.PayoutsFunc {
 	return func(ctx context.Context, source string, from, to time.Time) (payrec.Report, error) {
-		name, err := payoutSource(source)
+		name, err := payoutSource(cfg, source)
 		if err != nil {
 			return payrec.Report{}, err
 		}

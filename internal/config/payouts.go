@@ -44,16 +44,35 @@ func defaultPayouts() Payouts {
 // ScheduleOn reports whether payouts.schedule is on.
 func (p Payouts) ScheduleOn() bool { return !payouts.Off(p.Schedule) }
 
-// ScheduledSources are the sources the schedule reads: payouts.sources, or every
-// one whose connector is enabled.
+// ScheduledSources are the accounts the schedule reads: payouts.sources, or every
+// enabled Ozon and Wildberries account.
 func (c Config) ScheduledSources() []string {
 	if len(c.Payouts.Sources) > 0 {
 		return c.Payouts.Sources
 	}
 	var out []string
-	for _, s := range PayoutSources {
-		if c.Connectors.enabled(s) {
-			out = append(out, s)
+	for _, a := range c.Connectors.Enabled() {
+		if a.Ozon != nil || a.Wildberries != nil {
+			out = append(out, a.Name)
+		}
+	}
+	return out
+}
+
+// PayoutAccount is the account named name (connectors.<name>) whose financial
+// lines can be read: an Ozon or a Wildberries one, enabled or not.
+func (c Config) PayoutAccount(name string) (Account, bool) {
+	a, ok := c.Connectors.Account(name)
+	return a, ok && (a.Ozon != nil || a.Wildberries != nil)
+}
+
+// PayoutAccounts are the names of the accounts whose lines can be read, in the
+// order of Connectors.All.
+func (c Config) PayoutAccounts() []string {
+	var out []string
+	for _, a := range c.Connectors.All() {
+		if a.Ozon != nil || a.Wildberries != nil {
+			out = append(out, a.Name)
 		}
 	}
 	return out
@@ -93,8 +112,8 @@ func (c *Config) validatePayouts(p *problems) {
 		switch {
 		case s == "kaspi":
 			p.add(key, "kaspi has no payout API: import its export with `ordersync payouts import --source kaspi FILE.xlsx`")
-		case !slices.Contains(PayoutSources, s):
-			p.add(key, fmt.Sprintf("unknown source %q, known: %s", s, strings.Join(PayoutSources, ", ")))
+		case !slices.Contains(c.PayoutAccounts(), s):
+			p.add(key, fmt.Sprintf("unknown source %q, known: %s", s, strings.Join(c.PayoutAccounts(), ", ")))
 		case slices.Index(py.Sources, s) < i:
 			p.add(key, fmt.Sprintf("%q is listed twice", s))
 		case py.ScheduleOn() && !c.Connectors.enabled(s):
