@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -179,4 +181,34 @@ func TestFurtherBitrix24Portal(t *testing.T) {
 	wantProblem(t, err, "connectors.b24-kz.application_token", "required")
 	_, err = loadYAML(t, strings.ReplaceAll(src, "b24-kz", "bitrix24"))
 	wantProblem(t, err, "connectors.bitrix24", "the first Bitrix24 portal is webhooks.bitrix24")
+}
+
+// TestFurtherAccountSecretFile: a further account's secret comes from a file
+// like a first account's, from the file or the environment.
+func TestFurtherAccountSecretFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "ozon-ip-api-key")
+	if err := os.WriteFile(keyFile, []byte("ozon-key-from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := "connectors:\n  ozon-ip:\n    type: ozon\n    enabled: true\n    client_id: \"654321\"\n    warehouse: WH2\n    api_key_file: " + keyFile + "\n"
+	cfgFile := filepath.Join(dir, "ordersync.yaml")
+	if err := os.WriteFile(cfgFile, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, env := range [][]string{nil, {"ORDERSYNC_CONNECTORS__UZUM-2__TYPE=uzum", "ORDERSYNC_CONNECTORS__UZUM-2__TOKEN_FILE=" + keyFile}} {
+		cfg, err := Load(LoadOptions{Path: cfgFile, PathExplicit: true, Environ: env})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, ok := cfg.Connectors.Account("ozon-ip"); !ok || a.Ozon.APIKey != "ozon-key-from-file" {
+			t.Errorf("ozon-ip's api_key from its file: %+v", a.Ozon)
+		}
+		if env != nil {
+			if a, ok := cfg.Connectors.Account("uzum-2"); !ok || a.Uzum.Token != "ozon-key-from-file" {
+				t.Errorf("uzum-2's token from its file, given in the environment: %+v %v", a, ok)
+			}
+		}
+	}
 }
