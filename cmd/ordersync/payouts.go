@@ -128,7 +128,7 @@ func (a *app) payoutReaders(cfg *config.Config, log *slog.Logger, built []market
 func (a *app) payoutsFetchCommand() *cobra.Command {
 	var source, from, to, format string
 	c := &cobra.Command{
-		Use:   "fetch --source ozon|wildberries [--from YYYY-MM-DD --to YYYY-MM-DD]",
+		Use:   "fetch --source ACCOUNT [--from YYYY-MM-DD --to YYYY-MM-DD]",
 		Short: "Read a period's financial lines of a marketplace into the journal database",
 		Long: `fetch reads the financial lines of one marketplace for a period of days
 (YYYY-MM-DD, both inclusive, in ui.timezone or else onec.timezone; by default the
@@ -360,7 +360,7 @@ func (a *app) payoutsStatusCommand() *cobra.Command {
 				return writeJSON(a.stdout, fs)
 			}
 			if len(fs) == 0 {
-				fmt.Fprintln(a.stdout, "no financial lines read yet: ordersync payouts fetch --source ozon|wildberries, or payouts import --source kaspi FILE.xlsx")
+				fmt.Fprintln(a.stdout, "no financial lines read yet: ordersync payouts fetch --source ozon (or another Ozon or Wildberries account), or payouts import --source kaspi FILE.xlsx")
 				return nil
 			}
 			loc := cfg.UILocation()

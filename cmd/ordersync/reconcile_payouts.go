@@ -41,7 +41,7 @@ func payoutSource(cfg *config.Config, s string) (string, error) {
 func (a *app) reconcilePayoutsCommand() *cobra.Command {
 	var source, from, to, format, output string
 	c := &cobra.Command{
-		Use:   "payouts --source kaspi|ozon|wildberries --from DATE --to DATE",
+		Use:   "payouts --source kaspi|ACCOUNT --from DATE --to DATE",
 		Short: "Reconcile a payout period line by line against the journal and 1C",
 		Long: `reconcile payouts takes the payout lines ordersync holds for one marketplace and
 a period of days (YYYY-MM-DD, both inclusive, in ui.timezone or else onec.timezone),
