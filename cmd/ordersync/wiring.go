@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/ordersync/ordersync/internal/config"
@@ -176,7 +177,9 @@ func accountMappings(cfg *config.Config) func(source string) (onec.Mapping, erro
 			return onec.Mapping{}, &onec.MappingError{Source: source, Key: key,
 				Reason: "other senders name the organisation their orders are written under, and this one names none"}
 		}
-		return oneCMapping(m), nil
+		om := oneCMapping(m)
+		om.Section = strings.TrimSuffix(key, ".organization")
+		return om, nil
 	}
 }
 

@@ -92,10 +92,13 @@ type Mapping struct {
 	Partner      string
 	Counterparty string
 	Agreement    string
+	// Section is the configuration section the mapping comes from
+	// (connectors.ozon-ip.onec), for the keys errors name; not a reference.
+	Section string
 }
 
 // IsZero reports whether m maps nothing.
-func (m Mapping) IsZero() bool { return m == Mapping{} }
+func (m Mapping) IsZero() bool { m.Section = ""; return m == Mapping{} }
 
 // MappingError is a marketplace account without the 1C mapping an order needs:
 // nothing is sent to 1C until the administrator sets Key.

@@ -287,7 +287,7 @@ func checkMapping(source string, m onec.Mapping) error {
 			continue
 		}
 		if _, err := uuid.Parse(f.v); err != nil || len(f.v) != 36 {
-			return &onec.MappingError{Source: source, Key: "connectors." + source + ".onec." + f.key,
+			return &onec.MappingError{Source: source, Key: cmp.Or(m.Section, "connectors."+source+".onec") + "." + f.key,
 				Reason: fmt.Sprintf("%q is not a GUID; over the standard OData interface each reference is the GUID of its catalog item (`ordersync onec refs` lists them)", f.v)}
 		}
 	}

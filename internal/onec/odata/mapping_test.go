@@ -75,6 +75,13 @@ func TestMappingByCodeIsRefused(t *testing.T) {
 	if me == nil || me.Key != "connectors.kaspi.onec.organization" {
 		t.Fatalf("MappingErrorOf = %+v, want the key connectors.kaspi.onec.organization", me)
 	}
+	// The key names the section the mapping came from (the first Wildberries
+	// account's is connectors.wildberries, not its source wb).
+	req.Source, req.Mapping.Section = "wb", "connectors.wildberries.onec"
+	_, err = w.client.CreateOrder(context.Background(), req)
+	if me := onec.MappingErrorOf(err); me == nil || me.Key != "connectors.wildberries.onec.organization" {
+		t.Fatalf("MappingErrorOf = %+v, want the key connectors.wildberries.onec.organization", me)
+	}
 	if n := w.sim.Creates(); n != 0 {
 		t.Fatalf("Creates() = %d, want 0", n)
 	}
