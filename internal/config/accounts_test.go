@@ -198,7 +198,7 @@ func TestFurtherAccountSecretFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, env := range [][]string{nil, {"ORDERSYNC_CONNECTORS__UZUM-2__TYPE=uzum", "ORDERSYNC_CONNECTORS__UZUM-2__TOKEN_FILE=" + keyFile}} {
-		cfg, err := Load(LoadOptions{Path: cfgFile, PathExplicit: true, Environ: env})
+		cfg, err := Load(LoadOptions{Path: cfgFile, PathExplicit: true, Environ: append([]string{}, env...)})
 		if err != nil {
 			t.Fatal(err)
 		}
