@@ -6,6 +6,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -155,8 +156,14 @@ func TestNotifyReadyStatusWatchdogAndStopping(t *testing.T) {
 	if ready < 0 {
 		t.Fatalf("no READY=1; the service exited: %s\n%s", svc.cmd.ProcessState, svc.stderr.String())
 	}
-	if !strings.Contains(svc.stderr.String(), "webhooks listening") {
-		t.Fatalf("READY=1 came before the listener was up; log:\n%s", svc.stderr.String())
+	// The service's log reaches the test through a pipe, after READY=1 may have:
+	// wait for the line, then compare the time it was written with READY=1's.
+	eventually.True(t, "the log's webhooks listening line", func() bool {
+		return strings.Contains(svc.stderr.String(), "webhooks listening") || svc.exited()
+	})
+	if at, ok := logTime(svc.stderr.String(), "webhooks listening"); !ok || at.After(sock.all()[ready].at) {
+		t.Fatalf("READY=1 (at %s) came before the listener was up; log:\n%s",
+			sock.all()[ready].at.Format(time.RFC3339Nano), svc.stderr.String())
 	}
 	if ext := sock.index(0, "EXTEND_TIMEOUT_USEC="); ext < 0 || ext > ready {
 		t.Errorf("no EXTEND_TIMEOUT_USEC= before READY=1 while the database was opened (and migrated):\n%s", sock.dump())
@@ -609,4 +616,18 @@ func TestSystemdUnitWatchdogAbortIsRestartable(t *testing.T) {
 			t.Errorf("GOTRACEBACK=%q: no goroutine stacks in the log", tc.traceback)
 		}
 	}
+}
+
+// logTime is the time of the first JSON log line whose msg is msg.
+func logTime(log, msg string) (time.Time, bool) {
+	for _, line := range strings.Split(log, "\n") {
+		var l struct {
+			Time time.Time `json:"time"`
+			Msg  string    `json:"msg"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == msg {
+			return l.Time, true
+		}
+	}
+	return time.Time{}, false
 }
