@@ -18,6 +18,7 @@ import (
 	"github.com/ordersync/ordersync/connectors/ozon"
 	"github.com/ordersync/ordersync/connectors/uzum"
 	"github.com/ordersync/ordersync/connectors/wildberries"
+	"github.com/ordersync/ordersync/connectors/yandexmarket"
 	"github.com/ordersync/ordersync/internal/config"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/journal/export"
@@ -121,7 +122,18 @@ func buildAccount(acc config.Account, log *slog.Logger) (marketplace, error) {
 			m.ack = conn.Publisher()
 		}
 	case acc.YandexMarket != nil:
-		return m, buildYandexMarket(acc, log, bound, &m)
+		y := acc.YandexMarket
+		conn, err := yandexmarket.New(yandexmarket.Config{Source: acc.Source, BaseURL: y.BaseURL, APIKey: y.APIKey,
+			BusinessID: y.BusinessID, CampaignID: y.CampaignID, OrdersAPI: y.OrdersAPI, Warehouse: y.Warehouse,
+			PageSize: y.PageSize, Timeout: y.Timeout, RatePerSecond: float64(y.RatePerSecond), Acknowledge: y.Acknowledge,
+			Logger: log, Transport: bound(y.MaxResponse)})
+		if err != nil {
+			return m, err
+		}
+		m.mp, m.interval, m.lookback = conn, y.PollInterval, y.Lookback
+		if y.Acknowledge {
+			m.ack = conn.Publisher()
+		}
 	default:
 		return m, fmt.Errorf("%s: no connector for the account's type %q", acc.Key(), acc.Type)
 	}
@@ -272,7 +284,7 @@ func (a *app) resyncMarketplace(ctx context.Context, name, id string, format str
 	if m == nil {
 		return usageError(fmt.Errorf("resync: no enabled connector %q (enabled: %s)", name, enabledNames(cfg)))
 	}
-	skus, err := connectors.NewSKUMapFor(cfg.Connectors.SKUMap, cfg.Connectors.SKUAliases())
+	skus, err := skuMapOf(cfg.Connectors)
 	if err != nil {
 		return usageError(err)
 	}
@@ -357,4 +369,10 @@ func connectorNames(ms []marketplace) string {
 		names = append(names, m.name)
 	}
 	return strings.Join(names, ", ")
+}
+
+// skuMapOf opens connectors.sku_map for the configuration's accounts: a further
+// account's lines and its fallback on its marketplace's.
+func skuMapOf(c config.Connectors) (*connectors.SKUMap, error) {
+	return connectors.NewSKUMapFor(c.SKUMap, c.SKUAliases())
 }

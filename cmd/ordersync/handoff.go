@@ -55,7 +55,7 @@ func (w worker) engine() (*engine.Engine, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	skus, err := connectors.NewSKUMapFor(w.cfg.Connectors.SKUMap, w.cfg.Connectors.SKUAliases())
+	skus, err := skuMapOf(w.cfg.Connectors)
 	if err != nil {
 		return nil, nil, usageError(err)
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/connectors/kaspi"
 	"github.com/ordersync/ordersync/internal/onec"
 	"github.com/ordersync/ordersync/internal/outbox"
@@ -70,7 +69,7 @@ func (a *app) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	skus, err := connectors.NewSKUMapFor(cfg.Connectors.SKUMap, cfg.Connectors.SKUAliases())
+	skus, err := skuMapOf(cfg.Connectors)
 	if err != nil {
 		return usageError(err)
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/journal/export"
 	"github.com/ordersync/ordersync/internal/outbox"
 	"github.com/ordersync/ordersync/internal/stock"
@@ -56,7 +55,7 @@ func (a *app) openStock(ctx context.Context) (*stockEnv, error) {
 	// The items the Kaspi feed leaves out for want of a line in the SKU map.
 	var kaspiSKUs func(string) []string
 	if cfg.Connectors.Kaspi.Enabled && cfg.Connectors.SKUMap != "" {
-		skus, err := connectors.NewSKUMapFor(cfg.Connectors.SKUMap, cfg.Connectors.SKUAliases())
+		skus, err := skuMapOf(cfg.Connectors)
 		if err != nil {
 			db.Close()
 			return nil, usageError(err)
@@ -99,7 +98,7 @@ func foregroundStockRelay(w worker) (stocksvc.Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	skus, err := connectors.NewSKUMapFor(cfg.Connectors.SKUMap, cfg.Connectors.SKUAliases())
+	skus, err := skuMapOf(cfg.Connectors)
 	if err != nil {
 		return nil, usageError(err)
 	}

@@ -202,6 +202,36 @@ type Account struct {
 	Uzum         *Uzum
 	// Bitrix24 is a further portal: pushed to, not polled, and sent no stock.
 	Bitrix24 *Bitrix24Webhook
+
+	sec section // what every type's section has, read once by All
+}
+
+// section is what the section of every account type has.
+type section struct {
+	Type      string // the type key as written
+	Enabled   bool
+	Warehouse string
+	OneC      OneCMapping
+}
+
+func (k Kaspi) section() section        { return section{k.Type, k.Enabled, k.Warehouse, k.OneC} }
+func (o Ozon) section() section         { return section{o.Type, o.Enabled, o.Warehouse, o.OneC} }
+func (w Wildberries) section() section  { return section{w.Type, w.Enabled, w.Warehouse, w.OneC} }
+func (y YandexMarket) section() section { return section{y.Type, y.Enabled, y.Warehouse, y.OneC} }
+func (u Uzum) section() section         { return section{u.Type, u.Enabled, u.Warehouse, u.OneC} }
+func (b Bitrix24Webhook) section() section {
+	return section{b.Type, b.Enabled, b.Warehouse, b.OneC}
+}
+
+// further are the accounts of one type's map section, unsorted.
+func further[T interface{ section() section }](m map[string]T, typ string, set func(*Account, *T)) []Account {
+	var out []Account
+	for name, v := range m {
+		a := Account{Name: name, Type: typ, Source: name, sec: v.section()}
+		set(&a, &v)
+		out = append(out, a)
+	}
+	return out
 }
 
 // Polled reports whether the account is a marketplace that ordersync polls
@@ -212,42 +242,10 @@ func (a Account) Polled() bool { return a.Bitrix24 == nil }
 func (a Account) Key() string { return "connectors." + a.Name }
 
 // Mapping is the account's 1C mapping.
-func (a Account) Mapping() OneCMapping {
-	switch {
-	case a.Kaspi != nil:
-		return a.Kaspi.OneC
-	case a.Ozon != nil:
-		return a.Ozon.OneC
-	case a.Wildberries != nil:
-		return a.Wildberries.OneC
-	case a.YandexMarket != nil:
-		return a.YandexMarket.OneC
-	case a.Uzum != nil:
-		return a.Uzum.OneC
-	case a.Bitrix24 != nil:
-		return a.Bitrix24.OneC
-	}
-	return OneCMapping{}
-}
+func (a Account) Mapping() OneCMapping { return a.sec.OneC }
 
 // Warehouse is the 1C warehouse of the account's orders.
-func (a Account) Warehouse() string {
-	switch {
-	case a.Kaspi != nil:
-		return a.Kaspi.Warehouse
-	case a.Ozon != nil:
-		return a.Ozon.Warehouse
-	case a.Wildberries != nil:
-		return a.Wildberries.Warehouse
-	case a.YandexMarket != nil:
-		return a.YandexMarket.Warehouse
-	case a.Uzum != nil:
-		return a.Uzum.Warehouse
-	case a.Bitrix24 != nil:
-		return a.Bitrix24.Warehouse
-	}
-	return ""
-}
+func (a Account) Warehouse() string { return a.sec.Warehouse }
 
 // sourceOf is the source of the account name of type typ.
 func sourceOf(name, typ string) string {
@@ -262,36 +260,26 @@ func sourceOf(name, typ string) string {
 // All returns every account, enabled or not, the first ones first, then the others
 // by name.
 func (c Connectors) All() []Account {
-	var out []Account
-	add := func(name, typ string, set func(*Account)) {
-		a := Account{Name: name, Type: typ, Source: sourceOf(name, typ)}
+	first := func(typ string, sec section, set func(*Account)) Account {
+		a := Account{Name: typ, Type: typ, Source: sourceOf(typ, typ), sec: sec}
 		set(&a)
-		out = append(out, a)
+		return a
 	}
-	add(TypeKaspi, TypeKaspi, func(a *Account) { k := c.Kaspi; a.Kaspi = &k })
-	add(TypeOzon, TypeOzon, func(a *Account) { o := c.Ozon; a.Ozon = &o })
-	add(TypeWildberries, TypeWildberries, func(a *Account) { w := c.Wildberries; a.Wildberries = &w })
-	add(TypeYandexMarket, TypeYandexMarket, func(a *Account) { y := c.YandexMarket; a.YandexMarket = &y })
-	add(TypeUzum, TypeUzum, func(a *Account) { u := c.Uzum; a.Uzum = &u })
-	var more []Account
-	for name, k := range c.KaspiAccounts {
-		more = append(more, Account{Name: name, Type: TypeKaspi, Source: name, Kaspi: &k})
+	out := []Account{
+		first(TypeKaspi, c.Kaspi.section(), func(a *Account) { k := c.Kaspi; a.Kaspi = &k }),
+		first(TypeOzon, c.Ozon.section(), func(a *Account) { o := c.Ozon; a.Ozon = &o }),
+		first(TypeWildberries, c.Wildberries.section(), func(a *Account) { w := c.Wildberries; a.Wildberries = &w }),
+		first(TypeYandexMarket, c.YandexMarket.section(), func(a *Account) { y := c.YandexMarket; a.YandexMarket = &y }),
+		first(TypeUzum, c.Uzum.section(), func(a *Account) { u := c.Uzum; a.Uzum = &u }),
 	}
-	for name, o := range c.OzonAccounts {
-		more = append(more, Account{Name: name, Type: TypeOzon, Source: name, Ozon: &o})
-	}
-	for name, w := range c.WildberriesAccounts {
-		more = append(more, Account{Name: name, Type: TypeWildberries, Source: name, Wildberries: &w})
-	}
-	for name, y := range c.YandexMarketAccounts {
-		more = append(more, Account{Name: name, Type: TypeYandexMarket, Source: name, YandexMarket: &y})
-	}
-	for name, u := range c.UzumAccounts {
-		more = append(more, Account{Name: name, Type: TypeUzum, Source: name, Uzum: &u})
-	}
-	for name, b := range c.Bitrix24Accounts {
-		more = append(more, Account{Name: name, Type: TypeBitrix24, Source: name, Bitrix24: &b})
-	}
+	more := slices.Concat(
+		further(c.KaspiAccounts, TypeKaspi, func(a *Account, k *Kaspi) { a.Kaspi = k }),
+		further(c.OzonAccounts, TypeOzon, func(a *Account, o *Ozon) { a.Ozon = o }),
+		further(c.WildberriesAccounts, TypeWildberries, func(a *Account, w *Wildberries) { a.Wildberries = w }),
+		further(c.YandexMarketAccounts, TypeYandexMarket, func(a *Account, y *YandexMarket) { a.YandexMarket = y }),
+		further(c.UzumAccounts, TypeUzum, func(a *Account, u *Uzum) { a.Uzum = u }),
+		further(c.Bitrix24Accounts, TypeBitrix24, func(a *Account, b *Bitrix24Webhook) { a.Bitrix24 = b }),
+	)
 	slices.SortFunc(more, func(a, b Account) int { return strings.Compare(a.Name, b.Name) })
 	return append(out, more...)
 }
@@ -398,42 +386,10 @@ func (a Account) Returns() (enabled, ok bool) {
 	return false, false
 }
 
-func (a Account) enabled() bool {
-	switch {
-	case a.Kaspi != nil:
-		return a.Kaspi.Enabled
-	case a.Ozon != nil:
-		return a.Ozon.Enabled
-	case a.Wildberries != nil:
-		return a.Wildberries.Enabled
-	case a.YandexMarket != nil:
-		return a.YandexMarket.Enabled
-	case a.Uzum != nil:
-		return a.Uzum.Enabled
-	case a.Bitrix24 != nil:
-		return a.Bitrix24.Enabled
-	}
-	return false
-}
+func (a Account) enabled() bool { return a.sec.Enabled }
 
-// typeOf is the type key an account's section holds.
-func (a Account) typeKey() string {
-	switch {
-	case a.Kaspi != nil:
-		return a.Kaspi.Type
-	case a.Ozon != nil:
-		return a.Ozon.Type
-	case a.Wildberries != nil:
-		return a.Wildberries.Type
-	case a.YandexMarket != nil:
-		return a.YandexMarket.Type
-	case a.Uzum != nil:
-		return a.Uzum.Type
-	case a.Bitrix24 != nil:
-		return a.Bitrix24.Type
-	}
-	return ""
-}
+// typeKey is the type key an account's section holds.
+func (a Account) typeKey() string { return a.sec.Type }
 
 // validateAccounts checks what concerns accounts together: a first account's type
 // is its name; no two enabled accounts write the same source; the 1C mapping is
