@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"net/http"
 	"sync"
+	"time"
+
+	"github.com/go-resty/resty/v2"
 
 	"github.com/ordersync/ordersync/internal/outbox"
 )
@@ -59,4 +63,42 @@ func (l *OrderLocks) Of(id string) *sync.Mutex {
 	h := fnv.New32a()
 	h.Write([]byte(id))
 	return &l.locks[h.Sum32()%uint32(len(l.locks))]
+}
+
+// Permanent reports whether an HTTP status of an acknowledgement will not change
+// on a retry: a 4xx other than 401/403 (credentials, fixable), 408 and 429.
+func Permanent(st int) bool {
+	switch st {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return false
+	}
+	return st >= 400 && st < 500
+}
+
+// DeliveryError classifies a failed acknowledgement call of the connector named
+// connector for the relay: nil for a success; refused credentials are an
+// *AuthError naming key; 429 or 503 with Retry-After an *outbox.DeliveryError with
+// RetryAfter; a Permanent status a dead delivery. A transport failure or a timeout
+// (for a POST, an unknown outcome) is a plain error: the next attempt reads the
+// marketplace's state before it acts again.
+func DeliveryError(connector, key, what string, resp *resty.Response, err error) error {
+	if err != nil || resp == nil {
+		return fmt.Errorf("%s: %s: %w", connector, what, err)
+	}
+	cerr := Check(connector, key, what, resp, nil)
+	st := resp.StatusCode()
+	switch {
+	case cerr == nil:
+		return nil
+	case st == http.StatusUnauthorized || st == http.StatusForbidden:
+		return cerr
+	case st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable:
+		if d, ok := RetryAfter(resp.Header().Get("Retry-After"), time.Now()); ok {
+			return &outbox.DeliveryError{Err: cerr, RetryAfter: d}
+		}
+		return cerr
+	case Permanent(st):
+		return &outbox.DeliveryError{Err: cerr, Dead: true}
+	}
+	return cerr
 }

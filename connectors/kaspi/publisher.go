@@ -4,12 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
 	"slices"
-	"time"
-
-	"github.com/go-resty/resty/v2"
 
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/outbox"
@@ -85,7 +81,7 @@ func (c *Connector) publish(ctx context.Context, r outbox.Record) error {
 		return nil
 	}
 	what := "accept order " + code
-	if err == nil && permanent(resp.StatusCode()) {
+	if err == nil && connectors.Permanent(resp.StatusCode()) {
 		// Refused. If it is because the order is accepted already (a concurrent
 		// delivery, the merchant), that is the outcome wanted.
 		_, now, rerr := c.orderStatus(ctx, code)
@@ -101,7 +97,7 @@ func (c *Connector) publish(ctx context.Context, r outbox.Record) error {
 			return nil
 		}
 	}
-	return deliveryError(what, resp, err)
+	return connectors.DeliveryError(Name, keyToken, what, resp, err)
 }
 
 // orderStatus reads the order's id and status by its code
@@ -111,7 +107,7 @@ func (c *Connector) orderStatus(ctx context.Context, code string) (id, status st
 	what := "read the status of order " + code
 	resp, err := c.http.R().SetContext(ctx).SetQueryParamsFromValues(q).Get(pathOrders)
 	if err != nil || !resp.IsSuccess() {
-		return "", "", deliveryError(what, resp, err)
+		return "", "", connectors.DeliveryError(Name, keyToken, what, resp, err)
 	}
 	pg, err := decodePage(resp.Body())
 	if err != nil {
@@ -132,39 +128,4 @@ func (c *Connector) orderStatus(ctx context.Context, code string) (id, status st
 	}
 	return "", "", &outbox.DeliveryError{Dead: true,
 		Err: fmt.Errorf("kaspi: %s: %w", what, connectors.ErrNotFound)}
-}
-
-// permanent reports whether an HTTP status will not change on a retry: a 4xx other
-// than 401/403 (credentials, fixable), 408 and 429.
-func permanent(st int) bool {
-	switch st {
-	case http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout, http.StatusTooManyRequests:
-		return false
-	}
-	return st >= 400 && st < 500
-}
-
-// deliveryError classifies a failed call for the relay.
-func deliveryError(what string, resp *resty.Response, err error) error {
-	if err != nil || resp == nil {
-		// Transport failure or timeout: for the POST, the outcome is unknown; the
-		// next attempt reads the status before it posts again.
-		return fmt.Errorf("kaspi: %s: %w", what, err)
-	}
-	cerr := connectors.Check(Name, keyToken, what, resp, nil)
-	st := resp.StatusCode()
-	switch {
-	case cerr == nil:
-		return nil
-	case st == http.StatusUnauthorized || st == http.StatusForbidden:
-		return cerr // *connectors.AuthError: fix connectors.kaspi.token, then it goes
-	case st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable:
-		if d, ok := connectors.RetryAfter(resp.Header().Get("Retry-After"), time.Now()); ok {
-			return &outbox.DeliveryError{Err: cerr, RetryAfter: d}
-		}
-		return cerr
-	case permanent(st):
-		return &outbox.DeliveryError{Err: cerr, Dead: true}
-	}
-	return cerr
 }

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"time"
-
-	"github.com/go-resty/resty/v2"
 
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/outbox"
@@ -62,7 +59,7 @@ func (c *Connector) publish(ctx context.Context, r outbox.Record) error {
 		log.InfoContext(ctx, "order confirmed at Uzum")
 		return nil
 	}
-	if err == nil && permanent(resp.StatusCode()) {
+	if err == nil && connectors.Permanent(resp.StatusCode()) {
 		now, rerr := c.orderStatus(ctx, id)
 		switch {
 		case rerr != nil:
@@ -75,7 +72,7 @@ func (c *Connector) publish(ctx context.Context, r outbox.Record) error {
 			return nil
 		}
 	}
-	return deliveryError(what, resp, err)
+	return connectors.DeliveryError(Name, keyToken, what, resp, err)
 }
 
 // orderStatus reads the order's status, once: the relay schedules retries.
@@ -86,7 +83,7 @@ func (c *Connector) orderStatus(ctx context.Context, id string) (string, error) 
 		return "", &outbox.DeliveryError{Dead: true, Err: fmt.Errorf("uzum: %s: %w", what, connectors.ErrNotFound)}
 	}
 	if err != nil || !resp.IsSuccess() {
-		return "", deliveryError(what, resp, err)
+		return "", connectors.DeliveryError(Name, keyToken, what, resp, err)
 	}
 	raw, err := decodeOne(resp.Body())
 	if err != nil {
@@ -97,36 +94,4 @@ func (c *Connector) orderStatus(ctx context.Context, id string) (string, error) 
 		return "", fmt.Errorf("uzum: %s: the order has no status", what)
 	}
 	return status, nil
-}
-
-// permanent reports whether an HTTP status will not change on a retry.
-func permanent(st int) bool {
-	switch st {
-	case http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout, http.StatusTooManyRequests:
-		return false
-	}
-	return st >= 400 && st < 500
-}
-
-// deliveryError classifies a failed call for the relay.
-func deliveryError(what string, resp *resty.Response, err error) error {
-	if err != nil || resp == nil {
-		return fmt.Errorf("uzum: %s: %w", what, err)
-	}
-	cerr := connectors.Check(Name, keyToken, what, resp, nil)
-	st := resp.StatusCode()
-	switch {
-	case cerr == nil:
-		return nil
-	case st == http.StatusUnauthorized || st == http.StatusForbidden:
-		return cerr
-	case st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable:
-		if d, ok := connectors.RetryAfter(resp.Header().Get("Retry-After"), time.Now()); ok {
-			return &outbox.DeliveryError{Err: cerr, RetryAfter: d}
-		}
-		return cerr
-	case permanent(st):
-		return &outbox.DeliveryError{Err: cerr, Dead: true}
-	}
-	return cerr
 }

@@ -1,13 +1,11 @@
 package yandexmarket
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"time"
-
-	"github.com/go-resty/resty/v2"
 
 	"github.com/ordersync/ordersync/connectors"
 	"github.com/ordersync/ordersync/internal/outbox"
@@ -39,7 +37,7 @@ func (c *Connector) publish(ctx context.Context, r outbox.Record) error {
 	if !ok || !c.cfg.Acknowledge {
 		return err
 	}
-	id := cmpOr(o.MarketplaceID, o.ExternalID)
+	id := cmp.Or(o.MarketplaceID, o.ExternalID)
 	number := oneCNumber(r.Data)
 	log := c.log.With("order_id", id, "event_id", r.EventID)
 
@@ -94,7 +92,7 @@ func (c *Connector) orderState(ctx context.Context, id string) (orderState, erro
 		return orderState{}, &outbox.DeliveryError{Dead: true, Err: fmt.Errorf("%s: %s: %w", c.cfg.Source, what, connectors.ErrNotFound)}
 	}
 	if err != nil || !resp.IsSuccess() {
-		return orderState{}, c.deliveryError(what, resp, err)
+		return orderState{}, connectors.DeliveryError(c.cfg.Source, keyAPIKey, what, resp, err)
 	}
 	raw, err := decodeOne(resp.Body())
 	if err != nil {
@@ -117,7 +115,7 @@ func (c *Connector) setExternalID(ctx context.Context, id, number string) (order
 		c.log.InfoContext(ctx, "external id set at Yandex Market", "order_id", id)
 		return orderState{status: StatusProcessing, substatus: SubStarted, externalID: number}, nil
 	}
-	if err == nil && permanent(resp.StatusCode()) {
+	if err == nil && connectors.Permanent(resp.StatusCode()) {
 		now, rerr := c.orderState(ctx, id)
 		switch {
 		case rerr != nil:
@@ -127,7 +125,7 @@ func (c *Connector) setExternalID(ctx context.Context, id, number string) (order
 			return now, nil // set meanwhile, or too late to matter: go on with the status
 		}
 	}
-	return orderState{}, c.deliveryError(what, resp, err)
+	return orderState{}, connectors.DeliveryError(c.cfg.Source, keyAPIKey, what, resp, err)
 }
 
 // readyToShip moves the order from STARTED to READY_TO_SHIP.
@@ -140,7 +138,7 @@ func (c *Connector) readyToShip(ctx context.Context, id string) error {
 		c.log.InfoContext(ctx, "order marked ready to ship at Yandex Market", "order_id", id)
 		return nil
 	}
-	if err == nil && permanent(resp.StatusCode()) {
+	if err == nil && connectors.Permanent(resp.StatusCode()) {
 		now, rerr := c.orderState(ctx, id)
 		switch {
 		case rerr != nil:
@@ -150,7 +148,7 @@ func (c *Connector) readyToShip(ctx context.Context, id string) error {
 			return nil
 		}
 	}
-	return c.deliveryError(what, resp, err)
+	return connectors.DeliveryError(c.cfg.Source, keyAPIKey, what, resp, err)
 }
 
 // oneCNumber is the 1C order number of an order.created event, "" when absent.
@@ -164,43 +162,4 @@ func oneCNumber(data []byte) string {
 		return ""
 	}
 	return d.OneC.Number
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-// permanent reports whether an HTTP status will not change on a retry.
-func permanent(st int) bool {
-	switch st {
-	case http.StatusUnauthorized, http.StatusForbidden, http.StatusRequestTimeout, http.StatusTooManyRequests, StatusEnhanceYourCalm:
-		return false
-	}
-	return st >= 400 && st < 500
-}
-
-// deliveryError classifies a failed call for the relay.
-func (c *Connector) deliveryError(what string, resp *resty.Response, err error) error {
-	if err != nil || resp == nil {
-		return fmt.Errorf("%s: %s: %w", c.cfg.Source, what, err)
-	}
-	cerr := connectors.Check(c.cfg.Source, keyAPIKey, what, resp, nil)
-	st := resp.StatusCode()
-	switch {
-	case cerr == nil:
-		return nil
-	case st == http.StatusUnauthorized || st == http.StatusForbidden:
-		return cerr
-	case st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable:
-		if d, ok := connectors.RetryAfter(resp.Header().Get("Retry-After"), time.Now()); ok {
-			return &outbox.DeliveryError{Err: cerr, RetryAfter: d}
-		}
-		return cerr
-	case permanent(st):
-		return &outbox.DeliveryError{Err: cerr, Dead: true}
-	}
-	return cerr
 }
