@@ -102,7 +102,8 @@ FROM opened`
 // $10 the retry class (kept only while pending), $11 whether the attempt's outcome was
 // unknown (counted), $12 a settle time (the later one is kept), $13 the verification
 // time, $14 the first attempt's time (kept if there is one), $15 and $16 whether to
-// replace the warnings and with what, $17 the late verification's time.
+// replace the warnings and with what, $17 the late verification's time, $18 to $21
+// what journal.Derive reads off the payload and the result as written (derivedOf).
 //
 // A wake recorded while the claim held the row (operation_wakes: a webhook that did
 // not wait) is applied here: unless the verdict is done, the operation is pending
@@ -130,6 +131,7 @@ SET status = CASE WHEN $2 <> 'done' AND EXISTS (SELECT FROM woken) THEN 'pending
 	late_verify_at = CASE WHEN $2 = 'done' THEN $17 ELSE late_verify_at END,
 	first_attempt_at = coalesce(first_attempt_at, $14),
 	warnings = CASE WHEN $15 THEN $16 ELSE warnings END,
+	order_created_at = $18, order_total = $19::numeric, currency = $20, search_text = $21,
 	triggered_by = '` + journal.ActorRetry + `'
 WHERE key = $1`
 
@@ -363,8 +365,9 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 		payload       []byte
 		payloadSHA256 *string
 	)
+	written := c.op.Payload
 	if len(f.Payload) > 0 {
-		payload = f.Payload
+		payload, written = f.Payload, f.Payload
 		sum := order.SHA256Hex(f.Payload)
 		payloadSHA256 = &sum
 	}
@@ -373,11 +376,13 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 		return fmt.Errorf("postgres: finish %s: warnings: %w", key, err)
 	}
 	var result []byte
-	if r := f.StoredResult(); r != nil {
+	stored := f.StoredResult()
+	if r := stored; r != nil {
 		if result, err = json.Marshal(r); err != nil {
 			return fmt.Errorf("postgres: finish %s: result: %w", key, err)
 		}
 	}
+	dv := derivedOf(key, c.op.Source, c.op.ExternalID, written, stored)
 	attachments, err := prepareAttachments(key, f)
 	if err != nil {
 		return fmt.Errorf("postgres: finish %s: %w", key, err)
@@ -409,7 +414,8 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 	b := &pgx.Batch{}
 	b.Queue(finishOperationSQL, key, string(f.Status), result, f.LastError(), c.attempt, next, now, payload, payloadSHA256,
 		f.Class, f.Class == journal.ClassUnknown, timeOrNil(f.SettleUntil), timeOrNil(f.VerifyAt),
-		timeOrNil(f.FirstAttemptAt), f.Warnings != nil, warnings, timeOrNil(f.LateVerifyAt))
+		timeOrNil(f.FirstAttemptAt), f.Warnings != nil, warnings, timeOrNil(f.LateVerifyAt),
+		dv.orderAt, dv.total, dv.currency, dv.search)
 	b.Queue(finishAttemptSQL, key, c.attempt, now, string(outcome), f.Error, f.Ref, exchanges, f.Class)
 	for _, a := range attachments {
 		a.queue(b, now)

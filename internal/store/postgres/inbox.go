@@ -90,8 +90,9 @@ WITH saved AS MATERIALIZED (
 	RETURNING true
 ), reg AS (
 	SELECT 0 AS idx, r.* FROM unnest($13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::bool[], $20::bool[],
-			$21::text[], $22::text[])
-		AS r (key, kind, source, external_id, payload, payload_sha256, if_absent, wake, actor, detail)
+			$21::text[], $22::text[], $23::timestamptz[], $24::text[], $25::text[], $26::text[])
+		AS r (key, kind, source, external_id, payload, payload_sha256, if_absent, wake, actor, detail,
+			order_created_at, order_total, currency, search_text)
 	WHERE EXISTS (SELECT FROM event)
 ), ` + inboxJournalSteps("$12") + `
 SELECT coalesce((SELECT taken FROM lock), false), EXISTS (SELECT FROM event),
@@ -137,14 +138,17 @@ func (s *savedScan) event() *savedEvent {
 // inboxJournalSteps are the journal steps of both receiving statements (see
 // inboxReceiveSQL): inserted, existing, conflicted and woken, after a reg step of
 // (idx, key, kind, source, external_id, payload, payload_sha256, if_absent, wake,
-// actor, detail); now names the statement's parameter for the store's clock. A new
+// actor, detail, order_created_at, order_total, currency, search_text — the last four
+// journal.Derive's, derivedOf); now names the statement's parameter for the store's clock. A new
 // operation is triggered by its registration's actor (the receiving context's) and
 // records its registered event, detail naming the delivery (registered).
 func inboxJournalSteps(now string) string {
 	return strings.ReplaceAll(`inserted AS (
 	INSERT INTO operations (key, kind, source, external_id, status, payload, payload_sha256,
-		attempts, last_error, next_attempt_at, created_at, updated_at, triggered_by)
-	SELECT key, kind, source, external_id, 'pending', payload::jsonb, payload_sha256, 0, '', $now, $now, $now, actor
+		attempts, last_error, next_attempt_at, created_at, updated_at, triggered_by,
+		order_created_at, order_total, currency, search_text)
+	SELECT key, kind, source, external_id, 'pending', payload::jsonb, payload_sha256, 0, '', $now, $now, $now, actor,
+		order_created_at, order_total::numeric, currency, search_text
 	FROM reg ORDER BY key
 	ON CONFLICT (key) DO NOTHING
 	RETURNING key
@@ -280,6 +284,9 @@ type receiveRow struct {
 	payloads, sums                    []string
 	ifAbsent, wake                    []bool
 	actors, details                   []string // of each registration, for its registered event
+	orderAts                          []*time.Time
+	totals                            []*string
+	currencies, searches              []string // with orderAts and totals: derivedOf each
 }
 
 func newReceiveRow(ev inbox.Event, sum string, regs []inbox.Registration, answer inbox.Answer, actor string, now time.Time) receiveRow {
@@ -297,6 +304,7 @@ func newReceiveRow(ev inbox.Event, sum string, regs []inbox.Registration, answer
 		keys: make([]string, n), kinds: make([]string, n), sources: make([]string, n), externalIDs: make([]string, n),
 		payloads: make([]string, n), sums: make([]string, n), ifAbsent: make([]bool, n), wake: make([]bool, n),
 		actors: make([]string, n), details: make([]string, n),
+		orderAts: make([]*time.Time, n), totals: make([]*string, n), currencies: make([]string, n), searches: make([]string, n),
 	}
 	detail := inboxEventDetail(ev.Source, ev.ID)
 	for i, r := range sorted {
@@ -304,6 +312,8 @@ func newReceiveRow(ev inbox.Event, sum string, regs []inbox.Registration, answer
 		row.payloads[i], row.sums[i] = string(r.Op.Payload), order.SHA256Hex(r.Op.Payload)
 		row.ifAbsent[i], row.wake[i] = r.IfAbsent, r.Wake
 		row.actors[i], row.details[i] = actor, detail
+		dv := derivedOf(r.Op.Key, r.Op.Source, r.Op.ExternalID, r.Op.Payload, nil)
+		row.orderAts[i], row.totals[i], row.currencies[i], row.searches[i] = dv.orderAt, dv.total, dv.currency, dv.search
 	}
 	if row.body == nil {
 		row.body = []byte{}
@@ -320,7 +330,7 @@ func (r receiveRow) args() []any {
 		r.lockKey, r.source, r.eventID, r.sum, r.body, r.contentType, r.received,
 		r.answerStatus, r.answerContentType, r.answerBody, r.operations, r.now,
 		r.keys, r.kinds, r.sources, r.externalIDs, r.payloads, r.sums, r.ifAbsent, r.wake,
-		r.actors, r.details,
+		r.actors, r.details, r.orderAts, r.totals, r.currencies, r.searches,
 	}
 }
 

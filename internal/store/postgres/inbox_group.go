@@ -88,8 +88,9 @@ WITH ev AS MATERIALIZED (
 	SELECT ev.idx FROM ev JOIN event USING (source, event_id)
 ), reg AS (
 	SELECT * FROM unnest($13::int[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::bool[], $21::bool[],
-			$23::text[], $24::text[])
-		AS r (idx, key, kind, source, external_id, payload, payload_sha256, if_absent, wake, actor, detail)
+			$23::text[], $24::text[], $25::timestamptz[], $26::text[], $27::text[], $28::text[])
+		AS r (idx, key, kind, source, external_id, payload, payload_sha256, if_absent, wake, actor, detail,
+			order_created_at, order_total, currency, search_text)
 	WHERE r.idx IN (SELECT idx FROM stored)
 ), ` + inboxJournalSteps("$22") + `
 SELECT ev.idx, coalesce(l.taken, false), EXISTS (SELECT FROM stored s WHERE s.idx = ev.idx),
@@ -370,6 +371,9 @@ func (db *DB) batchArgs(batch []*groupRequest) ([]any, error) {
 		rPayloads, rSums                 []string
 		rIfAbsent, rWake                 []bool
 		rActors, rDetails                []string
+		rOrderAts                        []*time.Time
+		rTotals                          []*string
+		rCurrencies, rSearches           []string
 	)
 	now := db.nowUTC()
 	for i, req := range batch {
@@ -388,10 +392,13 @@ func (db *DB) batchArgs(batch []*groupRequest) ([]any, error) {
 			rPayloads, rSums = append(rPayloads, row.payloads[j]), append(rSums, row.sums[j])
 			rIfAbsent, rWake = append(rIfAbsent, row.ifAbsent[j]), append(rWake, row.wake[j])
 			rActors, rDetails = append(rActors, row.actors[j]), append(rDetails, row.details[j])
+			rOrderAts, rTotals = append(rOrderAts, row.orderAts[j]), append(rTotals, row.totals[j])
+			rCurrencies, rSearches = append(rCurrencies, row.currencies[j]), append(rSearches, row.searches[j])
 		}
 	}
 	return []any{
 		idx, lockKeys, sources, eventIDs, sums, bodies, cts, received, statuses, answerCTs, answerBodies, operations,
 		rIdx, rKeys, rKinds, rSources, rExtIDs, rPayloads, rSums, rIfAbsent, rWake, now, rActors, rDetails,
+		rOrderAts, rTotals, rCurrencies, rSearches,
 	}, nil
 }

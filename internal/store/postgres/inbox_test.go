@@ -252,7 +252,8 @@ func TestInboxEventCommittedDuringTheStatement(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.Exec(ctx, registerSQL, key, order.KindCreate, "site", id, "pending", first, order.SHA256Hex(first), "", time.Now().UTC(), ""); err != nil {
+		if _, err := tx.Exec(ctx, registerSQL, key, order.KindCreate, "site", id, "pending", first, order.SHA256Hex(first), "", time.Now().UTC(), "",
+			nil, nil, "", ""); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO inbox_events (source, event_id, body_sha256, body, status, received_at, answer_status, operations)
@@ -297,7 +298,8 @@ func TestInboxRegistrationCommittedDuringTheStatement(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, registerSQL, key, order.KindCreate, "site", key, "pending", other, order.SHA256Hex(other), "", time.Now().UTC(), ""); err != nil {
+	if _, err := tx.Exec(ctx, registerSQL, key, order.KindCreate, "site", key, "pending", other, order.SHA256Hex(other), "", time.Now().UTC(), "",
+		nil, nil, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	received := receiving(t, db.inboxStore(), inboxEv("during", `{}`), []inbox.Registration{inboxReg(key, 1)})

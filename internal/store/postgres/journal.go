@@ -77,12 +77,14 @@ func scanOperations(rows pgx.Rows) ([]journal.Operation, error) {
 // registerSQL inserts a new operation, pending ($5 = 'pending', due now) or failed
 // from the start ($5 = 'failed', $8 its reason), unless the key exists, with its
 // registered event: by the actor $10 (who is also the trigger of its first attempt),
-// the reason of a failed one its detail. Nothing is recorded for an existing key.
+// the reason of a failed one its detail; $11 to $14 what journal.Derive reads off it
+// (derivedOf). Nothing is recorded for an existing key.
 const registerSQL = `
 WITH inserted AS (
 	INSERT INTO operations (key, kind, source, external_id, status, payload, payload_sha256,
-		attempts, last_error, next_attempt_at, created_at, updated_at, triggered_by)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $9, $9, $10)
+		attempts, last_error, next_attempt_at, created_at, updated_at, triggered_by,
+		order_created_at, order_total, currency, search_text)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $9, $9, $10, $11, $12::numeric, $13, $14)
 	ON CONFLICT (key) DO NOTHING
 	RETURNING *
 ), event AS (
@@ -138,8 +140,10 @@ func (j *Journal) register(ctx context.Context, op journal.NewOperation, status 
 	what := verb + " " + op.Key
 	sum := order.SHA256Hex(op.Payload)
 	now := j.db.nowUTC()
+	dv := derivedOf(op.Key, op.Source, op.ExternalID, op.Payload, nil)
 	saved, err := scanOperation(j.db.pool.QueryRow(ctx, registerSQL,
-		op.Key, op.Kind, op.Source, op.ExternalID, string(status), []byte(op.Payload), sum, reason, now, journal.ActorOf(ctx)))
+		op.Key, op.Kind, op.Source, op.ExternalID, string(status), []byte(op.Payload), sum, reason, now, journal.ActorOf(ctx),
+		dv.orderAt, dv.total, dv.currency, dv.search))
 	if err == nil {
 		return journal.Registration{Outcome: journal.Registered, Operation: saved}, nil
 	}
@@ -385,9 +389,10 @@ const reviseLockSQL = `SELECT FROM operations WHERE key = $1 FOR NO KEY UPDATE`
 // never reached 1C (operations.attempts would miss an attempt whose worker died). The
 // superseded payload becomes a conflict row, unless it is the new one; the revised
 // event records the actor $8 (the trigger of the next attempt) and the reason the
-// operation had failed with. It answers one
-// row: revised and the operation as written, or not revised, whether an attempt row
-// exists, and the operation as it stands; none for an unknown key.
+// operation had failed with; $9 to $12 are what journal.Derive reads off the new
+// payload (derivedOf). It answers one row: revised and the operation as written, or
+// not revised, whether an attempt row exists, and the operation as it stands; none
+// for an unknown key.
 const reviseSQL = `
 WITH cur AS (
 	SELECT ` + opColumns + `,
@@ -402,7 +407,8 @@ WITH cur AS (
 	DO UPDATE SET times = operation_conflicts.times + 1, last_at = excluded.last_at
 ), revised AS (
 	UPDATE operations SET kind = $3, source = $4, external_id = $5, payload = $6, payload_sha256 = $7,
-		status = 'pending', last_error = '', next_attempt_at = $2, updated_at = $2, triggered_by = $8
+		status = 'pending', last_error = '', next_attempt_at = $2, updated_at = $2, triggered_by = $8,
+		order_created_at = $9, order_total = $10::numeric, currency = $11, search_text = $12
 	WHERE key = $1 AND EXISTS (SELECT FROM ok)
 	RETURNING ` + opColumns + `
 ), event AS (
@@ -434,8 +440,10 @@ func (j *Journal) Revise(ctx context.Context, op journal.NewOperation) (journal.
 	b.BeginTx(pgx.TxOptions{})
 	b.Queue(`SELECT set_config('lock_timeout', $1, true)`, millis(j.db.cfg.ClaimLockTimeout))
 	b.Queue(reviseLockSQL, op.Key)
+	// A revisable operation never reached 1C: it has no result to derive from.
+	dv := derivedOf(op.Key, op.Source, op.ExternalID, op.Payload, nil)
 	b.Queue(reviseSQL, op.Key, now, op.Kind, op.Source, op.ExternalID, []byte(op.Payload), order.SHA256Hex(op.Payload),
-		journal.ActorOf(ctx))
+		journal.ActorOf(ctx), dv.orderAt, dv.total, dv.currency, dv.search)
 	b.Queue(`COMMIT`)
 	br := conn.SendBatch(ctx, b)
 	var revised, reached bool

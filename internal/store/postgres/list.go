@@ -13,11 +13,12 @@ import (
 	"github.com/ordersync/ordersync/internal/journal"
 )
 
-// The accountant's list in PostgreSQL (migrations/postgres/0013_accountant_list.sql):
-// the order's date, total and currency and the broad search's text are generated
-// columns, computed by the server from the payload and the result with
-// journal.Derive's rule, so a period, a search and a period's totals are answered in
-// SQL, and every path that writes an operation keeps them.
+// The accountant's list in PostgreSQL (migrations/postgres/0013_accountant_list.sql,
+// 0016_derived_by_go.sql): the order's date, total and currency and the broad
+// search's text are columns of their own, written by journal.Derive (derivedOf) with
+// every write of a payload or a result — a registration, an inbox delivery, a
+// verdict, a revision — so a period, a search and a period's totals are answered in
+// SQL.
 
 // listWhere is the condition of List and Totals for f (After and Limit aside): a WITH
 // clause to put before the statement ("" when none) and the conditions to AND to its
@@ -78,8 +79,7 @@ func listWhere(f journal.Filter, arg func(any) string) (with, where string) {
 // searchSQL is the condition for the broad search (journal.SearchMatches), "" for a
 // blank term: a substring of search_text (LIKE '%…%', which the trigram index
 // answers where pg_trgm is installed), a phone-like term's digits too, and an amount
-// equal to the order's total. The term is lower-cased by Go, as search_text is by
-// the server's lower(): the two agree on the letters an order holds.
+// equal to the order's total. The term is lower-cased by Go, as search_text is.
 func searchSQL(term string, arg func(any) string) string {
 	n := journal.NeedlesOf(term)
 	if n.Text == "" {
