@@ -350,12 +350,17 @@ func (e *Engine) loop(claimCtx, callCtx context.Context, worker string, step *at
 			return
 		default:
 		}
-		claim, err := e.store.ClaimDue(claimCtx, worker)
+		claim, err := e.store.ClaimDue(journal.WithAttemptInBackground(claimCtx), worker)
+		if err == nil {
+			// A claim whose attempt row could not be written failed as a claim does.
+			if err = e.process(callCtx, claim); !errors.Is(err, journal.ErrAttemptNotRecorded) {
+				err = nil
+			}
+		}
 		switch {
 		case err == nil:
 			errDelay = e.cfg.PollInterval
 			e.databaseAnswers(claimCtx, msgClaimFailed)
-			e.process(callCtx, claim)
 			continue
 		case errors.Is(err, journal.ErrNothingDue):
 			errDelay = e.cfg.PollInterval
@@ -415,7 +420,7 @@ func (e *Engine) RunDue(ctx context.Context) (bool, error) {
 	if e.invalid != nil {
 		return false, e.invalid
 	}
-	claim, err := e.store.ClaimDue(ctx, e.cfg.WorkerID)
+	claim, err := e.store.ClaimDue(journal.WithAttemptInBackground(ctx), e.cfg.WorkerID)
 	if errors.Is(err, journal.ErrNothingDue) {
 		return false, nil
 	}
@@ -502,8 +507,16 @@ func (e *Engine) process(ctx context.Context, claim journal.Claim) error {
 	}
 	left := CallBudget(e.cfg.OneCTimeout) - e.cfg.Now().Sub(started)
 	callCtx, cancel := context.WithTimeout(onec.WithRecorder(ctx, rec), left)
-	v := e.carryOut(callCtx, log, op)
+	// The handler's reads from 1C (the find) may go out while the attempt row is
+	// still being committed; anything that may change 1C waits for it (opened).
+	v := e.carryOut(withOpened(callCtx, claim.Opened), log, op)
 	cancel()
+	if err := claim.Opened(context.WithoutCancel(ctx)); err != nil {
+		// Nothing was sent that may have changed 1C, and there is no row to record
+		// a verdict on: the claim is released (deferred), and the claim loop logs
+		// and backs off as from a failed claim.
+		return fmt.Errorf("engine: %s attempt %d: %w", op.Key, attempt, err)
+	}
 
 	f := e.finishFor(op, v, attempt, started)
 	f.Exchanges = exchangesJSON(rec.Exchanges())

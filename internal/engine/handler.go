@@ -58,6 +58,9 @@ type Call struct {
 	// OneC is the engine's 1C client: what it answers and how it fails counts
 	// toward the engine's view of 1C (a failing endpoint is pinged, a configuration
 	// failure is remembered for its endpoint), as every call of the engine's does.
+	// Its calls that may change 1C (creates, cancels, settles) wait until the
+	// attempt's row is committed, which its reads need not: a handler sends
+	// everything through it.
 	OneC onec.Client
 	// Log names the operation's key and the attempt.
 	Log *slog.Logger

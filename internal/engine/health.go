@@ -220,13 +220,22 @@ func (w watchedClient) FindOrders(ctx context.Context, externalID string) ([]one
 	return v, err
 }
 
+// The calls that may change 1C wait for the attempt's row first (opened); one whose
+// row could not be written sends nothing, and says nothing of 1C's health.
+
 func (w watchedClient) CreateOrder(ctx context.Context, req onec.CreateOrder) (onec.Created, error) {
+	if err := opened(ctx, "create"); err != nil {
+		return onec.Created{}, err
+	}
 	v, err := w.Client.CreateOrder(ctx, req)
 	w.h.observe(ctx, "create", err)
 	return v, err
 }
 
 func (w watchedClient) CancelOrder(ctx context.Context, externalID, reason string) (onec.Cancelled, error) {
+	if err := opened(ctx, "cancel"); err != nil {
+		return onec.Cancelled{}, err
+	}
 	v, err := w.Client.CancelOrder(ctx, externalID, reason)
 	w.h.observe(ctx, "cancel", err)
 	return v, err
@@ -245,12 +254,18 @@ func (w watchedClient) ListOrders(ctx context.Context, q onec.ListQuery) ([]onec
 }
 
 func (w watchedClient) SettleOrder(ctx context.Context, o onec.Order, req onec.CreateOrder) error {
+	if err := opened(ctx, "settle"); err != nil {
+		return err
+	}
 	err := w.Client.SettleOrder(ctx, o, req)
 	w.h.observe(ctx, "settle", err)
 	return err
 }
 
 func (w watchedClient) SettleReturn(ctx context.Context, r onec.Return, req onec.CreateReturn) error {
+	if err := opened(ctx, "settle_return"); err != nil {
+		return err
+	}
 	err := w.Client.SettleReturn(ctx, r, req)
 	w.h.observe(ctx, "settle_return", err)
 	return err
@@ -263,6 +278,9 @@ func (w watchedClient) FindReturns(ctx context.Context, externalID string) ([]on
 }
 
 func (w watchedClient) CreateReturn(ctx context.Context, req onec.CreateReturn) (onec.Created, error) {
+	if err := opened(ctx, "create_return"); err != nil {
+		return onec.Created{}, err
+	}
 	v, err := w.Client.CreateReturn(ctx, req)
 	w.h.observe(ctx, "create_return", err)
 	return v, err
@@ -343,4 +361,26 @@ func (e *Engine) watch(ctx context.Context) {
 		}
 		timer.Stop()
 	}
+}
+
+type openedKey struct{}
+
+// withOpened returns ctx whose calls that may change 1C wait, through the engine's
+// client, for the attempt's row: opened is the claim's Opened.
+func withOpened(ctx context.Context, opened func(context.Context) error) context.Context {
+	return context.WithValue(ctx, openedKey{}, opened)
+}
+
+// opened waits for the attempt's row of the claim ctx carries, if any. Its failure
+// comes back as a transient *onec.Error of op that says nothing was sent.
+func opened(ctx context.Context, op string) error {
+	wait, _ := ctx.Value(openedKey{}).(func(context.Context) error)
+	if wait == nil {
+		return nil
+	}
+	if err := wait(ctx); err != nil {
+		return &onec.Error{Class: onec.Transient, Op: op,
+			Message: "the attempt could not be recorded in the journal; nothing was sent to 1C", Err: err}
+	}
+	return nil
 }

@@ -342,6 +342,28 @@ func ActorOf(ctx context.Context) string {
 	return a
 }
 
+type attemptInBackgroundKey struct{}
+
+// WithAttemptInBackground returns ctx under which ClaimDue may return as soon as
+// the operation is claimed, its attempt row still being written on another
+// connection, so that the caller's reads from 1C (the find) overlap that commit:
+// the caller must wait for Claim.Opened before anything that may change 1C. The
+// engine claims so; any other caller gets a claim whose attempt is committed. A
+// store that cannot write the row alongside ignores it.
+func WithAttemptInBackground(ctx context.Context) context.Context {
+	return context.WithValue(ctx, attemptInBackgroundKey{}, true)
+}
+
+// AttemptInBackground reports whether ctx was made by WithAttemptInBackground.
+func AttemptInBackground(ctx context.Context) bool {
+	b, _ := ctx.Value(attemptInBackgroundKey{}).(bool)
+	return b
+}
+
+// ErrAttemptNotRecorded is what Claim.Opened wraps when the attempt's row could
+// not be committed: the claim must be released, and nothing sent to 1C.
+var ErrAttemptNotRecorded = errors.New("the attempt row could not be recorded")
+
 // NewOperation is what a connector, the CLI or the inbox registers.
 type NewOperation struct {
 	Key        string
@@ -453,10 +475,19 @@ type Finish struct {
 // In PostgreSQL it holds the row lock
 // (SELECT … FOR UPDATE) in an open transaction until Finish or Release; that
 // transaction does nothing else while 1C is called.
+//
+// The attempt's row is committed before the claim is returned, unless the claim was
+// asked for under WithAttemptInBackground: then it may still be on its way, and
+// Opened waits for it.
 type Claim interface {
 	Operation() Operation
-	// Attempt is the number of this attempt; its row was committed before Claim returned.
+	// Attempt is the number of this attempt.
 	Attempt() int
+	// Opened waits until the attempt's row is committed and says whether it could
+	// be (ErrAttemptNotRecorded when not; ctx's error when ctx ends first). Nothing
+	// that may change 1C is sent before it has answered nil. Finish and Release wait
+	// for the row themselves.
+	Opened(ctx context.Context) error
 	// Finish writes the operation's state and closes the attempt row, then commits
 	// and releases the lock. It may be called once.
 	Finish(ctx context.Context, f Finish) error

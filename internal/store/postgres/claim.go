@@ -52,7 +52,9 @@ const lockKeySQL = `SELECT ` + opColumns + openStartedColumn + ` FROM (
 // :cancel for :create: the engine then never creates it); when the newest open attempt
 // started (a worker that may still be at work in 1C); whether an earlier attempt
 // was in doubt (an unknown outcome, or interrupted), so the done create is verified;
-// the operation's pending trigger, which the attempt records; and the database's
+// the operation's pending trigger, which the attempt records; the number of the
+// attempt to open (one more than the last, which the row lock keeps stable until the
+// claim ends, as only a claimer writes attempts); and the database's
 // clock once the row is locked (the outer list is computed for the row the locking
 // subquery returns), which decides whether the earlier attempt has settled and
 // stamps the new one (clock.go).
@@ -62,6 +64,7 @@ const claimExtras = `,
 	EXISTS (SELECT 1 FROM operation_attempts d WHERE d.operation_key = operations.key
 		AND (d.outcome = 'interrupted' OR d.class = 'unknown')),
 	operations.triggered_by,
+	(SELECT coalesce(max(attempt), 0) + 1 FROM operation_attempts n WHERE n.operation_key = operations.key),
 	clock_timestamp()`
 
 const openStartedColumn = `,
@@ -77,23 +80,20 @@ const maxDeferrals = 16
 
 // attemptSQL runs on a connection of its own, in autocommit, while the claim holds the
 // row lock: it closes the attempts a stopped worker left open (the claim has checked
-// that they are older than the takeover time) and opens the next one. Numbering by
-// max(attempt)+1 is safe because the row lock admits one claimer. $5 is who
-// triggered the attempt.
+// that they are older than the takeover time) and opens attempt $6, the number the
+// claim read under the lock. $5 is who triggered the attempt.
 const attemptSQL = `
 WITH interrupted AS (
 	UPDATE operation_attempts
 	SET finished_at = $3, outcome = 'interrupted', error = $4
 	WHERE operation_key = $1 AND finished_at IS NULL
 	RETURNING attempt
-), next AS (
-	SELECT coalesce(max(attempt), 0) + 1 AS attempt FROM operation_attempts WHERE operation_key = $1
 ), opened AS (
 	INSERT INTO operation_attempts (operation_key, attempt, worker, started_at, triggered_by)
-	SELECT $1, next.attempt, $2, $3, $5 FROM next
+	VALUES ($1, $6, $2, $3, $5)
 	RETURNING attempt
 )
-SELECT opened.attempt, coalesce((SELECT array_agg(attempt ORDER BY attempt) FROM interrupted), '{}')
+SELECT coalesce((SELECT array_agg(attempt ORDER BY attempt) FROM interrupted), '{}')
 FROM opened`
 
 // finishOperationSQL writes the verdict; $8 and $9, when not null, replace the payload
@@ -164,7 +164,8 @@ func (j *Journal) ClaimKey(ctx context.Context, key, worker string) (journal.Cla
 
 // claim is ClaimDue (key == "") or ClaimKey. Round trips: one for BEGIN + settings +
 // SELECT … FOR NO KEY UPDATE (a pipelined batch), one for the attempt row on another
-// connection.
+// connection — which, for a ClaimDue under journal.WithAttemptInBackground, is
+// written while the caller already reads from 1C (Claim.Opened waits for it).
 //
 // A row whose earlier attempt may still be at work in 1C — its settle_until ahead, or
 // an open attempt younger than TakeoverAfter — is not claimed: it is made due when
@@ -196,81 +197,104 @@ func (j *Journal) claim(ctx context.Context, worker, key string) (_ journal.Clai
 	}()
 
 	var (
-		op          journal.Operation
-		openStarted *time.Time
-		trigger     string
-		now         time.Time
+		row lockedRow
+		now time.Time
 	)
 	for deferrals := 0; ; deferrals++ {
-		var locked time.Time // the database's clock under the row lock
 		due := db.nowUTC()
-		op, openStarted, trigger, locked, err = j.lockForClaim(ctx, conn, key, due)
+		row, err = j.lockForClaim(ctx, conn, key, due)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows) && key == "":
 			return nil, journal.ErrNothingDue
 		case err != nil:
 			return nil, fmt.Errorf("postgres: %s: %w", what, interpretError(err))
-		case op.Status != journal.StatusPending:
-			return nil, &journal.NotPendingError{Operation: op}
+		case row.op.Status != journal.StatusPending:
+			return nil, &journal.NotPendingError{Operation: row.op}
 		}
-		now = locked
+		now = row.locked
 		if db.injectedClock {
 			now = due
 		}
-		until := journal.UnsettledUntil(op.SettleUntil, openStarted, db.cfg.TakeoverAfter)
+		until := journal.UnsettledUntil(row.op.SettleUntil, row.openStarted, db.cfg.TakeoverAfter)
 		if until == nil || !until.After(now) {
 			break
 		}
 		// An earlier attempt may still be at work in 1C: leave the row until it has settled.
 		b := &pgx.Batch{}
-		b.Queue(deferSQL, op.Key, *until)
+		b.Queue(deferSQL, row.op.Key, *until)
 		b.Queue("COMMIT")
 		if err := conn.SendBatch(ctx, b).Close(); err != nil {
-			return nil, fmt.Errorf("postgres: %s: defer %s: %w", what, op.Key, interpretError(err))
+			return nil, fmt.Errorf("postgres: %s: defer %s: %w", what, row.op.Key, interpretError(err))
 		}
 		db.log.InfoContext(ctx, "journal: an earlier attempt may still be at work in 1C; the operation waits",
-			"key", op.Key, "until", until.Format(time.RFC3339Nano), "open_attempt_started_at", openStarted)
+			"key", row.op.Key, "until", until.Format(time.RFC3339Nano), "open_attempt_started_at", row.openStarted)
 		if key != "" {
-			return nil, &journal.UnsettledError{Key: op.Key, Until: *until}
+			return nil, &journal.UnsettledError{Key: row.op.Key, Until: *until}
 		}
 		if deferrals+1 >= maxDeferrals {
 			return nil, journal.ErrNothingDue
 		}
 	}
-	op.Doubted = op.Doubted || openStarted != nil
+	op := row.op
+	op.Doubted = op.Doubted || row.openStarted != nil
+	op.Attempts = row.next
+	op.AttemptStartedAt = now
+	c.op, c.attempt = op, row.next
 
-	// The attempt row, committed on another connection before 1C hears of the claim.
-	// Bounded by the claim's idle timeout, which ends the claim transaction anyway
-	// while this statement runs, so that a lock it should never meet fails instead of
-	// hanging. It is not cut short by ctx: a cancellation arriving while the insert is
-	// on the wire would leave a committed attempt that no claim owns (seen when a
-	// service stops); once the row is locked, the claim is completed and returned.
-	// A resync's ClaimKey names its actor; otherwise the attempt is the operation's
-	// pending trigger's (its registration, its requeue, or a retry).
+	// The attempt row, committed on another connection before 1C hears of anything
+	// that may change it. Bounded by the claim's idle timeout, which ends the claim
+	// transaction anyway while this statement runs, so that a lock it should never
+	// meet fails instead of hanging. It is not cut short by ctx: a cancellation
+	// arriving while the insert is on the wire would leave a committed attempt that no
+	// claim owns (seen when a service stops); once the row is locked, the claim is
+	// completed and returned. A resync's ClaimKey names its actor; otherwise the
+	// attempt is the operation's pending trigger's (its registration, its requeue, or
+	// a retry).
+	trigger := row.trigger
 	if a := journal.ActorOf(ctx); key != "" && a != "" {
 		trigger = a
 	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), db.cfg.ClaimIdleTimeout)
-	defer cancel()
-	var interrupted []int32
-	if err := db.pool.QueryRow(actx, attemptSQL, op.Key, worker, now, InterruptedError, trigger).Scan(&c.attempt, &interrupted); err != nil {
-		return nil, fmt.Errorf("postgres: %s: record attempt of %s: %w", what, op.Key, interpretError(err))
+	c.opened = make(chan struct{})
+	open := func() {
+		defer close(c.opened)
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), db.cfg.ClaimIdleTimeout)
+		defer cancel()
+		var interrupted []int32
+		if err := db.pool.QueryRow(actx, attemptSQL, op.Key, worker, now, InterruptedError, trigger, c.attempt).Scan(&interrupted); err != nil {
+			c.openErr = fmt.Errorf("postgres: %s: record attempt %d of %s: %w: %w", what, c.attempt, op.Key,
+				journal.ErrAttemptNotRecorded, interpretError(err))
+			return
+		}
+		if len(interrupted) > 0 {
+			db.log.WarnContext(ctx, "journal: closed attempts left open by a stopped worker as interrupted",
+				"key", op.Key, "interrupted", interrupted, "attempt", c.attempt, "worker", worker)
+		}
 	}
-	if len(interrupted) > 0 {
-		db.log.WarnContext(ctx, "journal: closed attempts left open by a stopped worker as interrupted",
-			"key", op.Key, "interrupted", interrupted, "attempt", c.attempt, "worker", worker)
+	if key == "" && journal.AttemptInBackground(ctx) {
+		go open()
+		return c, nil
 	}
-	op.Attempts = c.attempt
-	op.AttemptStartedAt = now
-	c.op = op
+	open()
+	if c.openErr != nil {
+		return nil, c.openErr
+	}
 	return c, nil
 }
 
+// lockedRow is the row a claim locked: the operation with its claim extras, when
+// its newest open attempt started (nil when none is open), its pending trigger, the
+// number of the attempt to open, and the database's clock once the row was locked.
+type lockedRow struct {
+	op          journal.Operation
+	openStarted *time.Time
+	trigger     string
+	next        int
+	locked      time.Time
+}
+
 // lockForClaim begins a transaction on conn and locks the row to claim: the first
-// due one at now (key == "") or key's. It returns the operation with its claim extras,
-// when its newest open attempt started (nil when none is open), its pending trigger,
-// and the database's clock once the row was locked.
-func (j *Journal) lockForClaim(ctx context.Context, conn *pgxpool.Conn, key string, now time.Time) (journal.Operation, *time.Time, string, time.Time, error) {
+// due one at now (key == "") or key's.
+func (j *Journal) lockForClaim(ctx context.Context, conn *pgxpool.Conn, key string, now time.Time) (lockedRow, error) {
 	db := j.db
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
@@ -282,21 +306,18 @@ func (j *Journal) lockForClaim(ctx context.Context, conn *pgxpool.Conn, key stri
 		b.Queue(claimKeySQL, key)
 	}
 	br := conn.SendBatch(ctx, b)
-	var (
-		openStarted *time.Time
-		trigger     string
-		locked      time.Time
-	)
-	op, err := func() (journal.Operation, error) {
+	var row lockedRow
+	err := func() error {
 		for range b.Len() - 1 { // BEGIN and the settings
 			if _, err := br.Exec(); err != nil {
-				return journal.Operation{}, err
+				return err
 			}
 		}
 		var cancelRequested, doubted bool
-		op, err := scanOperation(br.QueryRow(), &cancelRequested, &openStarted, &doubted, &trigger, &locked)
-		op.CancelRequested, op.Doubted = cancelRequested, doubted
-		return op, err
+		var err error
+		row.op, err = scanOperation(br.QueryRow(), &cancelRequested, &row.openStarted, &doubted, &row.trigger, &row.next, &row.locked)
+		row.op.CancelRequested, row.op.Doubted = cancelRequested, doubted
+		return err
 	}()
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -304,7 +325,9 @@ func (j *Journal) lockForClaim(ctx context.Context, conn *pgxpool.Conn, key stri
 	if err != nil {
 		_ = endTxKeep(ctx, conn)
 	}
-	return op, utcPtr(openStarted), trigger, locked.UTC().Truncate(time.Microsecond), err
+	row.openStarted = utcPtr(row.openStarted)
+	row.locked = row.locked.UTC().Truncate(time.Microsecond)
+	return row, err
 }
 
 // endTxKeep rolls back what is left of a transaction on conn and keeps the
@@ -328,6 +351,10 @@ type claim struct {
 	op      journal.Operation
 	attempt int
 
+	// opened is closed once the attempt row is written, or could not be (openErr).
+	opened  chan struct{}
+	openErr error
+
 	mu     sync.Mutex
 	closed bool
 }
@@ -336,6 +363,16 @@ var _ journal.Claim = (*claim)(nil)
 
 func (c *claim) Operation() journal.Operation { return c.op }
 func (c *claim) Attempt() int                 { return c.attempt }
+
+// Opened waits for the attempt row (see journal.Claim).
+func (c *claim) Opened(ctx context.Context) error {
+	select {
+	case <-c.opened:
+		return c.openErr
+	case <-ctx.Done():
+		return fmt.Errorf("postgres: waiting for the attempt row of %s: %w", c.op.Key, ctx.Err())
+	}
+}
 
 // Finish writes the operation's new state (and f.Payload, when set, as its payload,
 // with that payload's SHA-256), closes the attempt row, stores f.Attachments when
@@ -410,6 +447,13 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 		return fmt.Errorf("postgres: finish %s: %w", key, ErrClaimClosed)
 	}
 	c.closed = true
+	<-c.opened // bounded by the claim's idle timeout
+	if c.openErr != nil {
+		if err := c.end(ctx); err != nil {
+			return fmt.Errorf("postgres: finish %s: %w (and: %w)", key, c.openErr, err)
+		}
+		return fmt.Errorf("postgres: finish %s: %w", key, c.openErr)
+	}
 
 	b := &pgx.Batch{}
 	b.Queue(finishOperationSQL, key, string(f.Status), result, f.LastError(), c.attempt, next, now, payload, payloadSHA256,
@@ -494,6 +538,9 @@ func (c *claim) Release(ctx context.Context) error {
 		return nil
 	}
 	c.closed = true
+	// Not before the attempt row is written: the next claimer would number its
+	// attempt as this one.
+	<-c.opened
 	if err := c.end(ctx); err != nil {
 		return fmt.Errorf("postgres: release %s: %w", c.op.Key, err)
 	}

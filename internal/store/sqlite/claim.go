@@ -298,6 +298,10 @@ var _ journal.Claim = (*claim)(nil)
 func (c *claim) Operation() journal.Operation { return c.op }
 func (c *claim) Attempt() int                 { return c.attempt }
 
+// Opened answers at once: the attempt row was committed with the claim, in the
+// write transaction that found the operation.
+func (c *claim) Opened(context.Context) error { return nil }
+
 // Finish writes the operation's new state (and f.Payload, when set, as its payload,
 // with that payload's SHA-256), closes the attempt row, stores f.Attachments when
 // the verdict is done (a *stock.Snapshot: its row, and its items in one INSERT …
