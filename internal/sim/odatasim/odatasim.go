@@ -133,7 +133,8 @@ type Options struct {
 	// document.
 	UnpublishedFields map[string][]string
 	// Latency is added to every request before it is served (a base across a
-	// network, a busy server).
+	// network, a busy server), to each on its own: concurrent requests wait it
+	// out side by side, never one after another.
 	Latency time.Duration
 	Logger  *slog.Logger
 }
@@ -150,13 +151,15 @@ type Server struct {
 	// Faults are queued with the operations of the package comment.
 	Faults *sim.Faults
 
-	mu      sync.Mutex
-	sets    map[string]*entitySet // every set of the profile, published or not
-	names   []string              // the sets in $metadata order
-	stock   []Doc                 // the register's balances, non-zero
-	creates int                   // create requests that reached 1C
-	deletes int                   // objects deleted
-	number  int
+	mu       sync.Mutex
+	sets     map[string]*entitySet // every set of the profile, published or not
+	names    []string              // the sets in $metadata order
+	stock    []Doc                 // the register's balances, non-zero
+	creates  int                   // create requests that reached 1C
+	requests map[string]int        // requests served, by operation (Requests)
+	waiting  int                   // requests waiting out Options.Latency
+	deletes  int                   // objects deleted
+	number   int
 }
 
 // New returns a simulator with no orders and no catalog items. It panics on an
@@ -343,6 +346,17 @@ func (s *Server) Creates() int {
 	return s.creates
 }
 
+// Requests counts the requests that reached the simulator, by the operation of
+// the package comment ("find" is a listing of the order or return document,
+// "list" one of a catalog, "other" a request answered before it was told apart:
+// credentials refused, a request line too long, an unknown path, a client gone
+// during the latency). Every request counts once, whatever it was answered.
+func (s *Server) Requests() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.requests)
+}
+
 // Deletes is how many objects a DELETE removed.
 func (s *Server) Deletes() int {
 	s.mu.Lock()
@@ -445,14 +459,17 @@ func (c *request) list(set string, page []Doc, n int, counted bool) {
 
 // ServeHTTP routes a request of the publication.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if d := s.opts.Latency; d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-			return
+	op := "other"
+	defer func() {
+		s.mu.Lock()
+		if s.requests == nil {
+			s.requests = map[string]int{}
 		}
+		s.requests[op]++
+		s.mu.Unlock()
+	}()
+	if d := s.opts.Latency; d > 0 && !s.wait(r, d) {
+		return
 	}
 	if len(r.URL.RawQuery)+len(r.URL.EscapedPath()) > maxRequestLine {
 		iis404(w)
@@ -480,6 +497,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rest == "$metadata" {
+		op = "metadata"
 		s.metadata(c)
 		return
 	}
@@ -490,6 +508,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	set, key, action := splitPath(rest)
 	if set == s.prof.register && !slices.Contains(s.opts.Unpublished, set) {
+		op = "stock"
 		s.balance(c, key, action)
 		return
 	}
@@ -506,18 +525,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	get, post := r.Method == http.MethodGet, r.Method == http.MethodPost
 	switch {
 	case ref == "" && action == "" && get:
+		op = "list"
+		if es.document {
+			op = "find"
+		}
 		s.list(c, es)
 	case ref == "" && action == "" && post && es.document:
+		op = "create"
 		s.create(c, es)
 	case ref != "" && action == "" && get:
+		op = "read"
 		s.read(c, es, ref)
 	case ref != "" && action == "" && r.Method == http.MethodPatch && es.document:
+		op = "patch"
 		s.patch(c, es, ref)
 	case ref != "" && action == "" && r.Method == http.MethodDelete:
+		op = "delete"
 		s.delete(c, es, ref)
 	case ref != "" && post && es.document && (action == "Post" || action == "Post()"):
+		op = "post"
 		s.post(c, es, ref, true)
 	case ref != "" && post && es.document && (action == "Unpost" || action == "Unpost()"):
+		op = "unpost"
 		s.post(c, es, ref, false)
 	case action != "":
 		c.fail(&apiError{http.StatusBadRequest, 6, "Метод не найден: " + action})
@@ -527,6 +556,34 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		c.fail(&apiError{http.StatusBadRequest, 19, "Использованный HTTP-метод запрещен в данном контексте"})
 	}
+}
+
+// wait waits out the latency d of the request r, beside any other request's, and
+// reports whether r is still wanted.
+func (s *Server) wait(r *http.Request, d time.Duration) bool {
+	s.mu.Lock()
+	s.waiting++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.waiting--
+		s.mu.Unlock()
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
+// Waiting is how many requests are waiting out Options.Latency now.
+func (s *Server) Waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiting
 }
 
 // splitPath reads Set, Set(key) and Set(key)/Action (the action may hold

@@ -2,10 +2,12 @@ package odatasim
 
 import (
 	"bufio"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -390,5 +392,48 @@ func TestPostFaultClearsAfterItsAttempts(t *testing.T) {
 	}
 	if r := call(t, s, http.MethodPost, post, ""); r.status != 200 || !s.Posted(ref) || s.Faults.Pending() != 0 {
 		t.Fatalf("third attempt: %d %s posted %v, %d faults left; want posted, none left", r.status, r.raw, s.Posted(ref), s.Faults.Pending())
+	}
+}
+
+// TestLatencyIsPerRequestAndCounted: every request waits out the latency on its
+// own, side by side with the others (a serialised wait would never hold them all
+// at once), and each is counted once by its operation.
+func TestLatencyIsPerRequestAndCounted(t *testing.T) {
+	const n = 8
+	s := start(t, Options{Latency: time.Hour})
+	base := s.URL() + "/" + s.OrderSet()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{}, n)
+	for i := range n {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			u := base + "?$format=json"
+			if i%2 == 1 {
+				u = base + "(guid'" + newRef() + "')?$format=json"
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+			req.SetBasicAuth("odata", "пароль")
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	eventually.True(t, "every request waiting at once", func() bool { return s.Waiting() == n })
+	cancel()
+	for range n {
+		<-done
+	}
+	eventually.True(t, "the waits over", func() bool { return s.Waiting() == 0 })
+
+	s2 := start(t, Options{})
+	call(t, s2, http.MethodGet, s2.OrderSet()+"?$format=json", "")
+	call(t, s2, http.MethodGet, url.PathEscape(Items)+"?$format=json", "")
+	call(t, s2, http.MethodGet, s2.OrderSet()+"(guid'"+newRef()+"')?$format=json", "")
+	call(t, s2, http.MethodGet, "$metadata", "")
+	call(t, s2, http.MethodGet, "nowhere", "")
+	got := s2.Requests()
+	want := map[string]int{"find": 1, "list": 1, "read": 1, "metadata": 1, "other": 1}
+	if !maps.Equal(got, want) {
+		t.Fatalf("Requests() = %v, want %v", got, want)
 	}
 }
