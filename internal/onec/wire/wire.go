@@ -87,7 +87,8 @@ type Config struct {
 	// Logger receives one debug line per exchange; default discards. Neither the
 	// password nor the Authorization header ever reach it.
 	Logger *slog.Logger
-	// Transport replaces the HTTP transport (custom TLS, tests); default resty's.
+	// Transport replaces the HTTP transport (custom TLS, tests); by default Go's,
+	// keeping an idle connection for every one of the MaxConcurrency slots.
 	Transport http.RoundTripper
 	// FinishPath is the path below BaseURL that Close GETs to finish a kept session
 	// ("/ping" for the HTTP service); empty, BaseURL itself.
@@ -238,8 +239,18 @@ func New(cfg Config, j Judge) (*Conn, error) {
 	// No cookie jar (sessions are managed per slot), no redirects (a redirect from
 	// a publication means a login page or a wrong URL, and following one would turn
 	// a POST into a GET), no resty retries (a POST must never be resent).
+	transport := cfg.Transport
+	if transport == nil {
+		// As many idle connections kept to 1C as there are slots: a transport that
+		// keeps fewer closes some after every busy round and opens them again (a
+		// TLS handshake each, to a real 1C) for the next.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = cfg.MaxConcurrency
+		t.MaxIdleConns = max(t.MaxIdleConns, cfg.MaxConcurrency)
+		transport = t
+	}
 	hc := &http.Client{
-		Transport: cfg.Transport,
+		Transport: transport,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},

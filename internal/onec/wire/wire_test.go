@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -370,5 +371,57 @@ func TestPostMarkedSentWhenWritten(t *testing.T) {
 	}
 	if got := getRec.LastSent(); !got.IsZero() {
 		t.Fatalf("a GET stamped LastSent %v, want zero: only a request that may change 1C is marked", got)
+	}
+}
+
+// The connection keeps as many idle connections to 1C as it has slots: rounds of
+// onec.max_concurrency requests at once reuse the connections of the first round
+// rather than opening new ones (each a TLS handshake to a real 1C).
+func TestConnectionsKeptForEverySlot(t *testing.T) {
+	const slots, rounds = 8, 3
+	var (
+		mu      sync.Mutex
+		arrived int
+		release = make(chan struct{})
+		opened  atomic.Int64
+	)
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Each round's requests are answered once all of them are in: the round
+		// holds every slot, each on a connection of its own.
+		mu.Lock()
+		arrived++
+		gate := release
+		if arrived%slots == 0 {
+			close(release)
+			release = make(chan struct{})
+		}
+		mu.Unlock()
+		<-gate
+		io.WriteString(w, `{}`)
+	}))
+	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	ts.Start()
+	t.Cleanup(ts.Close)
+	c, err := New(Config{BaseURL: ts.URL + prefix, Timeout: 10 * time.Second, MaxConcurrency: slots}, plainJudge{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range rounds {
+		var wg sync.WaitGroup
+		for range slots {
+			wg.Go(func() {
+				if _, err := c.Do(context.Background(), get("/Catalog_Номенклатура")); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if n := opened.Load(); n != slots {
+		t.Fatalf("%d rounds of %d requests opened %d connections, want %d (one per slot, kept)", rounds, slots, n, slots)
 	}
 }
