@@ -117,7 +117,7 @@ func (j *Journal) ClaimDue(ctx context.Context, worker string) (journal.Claim, e
 		now := db.nowUTC()
 		for range maxDeferrals {
 			var err error
-			if key, err = lockDue(ctx, tx, db.keys, now); err != nil {
+			if key, err = db.lockDue(ctx, tx, now); err != nil {
 				if errors.Is(err, journal.ErrNothingDue) {
 					return nil // commits the deferrals made so far
 				}
@@ -160,8 +160,8 @@ func (j *Journal) deferUntil(ctx context.Context, tx *sql.Tx, key string, until 
 
 // lockDue returns the first due key it could lock, locked; journal.ErrNothingDue
 // when every due key is held (or none is due).
-func lockDue(ctx context.Context, tx *sql.Tx, keys *KeyLocks, now time.Time) (string, error) {
-	rows, err := tx.QueryContext(ctx, dueSQL, ts(now))
+func (db *DB) lockDue(ctx context.Context, tx *sql.Tx, now time.Time) (string, error) {
+	rows, err := db.queryTx(ctx, tx, dueSQL, ts(now))
 	if err != nil {
 		return "", err
 	}
@@ -171,7 +171,7 @@ func lockDue(ctx context.Context, tx *sql.Tx, keys *KeyLocks, now time.Time) (st
 		if err := rows.Scan(&key); err != nil {
 			return "", err
 		}
-		if keys.TryLock(key) {
+		if db.keys.TryLock(key) {
 			return key, nil
 		}
 	}
@@ -237,7 +237,7 @@ func (j *Journal) openAttempt(ctx context.Context, tx *sql.Tx, key, worker, acto
 		openStarted              sql.NullInt64
 		trigger                  string
 	)
-	op, err := scanOperation(tx.QueryRowContext(ctx, claimReadSQL, key), &cancelRequested, &openStarted, &doubted, &trigger)
+	op, err := scanOperation(j.db.queryRowTx(ctx, tx, claimReadSQL, key), &cancelRequested, &openStarted, &doubted, &trigger)
 	if err != nil {
 		return nil, nil, journalError(err)
 	}
@@ -249,7 +249,7 @@ func (j *Journal) openAttempt(ctx context.Context, tx *sql.Tx, key, worker, acto
 	}
 	op.CancelRequested = cancelRequested
 	op.Doubted = doubted || openStarted.Valid
-	rows, err := tx.QueryContext(ctx, interruptSQL, key, ts(now), InterruptedError)
+	rows, err := j.db.queryTx(ctx, tx, interruptSQL, key, ts(now), InterruptedError)
 	if err != nil {
 		return nil, nil, fmt.Errorf("close interrupted attempts of %s: %w", key, err)
 	}
@@ -270,7 +270,7 @@ func (j *Journal) openAttempt(ctx context.Context, tx *sql.Tx, key, worker, acto
 	if actor != "" {
 		trigger = actor
 	}
-	if err := tx.QueryRowContext(ctx, openAttemptSQL, key, worker, ts(now), trigger).Scan(&attempt); err != nil {
+	if err := j.db.queryRowTx(ctx, tx, openAttemptSQL, key, worker, ts(now), trigger).Scan(&attempt); err != nil {
 		return nil, nil, fmt.Errorf("record attempt of %s: %w", key, err)
 	}
 	if len(interrupted) > 0 {
@@ -388,7 +388,7 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 		status := f.Status
 		// A wake recorded while this claim held the key (a webhook that did not
 		// wait) is applied here: unless the verdict is done, the operation is due now.
-		res, err := tx.ExecContext(ctx, `DELETE FROM operation_wakes WHERE operation_key = ?`, key)
+		res, err := c.db.execTx(ctx, tx, `DELETE FROM operation_wakes WHERE operation_key = ?`, key)
 		if err != nil {
 			return err
 		}
@@ -408,7 +408,7 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 			us := ts(t)
 			next = &us
 		}
-		res, err = tx.ExecContext(ctx, finishOperationSQL, key, string(status), result, f.LastError(), c.attempt,
+		res, err = c.db.execTx(ctx, tx, finishOperationSQL, key, string(status), result, f.LastError(), c.attempt,
 			next, ts(now), payload, payloadSHA256,
 			f.Class, f.Class == journal.ClassUnknown, tsOrNil(f.SettleUntil), tsOrNil(f.VerifyAt),
 			tsOrNil(f.FirstAttemptAt), f.Warnings != nil, warnings, payloadSearch, resultNumber, resultRef,
@@ -419,7 +419,7 @@ func (c *claim) Finish(ctx context.Context, f journal.Finish) error {
 		if n, err := res.RowsAffected(); err != nil || n != 1 {
 			return fmt.Errorf("the operation row was not updated (%d rows, %v)", n, err)
 		}
-		res, err = tx.ExecContext(ctx, finishAttemptSQL, key, c.attempt, ts(now), string(outcome), f.Error, f.Ref, exchanges, f.Class)
+		res, err = c.db.execTx(ctx, tx, finishAttemptSQL, key, c.attempt, ts(now), string(outcome), f.Error, f.Ref, exchanges, f.Class)
 		if err != nil {
 			return err
 		}

@@ -90,6 +90,8 @@ type DB struct {
 
 	keys   *KeyLocks
 	notify *notifier
+
+	stmts stmtCache // the write path's statements, parsed once (stmts.go)
 }
 
 // Open opens (creating if need be) the database file in WAL mode with a busy

@@ -274,7 +274,7 @@ func (ib *Inbox) register(ctx context.Context, ev inbox.Event, sum string, regs 
 		if !ev.ReceivedAt.IsZero() {
 			received = ev.ReceivedAt.UTC().Truncate(time.Microsecond)
 		}
-		res, err := tx.ExecContext(ctx, inboxInsertSQL, ev.Source, ev.ID, sum, body, ev.ContentType, ts(received),
+		res, err := ib.db.execTx(ctx, tx, inboxInsertSQL, ev.Source, ev.ID, sum, body, ev.ContentType, ts(received),
 			answer.Status, answer.ContentType, answerBody, string(ops))
 		if err != nil {
 			return fmt.Errorf("store the event: %w", err)
@@ -288,7 +288,7 @@ func (ib *Inbox) register(ctx context.Context, ev inbox.Event, sum string, regs 
 		}
 		r.inserted = true
 		for _, reg := range sorted {
-			if _, err := tx.ExecContext(ctx, inboxIndexSQL, reg.Op.Key, ev.Source, ev.ID); err != nil {
+			if _, err := ib.db.execTx(ctx, tx, inboxIndexSQL, reg.Op.Key, ev.Source, ev.ID); err != nil {
 				return fmt.Errorf("index the event under %s: %w", reg.Op.Key, err)
 			}
 		}
@@ -322,7 +322,7 @@ func (ib *Inbox) registerOne(ctx context.Context, tx *sql.Tx, reg inbox.Registra
 	opSum := order.SHA256Hex(op.Payload)
 	at := ts(now)
 	dv := derivedOf(op.Key, op.Source, op.ExternalID, string(op.Payload), nil)
-	res, err := tx.ExecContext(ctx, inboxRegisterSQL, op.Key, op.Kind, op.Source, op.ExternalID,
+	res, err := ib.db.execTx(ctx, tx, inboxRegisterSQL, op.Key, op.Kind, op.Source, op.ExternalID,
 		string(op.Payload), opSum, at, at, at, actor, searchPhone(string(op.Payload)),
 		dv.orderAt, dv.total, dv.currency, dv.search)
 	if err != nil {
@@ -334,10 +334,10 @@ func (ib *Inbox) registerOne(ctx context.Context, tx *sql.Tx, reg inbox.Registra
 	}
 	if n == 1 {
 		r.registered = append(r.registered, op.Key)
-		return addEvent(ctx, tx, op.Key, now, journal.EventRegistered, actor, detail)
+		return ib.db.addEvent(ctx, tx, op.Key, now, journal.EventRegistered, actor, detail)
 	}
 	var savedSum, status string
-	if err := tx.QueryRowContext(ctx, inboxSavedOpSQL, op.Key).Scan(&savedSum, &status); err != nil {
+	if err := ib.db.queryRowTx(ctx, tx, inboxSavedOpSQL, op.Key).Scan(&savedSum, &status); err != nil {
 		return fmt.Errorf("read the saved operation: %w", err)
 	}
 	if !reg.IfAbsent && savedSum != opSum {

@@ -105,8 +105,8 @@ RETURNING ` + opColumns
 const eventSQL = `INSERT INTO operation_events (operation_key, at, action, actor, detail) VALUES (?1, ?2, ?3, ?4, ?5)`
 
 // addEvent records an event of key in tx.
-func addEvent(ctx context.Context, tx *sql.Tx, key string, at time.Time, action, actor, detail string) error {
-	if _, err := tx.ExecContext(ctx, eventSQL, key, ts(at), action, actor, detail); err != nil {
+func (db *DB) addEvent(ctx context.Context, tx *sql.Tx, key string, at time.Time, action, actor, detail string) error {
+	if _, err := db.execTx(ctx, tx, eventSQL, key, ts(at), action, actor, detail); err != nil {
 		return fmt.Errorf("record the %s event: %w", action, err)
 	}
 	return nil
@@ -151,7 +151,7 @@ func (j *Journal) register(ctx context.Context, op journal.NewOperation, status 
 	var reg journal.Registration
 	err = j.db.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		reg, err = registerTx(ctx, tx, op, status, reason, journal.ActorOf(ctx), j.db.nowUTC())
+		reg, err = j.db.registerTx(ctx, tx, op, status, reason, journal.ActorOf(ctx), j.db.nowUTC())
 		return err
 	})
 	if err != nil {
@@ -169,14 +169,14 @@ func (j *Journal) register(ctx context.Context, op journal.NewOperation, status 
 // its payload differs, the conflict record. op must have passed Validate. A new
 // operation records its registered event, by actor (the reason of a failed one is
 // the event's detail), and actor as the trigger of its first attempt.
-func registerTx(ctx context.Context, tx *sql.Tx, op journal.NewOperation, status journal.Status, reason, actor string, now time.Time) (journal.Registration, error) {
+func (db *DB) registerTx(ctx context.Context, tx *sql.Tx, op journal.NewOperation, status journal.Status, reason, actor string, now time.Time) (journal.Registration, error) {
 	sum := order.SHA256Hex(op.Payload)
 	dv := derivedOf(op.Key, op.Source, op.ExternalID, string(op.Payload), nil)
-	saved, err := scanOperation(tx.QueryRowContext(ctx, registerSQL,
+	saved, err := scanOperation(db.queryRowTx(ctx, tx, registerSQL,
 		op.Key, op.Kind, op.Source, op.ExternalID, string(status), string(op.Payload), sum, reason, ts(now),
 		actor, searchPhone(string(op.Payload)), dv.orderAt, dv.total, dv.currency, dv.search))
 	if err == nil {
-		if err := addEvent(ctx, tx, op.Key, now, journal.EventRegistered, actor, reason); err != nil {
+		if err := db.addEvent(ctx, tx, op.Key, now, journal.EventRegistered, actor, reason); err != nil {
 			return journal.Registration{}, err
 		}
 		return journal.Registration{Outcome: journal.Registered, Operation: saved}, nil
@@ -184,7 +184,7 @@ func registerTx(ctx context.Context, tx *sql.Tx, op journal.NewOperation, status
 	if !errors.Is(err, sql.ErrNoRows) {
 		return journal.Registration{}, err
 	}
-	saved, err = scanOperation(tx.QueryRowContext(ctx, `SELECT `+opColumns+` FROM operations WHERE key = ?`, op.Key))
+	saved, err = scanOperation(db.queryRowTx(ctx, tx, `SELECT `+opColumns+` FROM operations WHERE key = ?`, op.Key))
 	if err != nil {
 		return journal.Registration{}, fmt.Errorf("read the saved operation: %w", journalError(err))
 	}
@@ -393,7 +393,7 @@ func (j *Journal) Requeue(ctx context.Context, key string) (journal.Operation, e
 		if err != nil {
 			return err
 		}
-		return addEvent(ctx, tx, key, now, journal.EventRequeued, actor, "")
+		return j.db.addEvent(ctx, tx, key, now, journal.EventRequeued, actor, "")
 	})
 	var npe *journal.NotPendingError
 	switch {
@@ -456,7 +456,7 @@ func (j *Journal) Revise(ctx context.Context, op journal.NewOperation) (journal.
 		if err != nil {
 			return err
 		}
-		return addEvent(ctx, tx, op.Key, at, journal.EventRevised, actor, cur.LastError)
+		return j.db.addEvent(ctx, tx, op.Key, at, journal.EventRevised, actor, cur.LastError)
 	})
 	if err != nil {
 		return journal.Operation{}, fmt.Errorf("sqlite: revise %s: %w", op.Key, err)
