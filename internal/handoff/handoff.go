@@ -206,15 +206,20 @@ func (c Config) handOff(ctx context.Context, pid int, keys []string) ([]journal.
 }
 
 // settled tells whether now, read after a hand-off, shows the outcome of an attempt
-// made since prev was read: a done operation was left alone; otherwise a newer
-// attempt must have finished and be the one the operation row records.
+// that had not finished when prev was read: a done operation was left alone;
+// otherwise an attempt newer than the last finished one prev shows must have
+// finished and be the one the operation row records. An attempt prev shows open
+// counts: the service may have claimed the operation (a cancel just registered)
+// before the hand-off first looked, and that attempt's end is the outcome.
 func settled(prev, now journal.Detail) bool {
 	if prev.Status == journal.StatusDone {
 		return now.Status == journal.StatusDone
 	}
 	last := 0
-	if n := len(prev.History); n > 0 {
-		last = prev.History[n-1].Attempt
+	for _, a := range prev.History {
+		if a.FinishedAt != nil {
+			last = max(last, a.Attempt)
+		}
 	}
 	for _, a := range now.History {
 		if a.Attempt > last && a.FinishedAt != nil && now.Attempts >= a.Attempt {

@@ -43,6 +43,12 @@ func TestSettled(t *testing.T) {
 		{"new attempt scheduled a retry", failedOnce, detail(journal.StatusPending, 2, done(1), done(2)), true},
 		{"fresh operation, first attempt", detail(journal.StatusPending, 0), detail(journal.StatusFailed, 1, done(1)), true},
 		{"already done", detail(journal.StatusDone, 1, done(1)), detail(journal.StatusDone, 1, done(1)), true},
+		// The service may have claimed the operation (a cancel just registered)
+		// before the hand-off first looked: the attempt it saw open is its outcome.
+		{"in flight when looked, still in flight", detail(journal.StatusPending, 1, done(1), open), detail(journal.StatusPending, 1, done(1), open), false},
+		{"in flight when looked, done since", detail(journal.StatusPending, 1, done(1), open), detail(journal.StatusDone, 2, done(1), done(2)), true},
+		{"first attempt in flight when looked, done since", detail(journal.StatusPending, 0, journal.Attempt{Attempt: 1, StartedAt: t0}),
+			detail(journal.StatusDone, 1, done(1)), true},
 	} {
 		if got := settled(c.prev, c.now); got != c.want {
 			t.Errorf("%s: settled %v, want %v", c.name, got, c.want)
