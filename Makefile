@@ -5,7 +5,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -s -w -X main.version=$(VERSION)
 CONFIG   ?=
 
-.PHONY: build test test-short lint bench bench-ingest fuzz run demo clean
+.PHONY: build test test-short lint bench bench-ingest bench-rss fuzz run demo clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ordersync
@@ -43,6 +43,13 @@ bench:
 # about 90 s).
 bench-ingest:
 	scripts/with-postgres $(GO) test -run '^$$' -bench Ingest -benchtime 1x ./internal/server/
+
+# Resident memory of `ordersync run` on the embedded SQLite journal against the 1C
+# simulator: the largest VmRSS while idle after start-up and while it drains a backlog
+# of orders, beside the goals (needs curl and jq; no database server). See
+# scripts/bench-rss for BENCH_RSS_ORDERS, BENCH_RSS_ENV and BENCH_RSS_PROFILE.
+bench-rss:
+	GO='$(GO)' BIN='$(BIN)' scripts/bench-rss
 
 run: build
 	$(BIN) run $(if $(CONFIG),--config $(CONFIG))

@@ -61,6 +61,7 @@ func (a *app) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	gogc, memLimit := applyMemoryDefaults()
 	client, err := a.newClient(cfg, log)
 	if err != nil {
 		return err
@@ -113,7 +114,8 @@ func (a *app) run(ctx context.Context) error {
 		log.InfoContext(ctx, "using the embedded SQLite database (set database.url for PostgreSQL)", "file", file)
 	}
 	log.InfoContext(ctx, "ordersync starting", "version", version, "config", cfg.Source(),
-		"database", db.String(), "onec_base_url", cfg.OneC.BaseURL, "max_concurrency", cfg.OneC.MaxConcurrency)
+		"database", db.String(), "onec_base_url", cfg.OneC.BaseURL, "max_concurrency", cfg.OneC.MaxConcurrency,
+		"gogc", gogc, "gomemlimit_bytes", memLimit)
 	if pg, ok := db.(*postgres.DB); ok {
 		c := pg.Connections()
 		log.InfoContext(ctx, "database connections", "max_connections", c.Total, "main_pool", c.Main,

@@ -76,6 +76,15 @@ const (
 	DefaultTakeoverAfter    = 3*time.Minute + 30*time.Second
 )
 
+// Memory: the page cache of each connection (PRAGMA cache_size, in KiB, below SQLite's
+// own default), how many connections the pool opens at most, and how many it keeps
+// open while idle (each holds its cache and a parsed schema).
+const (
+	cacheKiB     = 512
+	maxOpenConns = 8
+	maxIdleConns = 2
+)
+
 // DB is an open SQLite store.
 type DB struct {
 	sql  *sql.DB
@@ -139,13 +148,18 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	}
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "synchronous(NORMAL)")
+	// Each connection keeps a page cache of its own; the file's pages stay in the
+	// operating system's cache besides, so a small one costs a read call, not a disk
+	// read, while the pool's connections together stay small.
+	q.Add("_pragma", fmt.Sprintf("cache_size(-%d)", cacheKiB))
 	q.Set("_txlock", "immediate")
 	dsn := "file:" + abs + "?" + q.Encode()
 	sdb, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
-	sdb.SetMaxOpenConns(8)
+	sdb.SetMaxOpenConns(maxOpenConns)
+	sdb.SetMaxIdleConns(maxIdleConns)
 	sdb.SetConnMaxIdleTime(time.Minute)
 	if err := sdb.PingContext(ctx); err != nil {
 		sdb.Close()
