@@ -507,3 +507,58 @@ func sessionEnded(t *testing.T, db *DB) {
 		return !idle
 	})
 }
+
+// A claim made under journal.WithAttemptInBackground is returned before its attempt
+// row is written; Opened waits for the row, and a Release right after the claim
+// waits for it too, so that the next claim numbers its attempt after it rather than
+// as it (the attempts' primary key would refuse the second, or the trace lose one).
+func TestAttemptInBackground(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t, Config{})
+	j := db.journalStore()
+	key := "site:order:background:create"
+	if _, err := j.Register(ctx, testOp(key)); err != nil {
+		t.Fatal(err)
+	}
+	bg := journal.WithAttemptInBackground(ctx)
+	for want := 1; want <= 3; want++ {
+		c, err := j.ClaimDue(bg, "w")
+		if err != nil {
+			t.Fatalf("claim %d: %v", want, err)
+		}
+		if c.Attempt() != want {
+			t.Fatalf("claim %d: attempt %d", want, c.Attempt())
+		}
+		if want == 2 {
+			if err := c.Opened(ctx); err != nil {
+				t.Fatalf("opened: %v", err)
+			}
+			d, err := j.Show(ctx, key)
+			if err != nil || len(d.History) != 2 || d.History[1].FinishedAt != nil {
+				t.Fatalf("once opened: %+v, %v; want attempt 2 open", d.History, err)
+			}
+		}
+		if err := c.Release(ctx); err != nil { // at once: the row may be on its way
+			t.Fatalf("release %d: %v", want, err)
+		}
+	}
+	c, err := j.ClaimDue(bg, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finish(ctx, journal.Finish{Status: journal.StatusDone, Result: &journal.Result{Ref: "r"}}); err != nil {
+		t.Fatalf("finish right after the claim: %v", err)
+	}
+	d, err := j.Show(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []string
+	for _, a := range d.History {
+		outcomes = append(outcomes, fmt.Sprintf("%d:%s", a.Attempt, a.Outcome))
+	}
+	if got, want := strings.Join(outcomes, " "), "1:interrupted 2:interrupted 3:interrupted 4:done"; got != want || d.Status != journal.StatusDone {
+		t.Fatalf("attempts %q (%s), want %q, done", got, d.Status, want)
+	}
+}
