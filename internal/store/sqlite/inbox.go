@@ -182,7 +182,7 @@ func (ib *Inbox) lookup(ctx context.Context, source, eventID string) (saved inbo
 		body []byte
 		ops  string
 	)
-	err = ib.db.sql.QueryRowContext(ctx, inboxLookupSQL, source, eventID).Scan(
+	err = ib.db.queryRow(ctx, inboxLookupSQL, source, eventID).Scan(
 		&saved.bodySHA256, &saved.answer.Status, &saved.answer.ContentType, &body, &ops)
 	if errors.Is(err, sql.ErrNoRows) {
 		return inboxSaved{}, false, nil

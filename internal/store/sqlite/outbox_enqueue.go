@@ -28,7 +28,7 @@ import (
 // Messages that share a lane keep the order they are given in; they are written in
 // lane order, as PostgreSQL's Enqueue writes them, so ids come out alike on both.
 func Enqueue(ctx context.Context, tx *sql.Tx, msgs ...outbox.Message) error {
-	if err := enqueueAt(ctx, tx, time.Now().UTC().Truncate(time.Microsecond), msgs); err != nil {
+	if err := enqueueAt(ctx, nil, tx, time.Now().UTC().Truncate(time.Microsecond), msgs); err != nil {
 		return fmt.Errorf("sqlite: enqueue: %w", err)
 	}
 	return nil
@@ -53,7 +53,7 @@ func (db *DB) EnqueueAndCommit(ctx context.Context, msgs ...outbox.Message) erro
 // lane's counter, with the times of Config.Now; the caller notifies (db.Notify) after
 // its commit, and wraps the error with where it was.
 func (db *DB) enqueueTx(ctx context.Context, tx *sql.Tx, msgs []outbox.Message) error {
-	return enqueueAt(ctx, tx, db.nowUTC(), msgs)
+	return enqueueAt(ctx, db, tx, db.nowUTC(), msgs)
 }
 
 // bumpLaneSQL takes the lane's next sequence. The transaction is SQLite's one writer,
@@ -68,8 +68,10 @@ INSERT INTO outbox (event_id, destination, aggregate_type, aggregate_id, sequenc
 	occurred_at, created_at, next_attempt_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-// enqueueAt validates msgs and writes them in tx with now as their creation time.
-func enqueueAt(ctx context.Context, tx *sql.Tx, now time.Time, msgs []outbox.Message) error {
+// enqueueAt validates msgs and writes them in tx with now as their creation time,
+// through db's statement cache when db is known (a verdict's events), else with
+// statements prepared for tx alone (Enqueue on a caller's transaction).
+func enqueueAt(ctx context.Context, db *DB, tx *sql.Tx, now time.Time, msgs []outbox.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -80,12 +82,20 @@ func enqueueAt(ctx context.Context, tx *sql.Tx, now time.Time, msgs []outbox.Mes
 	if err != nil {
 		return err
 	}
-	bump, err := tx.PrepareContext(ctx, bumpLaneSQL)
+	prepare := func(query string) (*sql.Stmt, error) {
+		if db != nil {
+			if s := db.stmt(ctx, tx, query); s != nil {
+				return s, nil
+			}
+		}
+		return tx.PrepareContext(ctx, query)
+	}
+	bump, err := prepare(bumpLaneSQL)
 	if err != nil {
 		return err
 	}
 	defer bump.Close()
-	ins, err := tx.PrepareContext(ctx, insertOutboxSQL)
+	ins, err := prepare(insertOutboxSQL)
 	if err != nil {
 		return err
 	}

@@ -21,24 +21,42 @@ type stmtCache struct {
 	m  map[string]*sql.Stmt
 }
 
-// stmt is query prepared for tx; nil when it could not be prepared, and then the
-// caller runs the text itself and meets the error there.
-func (db *DB) stmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
+// prepared is query prepared on the database, from the cache; nil when it could
+// not be prepared, and then the caller runs the text itself and meets the error
+// there.
+func (db *DB) prepared(ctx context.Context, query string) *sql.Stmt {
 	db.stmts.mu.Lock()
-	s, ok := db.stmts.m[query]
-	if !ok {
-		var err error
-		if s, err = db.sql.PrepareContext(ctx, query); err != nil {
-			db.stmts.mu.Unlock()
-			return nil
-		}
-		if db.stmts.m == nil {
-			db.stmts.m = map[string]*sql.Stmt{}
-		}
-		db.stmts.m[query] = s
+	defer db.stmts.mu.Unlock()
+	if s, ok := db.stmts.m[query]; ok {
+		return s
 	}
-	db.stmts.mu.Unlock()
+	s, err := db.sql.PrepareContext(ctx, query)
+	if err != nil {
+		return nil
+	}
+	if db.stmts.m == nil {
+		db.stmts.m = map[string]*sql.Stmt{}
+	}
+	db.stmts.m[query] = s
+	return s
+}
+
+// stmt is query prepared for tx, or nil (prepared).
+func (db *DB) stmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
+	s := db.prepared(ctx, query)
+	if s == nil {
+		return nil
+	}
 	return tx.StmtContext(ctx, s)
+}
+
+// queryRow is db.sql.QueryRowContext through the statement cache: a read outside
+// any transaction that every delivery makes (the inbox's lookup).
+func (db *DB) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if s := db.prepared(ctx, query); s != nil {
+		return s.QueryRowContext(ctx, args...)
+	}
+	return db.sql.QueryRowContext(ctx, query, args...)
 }
 
 // execTx is tx.ExecContext through the statement cache.
