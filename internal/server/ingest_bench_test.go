@@ -323,7 +323,7 @@ func backendCPU(pool interface {
 		return 0
 	}
 	rows, err := pool.Query(context.Background(), `SELECT pid FROM pg_stat_activity
-		WHERE datname = current_database() AND application_name = $1 AND pid <> pg_backend_pid()`, u.Query().Get("application_name"))
+		WHERE datname = current_database() AND application_name = $1`, u.Query().Get("application_name"))
 	if err != nil {
 		return 0
 	}
