@@ -103,6 +103,16 @@ type Filter struct {
 	After *Record
 }
 
+// Looker is a Store that can answer a redelivery by reading alone, before the
+// delivery's body is parsed and its registrations are built.
+type Looker interface {
+	// Redelivered answers a delivery of a stored event whose body is the one
+	// stored: ok, and the receipt Receive would give (Duplicate, the saved answer
+	// and operations), having written nothing and taken no lock. ok is false for an
+	// event not stored, or stored with another body: Receive decides those.
+	Redelivered(ctx context.Context, ev Event) (r Receipt, ok bool, err error)
+}
+
 // ErrNotFound answers Show for an unknown event.
 var ErrNotFound = errors.New("inbox: no such event")
 

@@ -78,6 +78,11 @@ func (s *Server) handleGeneric(w http.ResponseWriter, r *http.Request) result {
 		}}})
 	}
 	note(r, name, id)
+	// A redelivery of the bytes stored under the id gets the saved answer, read
+	// before the body is parsed: they were parsed when the event was stored.
+	if dup, ok := s.redelivered(r, inbox.Event{Source: name, ID: id, Body: body}); ok {
+		return dup
+	}
 
 	// An order, or a cancel of one ("cancelled": true): either registers one
 	// operation through the inbox, so a redelivery is a duplicate by webhook-id.

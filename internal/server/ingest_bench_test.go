@@ -34,7 +34,8 @@ import (
 // In the same run it measures the machine's ceiling for one committed single-row
 // INSERT with pgbench (same server, as many clients as senders up to the store's
 // database.max_connections), and reports new-event ingest as a share of it. The
-// WAL written by the duplicate pass is reported too. It runs at 16, 32 and 64
+// WAL written by the duplicate pass is reported too, and the CPU of the store's own
+// server processes per request (pg-cpu, when the server runs on this machine). It runs at 16, 32 and 64
 // senders at once. The store is opened with database.max_connections' default (20)
 // and the benchmark counts its sessions in pg_stat_activity every few milliseconds
 // while the senders run: peak-conns, which must stay within it. pgbench runs before
@@ -97,6 +98,7 @@ func benchIngest(b *testing.B, clients int) {
 
 	pass := func(name string, deliveries []delivery, wantStatus int) (rps float64, p50, p99 time.Duration, cpu cpuUse) {
 		var next atomic.Int64
+		pg0 := backendCPU(db.Pool(), dbURL)
 		cpu0 := readCPU()
 		lat := make([]time.Duration, events)
 		var wg sync.WaitGroup
@@ -133,6 +135,7 @@ func benchIngest(b *testing.B, clients int) {
 		wg.Wait()
 		elapsed := time.Since(start)
 		cpu = readCPU().since(cpu0)
+		cpu.server = backendCPU(db.Pool(), dbURL) - pg0
 		slices.Sort(lat)
 		return float64(events) / elapsed.Seconds(), lat[events/2], lat[events*99/100], cpu
 	}
@@ -169,6 +172,10 @@ func benchIngest(b *testing.B, clients int) {
 		b.ReportMetric(newCPU.self.Seconds()*1e6/events, "new-go-cpu-µs/req")
 		b.ReportMetric(dupCPU.total.Seconds()*1e6/events, "dup-cpu-µs/req")
 		b.ReportMetric(dupCPU.self.Seconds()*1e6/events, "dup-go-cpu-µs/req")
+		if newCPU.server > 0 {
+			b.ReportMetric(newCPU.server.Seconds()*1e6/events, "new-pg-cpu-µs/req")
+			b.ReportMetric(dupCPU.server.Seconds()*1e6/events, "dup-pg-cpu-µs/req")
+		}
 		n := peak()
 		b.ReportMetric(float64(n), "peak-conns")
 		if n > maxConnections {
@@ -298,8 +305,54 @@ func sampleConnections(b *testing.B, dbURL string) (peak func() int64) {
 
 // cpuUse is CPU time: the whole machine's busy time (every process, from
 // /proc/stat) and this process's own (getrusage). Where /proc/stat cannot be read,
-// total is zero.
-type cpuUse struct{ total, self time.Duration }
+// total is zero. server is the store's own server processes' (backendCPU), set by
+// the pass.
+type cpuUse struct{ total, self, server time.Duration }
+
+// backendCPU is the CPU time used so far by the server processes of the store's
+// sessions (those named like dbURL's application_name in pg_stat_activity), read
+// from /proc/<pid>/stat: a figure that other load on the machine (other benchmarks,
+// other sessions of a shared server) does not inflate. Zero where the server is not
+// on this machine or the processes cannot be read; sessions that closed meanwhile
+// are missed.
+func backendCPU(pool interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, dbURL string) time.Duration {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return 0
+	}
+	rows, err := pool.Query(context.Background(), `SELECT pid FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name = $1`, u.Query().Get("application_name"))
+	if err != nil {
+		return 0
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return 0
+	}
+	var ticks int64
+	for _, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid … utime stime: fields 14 and 15, counted after the
+		// command's closing parenthesis (the command may hold spaces).
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += ut + st
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
+}
 
 func readCPU() cpuUse {
 	var c cpuUse

@@ -209,3 +209,43 @@ func TestPostgresSimultaneousDeliveries(t *testing.T) {
 		t.Fatalf("no delivery was answered processed: %v", answers)
 	}
 }
+
+// A redelivery answered from the stored event alone (inbox.Looker, before the body is
+// parsed) gets what Receive gave it before: the saved answer, counted a duplicate,
+// nothing written. The same id with another body still goes the whole way: an
+// invalid order is refused as invalid (400), a valid one is a conflict.
+func TestPostgresRedeliveryAnswersAsReceive(t *testing.T) {
+	t.Parallel()
+	h := newPGHarness(t)
+	body := orderJSON("site", "RD-1")
+	st, first := h.post(signedRequest("site", "msg_rd1", testNow, body, siteSecret))
+	if st != http.StatusOK {
+		t.Fatalf("new: %d %s", st, first)
+	}
+	var xmin string
+	if err := h.db.Pool().QueryRow(context.Background(), `SELECT xmin::text FROM inbox_events`).Scan(&xmin); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if st, again := h.post(signedRequest("site", "msg_rd1", testNow, body, siteSecret)); st != http.StatusOK || again != first {
+			t.Fatalf("repeat: %d %s, want the saved %s", st, again, first)
+		}
+	}
+	if n := h.srv.Stats()[StatKey{Source: "site", Outcome: outDuplicate}]; n != 3 {
+		t.Fatalf("duplicates counted: %d, want 3 (stats %v)", n, h.srv.Stats())
+	}
+	var after string
+	if err := h.db.Pool().QueryRow(context.Background(), `SELECT xmin::text FROM inbox_events`).Scan(&after); err != nil || after != xmin {
+		t.Fatalf("stored event's version %s after the repeats, %s before (%v)", after, xmin, err)
+	}
+	h.rows(1, 0, 1)
+
+	if st, _ := h.post(signedRequest("site", "msg_rd1", testNow, []byte(`{"source":"site"}`), siteSecret)); st != http.StatusBadRequest {
+		t.Fatalf("same id, invalid order: %d, want 400", st)
+	}
+	h.rows(1, 0, 1)
+	if st, _ := h.post(signedRequest("site", "msg_rd1", testNow, orderJSON("site", "RD-2"), siteSecret)); st != http.StatusConflict {
+		t.Fatalf("same id, another valid order: %d, want 409", st)
+	}
+	h.rows(1, 1, 1)
+}

@@ -558,6 +558,26 @@ func (s *Server) receive(r *http.Request, ev inbox.Event, regs []inbox.Registrat
 	return res
 }
 
+// redelivered answers a redelivery of a stored event with the stored body from the
+// inbox alone (inbox.Looker), before the handler parses the body, with the result
+// receive would give it: outcome duplicate, the saved answer, the operation's key as
+// detail. ok is false, and the handler goes on as for any delivery, when the store
+// cannot look up, the event is not stored or stored with another body, the lookup
+// failed, or the stored event has no saved answer or not exactly one operation.
+func (s *Server) redelivered(r *http.Request, ev inbox.Event) (res result, ok bool) {
+	lk, can := s.cfg.Inbox.(inbox.Looker)
+	if !can {
+		return result{}, false
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.ReceiveTimeout)
+	defer cancel()
+	rc, found, err := lk.Redelivered(ctx, ev)
+	if err != nil || !found || rc.Outcome != inbox.Duplicate || rc.Answer.Status == 0 || len(rc.Operations) != 1 {
+		return result{}, false
+	}
+	return result{source: ev.Source, eventID: ev.ID, outcome: outDuplicate, answer: rc.Answer, detail: rc.Operations[0]}, true
+}
+
 // orAnswer is saved, or fallback when the store gave no answer (a zero status).
 func orAnswer(saved, fallback inbox.Answer) inbox.Answer {
 	if saved.Status == 0 {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -31,7 +32,10 @@ type Inbox struct {
 	db *DB
 }
 
-var _ inbox.Store = (*Inbox)(nil)
+var (
+	_ inbox.Store  = (*Inbox)(nil)
+	_ inbox.Looker = (*Inbox)(nil)
+)
 
 // Inbox is the webhook inbox store.
 func (db *DB) Inbox() inbox.Store { return &Inbox{db: db} }
@@ -256,6 +260,34 @@ func (ib *Inbox) Receive(ctx context.Context, ev inbox.Event, regs []inbox.Regis
 		}
 		return inbox.Receipt{Outcome: inbox.Processed, Answer: answer, Operations: regKeys(regs)}, nil
 	}
+}
+
+// Redelivered answers a delivery of a stored event with the body stored: Duplicate,
+// with the saved answer and operations, as Receive would answer it. It only reads
+// (inboxLookupSQL, in a batch with the lookups waiting at the same time): no
+// transaction, no lock, no write. ok is false for an event not stored, or stored
+// with another body; Receive answers those.
+//
+// A source or an event id that JSON cannot carry exactly (invalid UTF-8, NUL; see
+// inboxLookupSQL) is not looked up: ok is false.
+func (ib *Inbox) Redelivered(ctx context.Context, ev inbox.Event) (inbox.Receipt, bool, error) {
+	if !jsonExact(ev.Source) || !jsonExact(ev.ID) {
+		return inbox.Receipt{}, false, nil
+	}
+	saved, err := ib.db.inboxGroup().lookup(ctx, ev.Source, ev.ID)
+	if err != nil {
+		return inbox.Receipt{}, false, fmt.Errorf("postgres: inbox: look up %s %q: %w", ev.Source, ev.ID, err)
+	}
+	if saved == nil || saved.bodySHA256 != order.SHA256Hex(ev.Body) {
+		return inbox.Receipt{}, false, nil
+	}
+	return inbox.Receipt{Outcome: inbox.Duplicate, Answer: saved.answer, Operations: saved.operations}, true, nil
+}
+
+// jsonExact reports whether s survives a JSON string and jsonb unchanged: valid
+// UTF-8 without NUL.
+func jsonExact(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
 func regKeys(regs []inbox.Registration) []string {

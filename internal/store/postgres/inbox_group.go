@@ -122,6 +122,9 @@ type receiveGroup struct {
 	// blocking, so it may be stale) each time one of them is done.
 	storing  atomic.Int32
 	finished chan struct{}
+	// lookups are the read-only lookups of stored events (Redelivered), answered
+	// in batches by groupLookers goroutines of their own.
+	lookups chan *lookupRequest
 }
 
 // errInboxClosed answers a delivery that reaches a closed store.
@@ -131,10 +134,14 @@ var errInboxClosed = errors.New("the store is closed")
 func (db *DB) inboxGroup() *receiveGroup {
 	db.groupOnce.Do(func() {
 		g := &receiveGroup{db: db, requests: make(chan *groupRequest, groupQueue), stop: make(chan struct{}),
-			finished: make(chan struct{}, 1)}
+			finished: make(chan struct{}, 1), lookups: make(chan *lookupRequest, groupQueue)}
 		for range groupWriters {
 			g.wg.Add(1)
 			go g.write()
+		}
+		for range groupLookers {
+			g.wg.Add(1)
+			go g.look()
 		}
 		db.group = g
 	})
@@ -150,6 +157,8 @@ func (g *receiveGroup) close() {
 		select {
 		case req := <-g.requests:
 			req.done <- groupResult{err: errInboxClosed}
+		case req := <-g.lookups:
+			req.done <- lookupResult{err: errInboxClosed}
 		default:
 			return
 		}
@@ -401,4 +410,154 @@ func (db *DB) batchArgs(batch []*groupRequest) ([]any, error) {
 		rIdx, rKeys, rKinds, rSources, rExtIDs, rPayloads, rSums, rIfAbsent, rWake, now, rActors, rDetails,
 		rOrderAts, rTotals, rCurrencies, rSearches,
 	}, nil
+}
+
+// Batched lookups of stored events.
+//
+// A redelivery is answered from the stored event before its body is parsed and
+// before any write or lock (Inbox.Redelivered): one read of inbox_events by its
+// primary key, on the main pool, outside any transaction block, so it writes no
+// WAL. Every delivery of a sender that supports it asks first, the new ones too, so
+// the lookups are gathered as the writes are: whatever lookups wait while one is
+// under way go in the next statement together.
+
+// groupLookers is how many lookup statements may run at once (main pool sessions):
+// one, so that the lookups arriving while it runs make the next batch.
+const groupLookers = 1
+
+// inboxLookupSQL reads the stored events of the (source, event id) pairs in $1, a
+// JSON array of {"s": source, "e": event id}, each answered by idx, the pair's
+// ordinal from 1; pairs not stored are left out. Each pair is looked up alone by the
+// primary key: the lateral subquery is not pulled up, so no statistics make the plan
+// scan the table. The pairs come as JSON, not as arrays, because the server
+// estimates a JSON array's rows the same whatever its value: the custom plans cost
+// what the generic one does, and the server keeps the generic plan instead of
+// planning every lookup again (which took longer than the lookup).
+const inboxLookupSQL = `
+SELECT k.idx, s.body_sha256, s.answer_status, s.answer_content_type, s.answer_body, s.operations
+FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (s text, e text)) WITH ORDINALITY AS k (source, event_id, idx)
+CROSS JOIN LATERAL (
+	SELECT * FROM inbox_events e WHERE e.source = k.source AND e.event_id = k.event_id OFFSET 0
+) s`
+
+// lookupKey is one pair of inboxLookupSQL's $1.
+type lookupKey struct {
+	Source  string `json:"s"`
+	EventID string `json:"e"`
+}
+
+type lookupRequest struct {
+	ctx             context.Context
+	source, eventID string
+	done            chan lookupResult // buffered
+}
+
+type lookupResult struct {
+	saved *savedEvent // nil: not stored
+	err   error
+}
+
+// lookup reads the stored event (source, eventID), nil when there is none, in a
+// batch with the lookups waiting at the same time.
+func (g *receiveGroup) lookup(ctx context.Context, source, eventID string) (*savedEvent, error) {
+	if g == nil {
+		return nil, errInboxClosed
+	}
+	req := &lookupRequest{ctx: ctx, source: source, eventID: eventID, done: make(chan lookupResult, 1)}
+	select {
+	case <-g.stop:
+		return nil, errInboxClosed
+	default:
+	}
+	select {
+	case g.lookups <- req:
+	case <-g.stop:
+		return nil, errInboxClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case res := <-req.done:
+		return res.saved, res.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// look is one looker: it waits for a lookup, takes every other one already waiting
+// (up to groupMaxBatch) and answers them with one statement.
+func (g *receiveGroup) look() {
+	defer g.wg.Done()
+	for {
+		batch := make([]*lookupRequest, 0, groupMaxBatch)
+		select {
+		case req := <-g.lookups:
+			batch = append(batch, req)
+		case <-g.stop:
+			return
+		}
+	gather:
+		for len(batch) < groupMaxBatch {
+			select {
+			case req := <-g.lookups:
+				batch = append(batch, req)
+			default:
+				break gather
+			}
+		}
+		live := batch[:0]
+		for _, req := range batch {
+			if err := req.ctx.Err(); err != nil {
+				req.done <- lookupResult{err: err}
+				continue
+			}
+			live = append(live, req)
+		}
+		if len(live) > 0 {
+			g.db.lookupBatch(live)
+		}
+	}
+}
+
+// lookupBatch runs inboxLookupSQL for the batch and answers each lookup.
+func (db *DB) lookupBatch(batch []*lookupRequest) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	keys := make([]lookupKey, len(batch))
+	for i, req := range batch {
+		keys[i] = lookupKey{req.source, req.eventID}
+	}
+	found := make([]*savedEvent, len(batch))
+	err := func() error {
+		pairs, err := json.Marshal(keys)
+		if err != nil {
+			return err
+		}
+		rows, err := db.pool.Query(ctx, inboxLookupSQL, string(pairs))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				idx   int64
+				saved savedScan
+			)
+			if err := rows.Scan(append([]any{&idx}, saved.dest()...)...); err != nil {
+				return err
+			}
+			if idx < 1 || int(idx) > len(batch) {
+				return errors.New("the lookup answered an unknown event")
+			}
+			found[idx-1] = saved.event()
+		}
+		return rows.Err()
+	}()
+	for i, req := range batch {
+		if err != nil {
+			req.done <- lookupResult{err: err}
+		} else {
+			req.done <- lookupResult{saved: found[i]}
+		}
+	}
 }

@@ -569,6 +569,126 @@ func TestInboxDuplicateWritesNothing(t *testing.T) {
 	}
 }
 
+// Redelivered answers a delivery of a stored event with the stored body as Receive
+// answers a duplicate, by a read alone: many at once (batched lookups) each get
+// their own event's answer; another body, an unknown event and an id JSON cannot
+// carry are left to Receive; and the lookup writes nothing and reads by key.
+func TestInboxRedelivered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t, Config{})
+	ib := db.inboxStore()
+	const n = 40
+	answer := func(i int) inbox.Answer {
+		return inbox.Answer{Status: 200, ContentType: "application/json", Body: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}
+	}
+	ev := func(i int) inbox.Event { return inboxEv(fmt.Sprintf("rd-%d", i), fmt.Sprintf(`{"i":%d}`, i)) }
+	key := func(i int) string { return fmt.Sprintf("site:order:rd-%d:create", i) }
+	for i := range n {
+		if r, err := ib.Receive(ctx, ev(i), []inbox.Registration{inboxReg(key(i), i)}, answer(i)); err != nil || r.Outcome != inbox.Processed {
+			t.Fatalf("receive %d: %v %v", i, r.Outcome, err)
+		}
+	}
+	versions := func() string {
+		var s string
+		if err := db.Pool().QueryRow(ctx, `SELECT string_agg(xmin || '/' || ctid, ',' ORDER BY event_id) || ' ' ||
+			(SELECT count(*) FROM inbox_conflicts) FROM inbox_events`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := versions()
+	errs := make(chan error, 4*n)
+	for range 4 {
+		for i := range n {
+			go func() {
+				r, ok, err := ib.Redelivered(ctx, ev(i))
+				switch {
+				case err != nil:
+					errs <- err
+				case !ok || r.Outcome != inbox.Duplicate || string(r.Answer.Body) != string(answer(i).Body) ||
+					!slices.Equal(r.Operations, []string{key(i)}):
+					errs <- fmt.Errorf("event %d: got %v %+v, want the duplicate with its own answer", i, ok, r)
+				default:
+					errs <- nil
+				}
+			}()
+		}
+	}
+	for range 4 * n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		ev   inbox.Event
+	}{
+		{"another body", inboxEv("rd-1", `{"i":2}`)},
+		{"an unknown event", inboxEv("rd-unknown", `{"i":1}`)},
+		{"an id of invalid UTF-8", inboxEv("rd-\xff", `{"i":1}`)},
+		{"an id with NUL", inboxEv("rd-1\x00", `{"i":1}`)},
+	} {
+		if r, ok, err := ib.Redelivered(ctx, c.ev); err != nil || ok {
+			t.Fatalf("%s: got %v %+v %v, want not ok and no error", c.name, ok, r, err)
+		}
+	}
+	if after := versions(); after != before {
+		t.Fatalf("row versions: %s before the lookups, %s after", before, after)
+	}
+
+	tx, err := db.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	pairs := `[{"s":"site","e":"rd-1"},{"s":"site","e":"rd-unknown"},{"s":"site","e":"rd-3"}]`
+	rows, err := tx.Query(ctx, inboxLookupSQL, pairs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx []int64
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx = append(idx, vals[0].(int64))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(idx)
+	if !slices.Equal(idx, []int64{1, 3}) {
+		t.Fatalf("lookup of %s answered %v, want 1 and 3", pairs, idx)
+	}
+	var xid string
+	if err := tx.QueryRow(ctx, `SELECT coalesce(pg_current_xact_id_if_assigned()::text, 'none')`).Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	if xid != "none" {
+		t.Fatalf("the lookup took transaction id %s; want none (nothing written)", xid)
+	}
+	var plan []string
+	prows, err := tx.Query(ctx, "EXPLAIN "+inboxLookupSQL, pairs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for prows.Next() {
+		var line string
+		if err := prows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if err := prows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if text := strings.Join(plan, "\n"); strings.Contains(text, "Seq Scan on inbox_events") {
+		t.Fatalf("the lookup scans the inbox:\n%s", text)
+	}
+}
+
 // The advisory lock keys of distinct events differ, and depend on both parts.
 func TestInboxLockKey(t *testing.T) {
 	t.Parallel()
