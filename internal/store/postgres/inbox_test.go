@@ -541,22 +541,7 @@ func TestInboxDuplicateWritesNothing(t *testing.T) {
 		}
 		// The plan finds events and operations by their primary keys, even on
 		// tables this small.
-		var plan []string
-		prows, err := tx.Query(ctx, "EXPLAIN "+st.sql, st.args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for prows.Next() {
-			var line string
-			if err := prows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, line)
-		}
-		if err := prows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		if text := strings.Join(plan, "\n"); strings.Contains(text, "Seq Scan on inbox_events") || strings.Contains(text, "Seq Scan on operations") {
+		if text := explain(t, tx, st.sql, st.args...); strings.Contains(text, "Seq Scan on inbox_events") || strings.Contains(text, "Seq Scan on operations") {
 			t.Fatalf("%s statement scans a table:\n%s", st.name, text)
 		}
 		tx.Rollback(ctx)
@@ -669,22 +654,7 @@ func TestInboxRedelivered(t *testing.T) {
 	if xid != "none" {
 		t.Fatalf("the lookup took transaction id %s; want none (nothing written)", xid)
 	}
-	var plan []string
-	prows, err := tx.Query(ctx, "EXPLAIN "+inboxLookupSQL, pairs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for prows.Next() {
-		var line string
-		if err := prows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, line)
-	}
-	if err := prows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if text := strings.Join(plan, "\n"); strings.Contains(text, "Seq Scan on inbox_events") {
+	if text := explain(t, tx, inboxLookupSQL, pairs); strings.Contains(text, "Seq Scan on inbox_events") {
 		t.Fatalf("the lookup scans the inbox:\n%s", text)
 	}
 }
@@ -703,4 +673,18 @@ func TestInboxLockKey(t *testing.T) {
 	if inboxLockKey("site", "a") != inboxLockKey("site", "a") {
 		t.Fatal("lock key is not deterministic")
 	}
+}
+
+// explain is the plan of sql with args on tx, one line of EXPLAIN's a line.
+func explain(t *testing.T, tx pgx.Tx, sql string, args ...any) string {
+	t.Helper()
+	rows, err := tx.Query(context.Background(), "EXPLAIN "+sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "\n")
 }
