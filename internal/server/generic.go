@@ -80,7 +80,7 @@ func (s *Server) handleGeneric(w http.ResponseWriter, r *http.Request) result {
 	note(r, name, id)
 	// A redelivery of the bytes stored under the id gets the saved answer, read
 	// before the body is parsed: they were parsed when the event was stored.
-	if dup, ok := s.redelivered(r, inbox.Event{Source: name, ID: id, Body: body}); ok {
+	if dup, ok := s.redelivered(r, inbox.Event{Source: name, ID: id, Body: body}, genericReplies); ok {
 		return dup
 	}
 

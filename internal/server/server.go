@@ -563,8 +563,13 @@ func (s *Server) receive(r *http.Request, ev inbox.Event, regs []inbox.Registrat
 // receive would give it: outcome duplicate, the saved answer, the operation's key as
 // detail. ok is false, and the handler goes on as for any delivery, when the store
 // cannot look up, the event is not stored or stored with another body, the lookup
-// failed, or the stored event has no saved answer or not exactly one operation.
-func (s *Server) redelivered(r *http.Request, ev inbox.Event) (res result, ok bool) {
+// failed otherwise than by running out of time, or the stored event has no saved
+// answer or not exactly one operation.
+//
+// A lookup the store has not answered within the receive timeout is answered as a
+// Receive that ran out is (rp's failure, retry later): Receive would wait as long
+// again on the same database, and the sender's budget is one timeout, not two.
+func (s *Server) redelivered(r *http.Request, ev inbox.Event, rp replies) (res result, ok bool) {
 	lk, can := s.cfg.Inbox.(inbox.Looker)
 	if !can {
 		return result{}, false
@@ -572,6 +577,10 @@ func (s *Server) redelivered(r *http.Request, ev inbox.Event) (res result, ok bo
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.ReceiveTimeout)
 	defer cancel()
 	rc, found, err := lk.Redelivered(ctx, ev)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return result{source: ev.Source, eventID: ev.ID, outcome: outError, reason: "inbox_error",
+			err: fmt.Errorf("inbox: looking the delivery up: %w", err), answer: rp.failure, retryAfter: 5}, true
+	}
 	if err != nil || !found || rc.Outcome != inbox.Duplicate || rc.Answer.Status == 0 || len(rc.Operations) != 1 {
 		return result{}, false
 	}
