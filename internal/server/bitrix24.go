@@ -182,6 +182,11 @@ func (s *Server) bitrix24(b *bitrixReceiver, w http.ResponseWriter, r *http.Requ
 	// stage may now be one that creates the order).
 	reg := inbox.Registration{Op: op, IfAbsent: true, Wake: true}
 	answer := jsonAnswer(http.StatusOK, bitrixAnswer{Status: "processed", Key: op.Key})
+	// A redelivery of a stored event is answered from a read of it; as with Receive,
+	// a stored event wakes nothing again.
+	if dup, ok := s.redelivered(r, ev, bitrixReplies); ok {
+		return dup
+	}
 	res = s.receive(r, ev, []inbox.Registration{reg}, answer, bitrixReplies)
 	res.detail = op.Key
 	return res

@@ -328,6 +328,11 @@ func (s *Server) handleOzon(w http.ResponseWriter, r *http.Request) result {
 		ContentType: "application/json",
 		ReceivedAt:  s.now(),
 	}
+	// A push Ozon sends again (it does, until it hears 200 in time) is answered
+	// from a read of the stored event, with no transaction.
+	if dup, ok := s.redelivered(r, ev, ozonReplies); ok {
+		return dup
+	}
 	res = s.receive(r, ev, []inbox.Registration{reg}, ozonResult, ozonReplies)
 	res.detail = reg.Op.Key
 	return res

@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ordersync/ordersync/internal/inbox"
 	"github.com/ordersync/ordersync/internal/journal"
 	"github.com/ordersync/ordersync/internal/order"
 	"github.com/ordersync/ordersync/internal/stdwebhook"
@@ -27,7 +29,11 @@ type pgHarness struct {
 	base string
 }
 
-func newPGHarness(t *testing.T) *pgHarness {
+func newPGHarness(t *testing.T) *pgHarness { return newPGHarnessWith(t, nil) }
+
+// newPGHarnessWith is newPGHarness with the server's inbox wrap(the store's), when
+// wrap is set.
+func newPGHarnessWith(t *testing.T, wrap func(inbox.Store) inbox.Store) *pgHarness {
 	t.Helper()
 	ctx := context.Background()
 	db, err := postgres.Open(ctx, postgres.Config{URL: testdb.URL(t), MaxConns: 20})
@@ -38,9 +44,13 @@ func newPGHarness(t *testing.T) *pgHarness {
 	if _, err := db.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
+	ib := db.Inbox()
+	if wrap != nil {
+		ib = wrap(ib)
+	}
 	srv, err := New(Config{
 		Listen:  "127.0.0.1:0",
-		Inbox:   db.Inbox(),
+		Inbox:   ib,
 		Sources: map[string]SourceConfig{"site": {Secrets: []stdwebhook.Secret{stdwebhook.MustParseSecret(siteSecret)}}},
 		// The test's connections come from 127.0.0.1.
 		Ozon:     &OzonConfig{AllowNetworks: append([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, DefaultOzonNetworks...)},
@@ -248,4 +258,58 @@ func TestPostgresRedeliveryAnswersAsReceive(t *testing.T) {
 		t.Fatalf("same id, another valid order: %d, want 409", st)
 	}
 	h.rows(1, 1, 1)
+}
+
+// countedInbox is a store's inbox that counts its Receives; it looks deliveries up
+// as the store does.
+type countedInbox struct {
+	inbox.Store
+	receives atomic.Int64
+}
+
+func (c *countedInbox) Receive(ctx context.Context, ev inbox.Event, regs []inbox.Registration, answer inbox.Answer) (inbox.Receipt, error) {
+	c.receives.Add(1)
+	return c.Store.Receive(ctx, ev, regs, answer)
+}
+
+func (c *countedInbox) Redelivered(ctx context.Context, ev inbox.Event) (inbox.Receipt, bool, error) {
+	return c.Store.(inbox.Looker).Redelivered(ctx, ev)
+}
+
+// Every receiver answers a redelivery of a stored event from the lookup, with the
+// answer it gave the first time and no Receive: the site's, Ozon's push and a
+// Bitrix24 portal's.
+func TestPostgresRedeliveriesOfEveryReceiverAreLookedUp(t *testing.T) {
+	t.Parallel()
+	var counted *countedInbox
+	h := newPGHarnessWith(t, func(s inbox.Store) inbox.Store {
+		counted = &countedInbox{Store: s}
+		return counted
+	})
+	for _, tc := range []struct {
+		name string
+		req  func() *http.Request
+	}{
+		{"site", func() *http.Request {
+			return signedRequest("site", "msg_every", testNow, orderJSON("site", "EV-1"), siteSecret)
+		}},
+		{"ozon", func() *http.Request { return ozonRequest("", ozonNewPosting) }},
+		{"bitrix24", func() *http.Request {
+			return bitrixRequest(bitrixForm("ONCRMDEALADD", "987", "1700000000", bxTokenText))
+		}},
+	} {
+		before := counted.receives.Load()
+		st, first := h.post(tc.req())
+		if st != http.StatusOK || counted.receives.Load() != before+1 {
+			t.Fatalf("%s: first delivery %d %s, %d receives", tc.name, st, first, counted.receives.Load()-before)
+		}
+		for range 2 {
+			if st, again := h.post(tc.req()); st != http.StatusOK || again != first {
+				t.Fatalf("%s: redelivery %d %s, want the first answer %s", tc.name, st, again, first)
+			}
+		}
+		if n := counted.receives.Load() - before; n != 1 {
+			t.Fatalf("%s: %d receives for a delivery and two redeliveries, want 1", tc.name, n)
+		}
+	}
 }
