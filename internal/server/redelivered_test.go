@@ -18,8 +18,8 @@ func (stalledLooker) Redelivered(ctx context.Context, _ inbox.Event) (inbox.Rece
 	return inbox.Receipt{}, false, ctx.Err()
 }
 
-// A lookup that the store has not answered within server.receive_timeout is
-// answered as a Receive that ran out would be — unavailable, retry — rather than
+// A lookup that the store has not answered within the receive timeout is answered
+// as a Receive that ran out would be — unavailable, retry — rather than
 // handed to Receive for as long again: the sender is answered within one receive
 // timeout, not two.
 func TestLookupThatTimesOutIsNotTriedAgainAsAReceive(t *testing.T) {
