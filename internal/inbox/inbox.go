@@ -104,7 +104,8 @@ type Filter struct {
 }
 
 // Looker is a Store that can answer a redelivery by reading alone, before the
-// delivery's body is parsed and its registrations are built.
+// delivery's registrations are built (and, where the event id is not in the body,
+// before the body is parsed).
 type Looker interface {
 	// Redelivered answers a delivery of a stored event whose body is the one
 	// stored: ok, and the receipt Receive would give (Duplicate, the saved answer
