@@ -561,10 +561,11 @@ func (s *Server) receive(r *http.Request, ev inbox.Event, regs []inbox.Registrat
 // redelivered answers a redelivery of a stored event with the stored body from the
 // inbox alone (inbox.Looker), before the handler builds its registrations (the
 // site's before it even parses the body), with the result receive would give it:
-// outcome duplicate, the saved answer, the operation's key as detail. ok is false, and the handler goes on as for any delivery, when the store
-// cannot look up, the event is not stored or stored with another body, the lookup
-// failed otherwise than by running out of time, or the stored event has no saved
-// answer or not exactly one operation.
+// outcome duplicate, the saved answer, the operation's key as detail. ok is false,
+// and the handler goes on as for any delivery, when the store cannot look up, the
+// event is not stored or stored with another body, the lookup failed otherwise than
+// by running out of time, or the stored event has no saved answer or not exactly one
+// operation.
 //
 // A lookup the store has not answered within the receive timeout is answered as a
 // Receive that ran out is (rp's failure, retry later): Receive would wait as long
