@@ -279,6 +279,7 @@ func (a *app) run(ctx context.Context) error {
 	if err := services.Start(ctx); err != nil {
 		return stoppedDuringStartUp(ctx, log, err)
 	}
+	releaseStartUpPages(log)
 	<-ctx.Done()
 	log.Info("stop requested: finishing calls and deliveries in flight", "shutdown_timeout", cfg.Worker.ShutdownTimeout.String())
 	start := time.Now()
