@@ -148,6 +148,12 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	}
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "synchronous(NORMAL)")
+	// A statement that writes inside a transaction keeps the pages it changes in a
+	// statement journal, to undo just itself; an order's row with its indexes passes
+	// SQLite's in-memory threshold for one, and the journal then becomes a temporary
+	// file written and deleted on every registration and verdict. In memory, as are
+	// temporary tables and sorts (the store's lists read indexes in order).
+	q.Add("_pragma", "temp_store(MEMORY)")
 	// Each connection keeps a page cache of its own; the file's pages stay in the
 	// operating system's cache besides, so a small one costs a read call, not a disk
 	// read, while the pool's connections together stay small.
