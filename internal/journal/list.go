@@ -1,11 +1,13 @@
 package journal
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/shopspring/decimal"
 )
@@ -47,17 +49,20 @@ func Derive(key, source, externalID string, payload json.RawMessage, result *Res
 		} `json:"fetch"`
 		// OrderID is a return's order (order.Return): its return is found by it.
 		OrderID json.RawMessage `json:"order_id"`
+		Total   json.RawMessage `json:"total"`
+		Lines   json.RawMessage `json:"lines"`
 	}
 	_ = json.Unmarshal(payload, &p) // a payload that is not an order has none of these
 	// The amounts apart: a line that does not decode leaves the texts readable.
 	var m struct {
-		Total *decimal.Decimal `json:"total"`
+		Total *decimal.Decimal
 		Lines []struct {
 			Quantity decimal.Decimal `json:"quantity"`
 			Price    decimal.Decimal `json:"price"`
-		} `json:"lines"`
+		}
 	}
-	if json.Unmarshal(payload, &m) != nil {
+	if len(p.Total) > 0 && json.Unmarshal(p.Total, &m.Total) != nil ||
+		len(p.Lines) > 0 && json.Unmarshal(p.Lines, &m.Lines) != nil {
 		m.Total, m.Lines = nil, nil
 	}
 	var d Derived
@@ -90,15 +95,36 @@ func Derive(key, source, externalID string, payload json.RawMessage, result *Res
 
 // scalar is a JSON string's text or a number's literal; "" for anything else.
 func scalar(raw json.RawMessage) string {
+	n := len(raw)
+	if n == 0 { // absent
+		return ""
+	}
+	// Most are plain strings: their text is their bytes between the quotes.
+	if n >= 2 && raw[0] == '"' && raw[n-1] == '"' {
+		if in := raw[1 : n-1]; !bytes.ContainsAny(in, "\\\"") && utf8.Valid(in) && !hasControl(in) {
+			return string(in)
+		}
+	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return s
 	}
-	var n json.Number
-	if json.Unmarshal(raw, &n) == nil {
-		return n.String()
+	var num json.Number
+	if json.Unmarshal(raw, &num) == nil {
+		return num.String()
 	}
 	return ""
+}
+
+// hasControl says whether b holds a byte below 0x20, which JSON allows in a string
+// only escaped.
+func hasControl(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
 }
 
 // SearchMinDigits is the fewest digits a search term needs to be looked for among

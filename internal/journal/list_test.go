@@ -80,3 +80,33 @@ func TestDeriveReadsTheOrder(t *testing.T) {
 		t.Errorf("a return's search text %q lacks its order's id", d.SearchText)
 	}
 }
+
+func TestDeriveReadsEscapedAndNumericTexts(t *testing.T) {
+	d := Derive("k", "s", "x", json.RawMessage(`{"number":"A\"1\u0416","marketplace_id":512344101,"total":"99.50",
+		"customer":{"name":"Tab\there"}}`), nil)
+	if want := `k s:x a"1ж 512344101  tab	here  `; d.SearchText != want {
+		t.Errorf("search text %q, want %q", d.SearchText, want)
+	}
+	if d.Total == nil || d.Total.String() != "99.5" {
+		t.Errorf("total %v, want 99.5", d.Total)
+	}
+	// A total that does not read leaves no amount, even with lines that would.
+	d = Derive("k", "s", "x", json.RawMessage(`{"total":"many","lines":[{"quantity":1,"price":"2"}]}`), nil)
+	if d.Total != nil {
+		t.Errorf("total %v from a payload whose total does not read", d.Total)
+	}
+}
+
+// BenchmarkDerive is what every registration and verdict spends reading the list's
+// columns off an order's payload.
+func BenchmarkDerive(b *testing.B) {
+	p := json.RawMessage(`{"source":"kaspi","external_id":"512344101","number":"512344101","created_at":"2026-09-30T23:58:00+06:00",
+		"customer":{"name":"Жанна Ахметова","phone":"+77012345678"},"warehouse":"WH1","currency":"KZT",
+		"lines":[{"sku":"SKU-8812","name":"Чайник","quantity":"2","price":"1500.10"},{"sku":"SKU-1","name":"Кружка","quantity":"1","price":"990"}],
+		"total":"3990.20"}`)
+	r := &Result{Number: "ОС-000123", Ref: "4f0c"}
+	b.ReportAllocs()
+	for b.Loop() {
+		Derive("kaspi:order:512344101:create", "kaspi", "512344101", p, r)
+	}
+}
