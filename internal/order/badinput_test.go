@@ -3,6 +3,7 @@ package order
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -335,6 +336,45 @@ func FuzzReadBatch(f *testing.F) {
 				continue
 			}
 			roundTrip(t, it.Order)
+		}
+	})
+}
+
+func TestCheckJSONRefusesWhatIsNotJSON(t *testing.T) {
+	t.Parallel()
+	for in, msg := range map[string]string{
+		`{"a":1,}`:         "malformed JSON: invalid character '}' looking for beginning of object key string",
+		`[1,2,]`:           "malformed JSON: invalid character ']' looking for beginning of value",
+		`{"a" 1}`:          "malformed JSON: invalid character '1' after object key",
+		`{"a":-01}`:        "malformed JSON: invalid character '1' after object key:value pair",
+		`{"a":1.}`:         "malformed JSON: invalid character '}' after decimal point in numeric literal",
+		`{"a":"\x"}`:       `malformed JSON: invalid character 'x' in string escape code`,
+		`{"a":"\u12G4"}`:   `malformed JSON: invalid character 'G' in \u hexadecimal character escape`,
+		"{\"a\":\"x\ty\"}": "malformed JSON: invalid character '\\t' in string literal",
+		`{"a":tru}`:        "malformed JSON: invalid character '}' in literal true (expecting 'e')",
+		`{"a":`:            "malformed JSON: EOF",
+		`{"a":1} x`:        "malformed JSON: unexpected data after the JSON value",
+	} {
+		var ve *ValidationError
+		if err := CheckJSON([]byte(in), JSONOptions{}); !errors.As(err, &ve) || ve.Problems[0] != (FieldError{Field: "(document)", Message: msg}) {
+			t.Errorf("CheckJSON(%q) = %v, want (document): %s", in, err, msg)
+		}
+	}
+	for _, in := range []string{`0`, `-0.5e+10`, `"\u00e9\/\b"`, ` [true, false, null, {"": []}] `, `{"a":{"b":[1,{"c":"d"}]}}`} {
+		if err := CheckJSON([]byte(in), JSONOptions{}); err != nil {
+			t.Errorf("CheckJSON(%q) = %v, want nil", in, err)
+		}
+	}
+}
+
+// FuzzCheckJSON: the strict pass accepts nothing encoding/json would not read.
+func FuzzCheckJSON(f *testing.F) {
+	for _, s := range []string{`{"a":[1,2.5e-3,"x\u00e9",true,null]}`, `{"a":1,"a":2}`, `[1,]`, `-01`, `"\ud800"`, "\"\xff\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if CheckJSON(data, JSONOptions{}) == nil && !json.Valid(data) {
+			t.Fatalf("CheckJSON accepted %q, which is not JSON", data)
 		}
 	})
 }

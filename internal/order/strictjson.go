@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,8 +23,7 @@ import (
 // one), matches object keys to struct fields case-insensitively and lets the last
 // of two equal keys win ({"external_id":"A","External_ID":"B"} is B). CheckJSON is
 // a small strict pass over the raw bytes, made before encoding/json decodes them: it
-// walks the document with json.Decoder tokens, and reads every string token on its
-// raw bytes (sliced out of the input by InputOffset).
+// reads the document itself, every string on its raw bytes.
 
 // JSONOptions says how strictly CheckJSON reads a document.
 type JSONOptions struct {
@@ -72,16 +72,19 @@ func checkJSON(data []byte, opts JSONOptions) error {
 		t = reflect.TypeOf(opts.Into)
 	}
 	root := shapeFor(t, opts.Closed, opts.Shallow, opts.What)
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	w := &walker{dec: dec, data: data}
-	if err := w.value("", root, 0); err != nil {
-		return err
+	w := &walker{data: data}
+	err := w.value(root, 0)
+	if err == nil {
+		w.space()
+		if w.pos < len(w.data) {
+			return errors.New("unexpected data after the JSON value")
+		}
+		return nil
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("unexpected data after the JSON value")
+	if errors.Is(err, errMalformed) {
+		return malformed(data)
 	}
-	return nil
+	return err
 }
 
 type shapeKind int
@@ -208,142 +211,206 @@ func foldKey(s string) string {
 	return strings.Map(func(r rune) rune { return unicode.ToUpper(unicode.ToLower(r)) }, s)
 }
 
+// The walk reads the bytes itself, in one pass and without allocating for what it
+// only looks at (json.Decoder's tokens cost a value each, and the paths a string
+// each, for every key), and stops at the first problem in document order. A
+// document it finds malformed is read again by encoding/json's tokenizer
+// (malformed), whose words say what and where.
+
+// errMalformed stops the walk at bytes that are not JSON.
+var errMalformed = errors.New("malformed JSON")
+
 type walker struct {
-	dec  *json.Decoder
 	data []byte
-	pos  int64
+	pos  int
+	path []byte // the path of the value being read (customer.name, lines[0].sku)
 }
 
-// next reads a token and the raw bytes since the previous one (separators and white
-// space first: all ASCII).
-func (w *walker) next() (json.Token, []byte, error) {
-	t, err := w.dec.Token()
-	if err != nil {
-		return nil, nil, err
-	}
-	end := w.dec.InputOffset()
-	if end < w.pos || end > int64(len(w.data)) {
-		return nil, nil, errors.New("decoder offset out of range")
-	}
-	raw := w.data[w.pos:end]
-	w.pos = end
-	return t, raw, nil
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-func docPath(path string) string {
-	if path == "" {
+// where names the value being read in a FieldError.
+func (w *walker) where() string {
+	if len(w.path) == 0 {
 		return "(document)"
 	}
-	return path
+	return string(w.path)
 }
 
-func (w *walker) value(path string, sh *shape, depth int) error {
-	if depth > 200 {
-		return &FieldError{Field: docPath(path), Message: "is nested more than 200 levels deep"}
+// push appends a key (Go-quoted when it is no clean text) or an index to the path
+// and returns the length to truncate it back to.
+func (w *walker) push(key string, index int) int {
+	mark := len(w.path)
+	if index >= 0 {
+		w.path = append(w.path, '[')
+		w.path = strconv.AppendInt(w.path, int64(index), 10)
+		w.path = append(w.path, ']')
+		return mark
 	}
-	t, raw, err := w.next()
-	if err != nil {
-		return err
+	if mark > 0 {
+		w.path = append(w.path, '.')
 	}
-	switch t := t.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			return w.object(path, sh, depth)
-		case '[':
-			return w.array(path, sh, depth)
+	if CheckLine(key) != "" {
+		w.path = strconv.AppendQuote(w.path, key)
+	} else {
+		w.path = append(w.path, key...)
+	}
+	return mark
+}
+
+// space skips JSON white space.
+func (w *walker) space() {
+	for w.pos < len(w.data) {
+		switch w.data[w.pos] {
+		case ' ', '\t', '\n', '\r':
+			w.pos++
+		default:
+			return
 		}
-		return fmt.Errorf("unexpected %v", t)
-	case string:
-		if sh.kind == shapeSkip {
-			return nil
+	}
+}
+
+// peek is the next byte after white space, 0 at the end.
+func (w *walker) peek() byte {
+	w.space()
+	if w.pos >= len(w.data) {
+		return 0
+	}
+	return w.data[w.pos]
+}
+
+func (w *walker) value(sh *shape, depth int) error {
+	if depth > 200 {
+		return &FieldError{Field: w.where(), Message: "is nested more than 200 levels deep"}
+	}
+	switch c := w.peek(); {
+	case c == '{':
+		w.pos++
+		return w.object(sh, depth)
+	case c == '[':
+		w.pos++
+		return w.array(sh, depth)
+	case c == '"':
+		raw, err := w.str()
+		if err != nil || sh.kind == shapeSkip {
+			return err
 		}
 		if msg := checkRawString(raw); msg != "" {
-			return &FieldError{Field: docPath(path), Message: msg}
+			return &FieldError{Field: w.where(), Message: msg}
 		}
 		switch sh.kind {
 		case shapeTime:
-			if _, err := ParseTime(t); err != nil {
-				return &FieldError{Field: docPath(path), Message: err.Error()}
+			if _, err := ParseTime(unquote(raw)); err != nil {
+				return &FieldError{Field: w.where(), Message: err.Error()}
 			}
 		case shapeDecimal:
-			if len(t) > MaxNumberText {
-				return &FieldError{Field: docPath(path), Message: fmt.Sprintf("is a number longer than %d characters", MaxNumberText)}
+			if len(unquote(raw)) > MaxNumberText {
+				return &FieldError{Field: w.where(), Message: fmt.Sprintf("is a number longer than %d characters", MaxNumberText)}
 			}
 		}
-	case json.Number:
-		if sh.kind == shapeDecimal && len(t) > MaxNumberText {
-			return &FieldError{Field: docPath(path), Message: fmt.Sprintf("is a number longer than %d characters", MaxNumberText)}
+		return nil
+	case c == '-' || c >= '0' && c <= '9':
+		n, err := w.number()
+		if err == nil && sh.kind == shapeDecimal && n > MaxNumberText {
+			return &FieldError{Field: w.where(), Message: fmt.Sprintf("is a number longer than %d characters", MaxNumberText)}
 		}
+		return err
+	case c == 't':
+		return w.literal("true")
+	case c == 'f':
+		return w.literal("false")
+	case c == 'n':
+		return w.literal("null")
 	}
-	return nil
+	return errMalformed
 }
 
-func (w *walker) object(path string, sh *shape, depth int) error {
+// smallObject is how many keys an object's duplicate check keeps in a list before
+// it takes a map.
+const smallObject = 16
+
+func (w *walker) object(sh *shape, depth int) error {
 	check := sh.kind != shapeSkip
-	var seen map[string]bool
-	if check {
-		seen = map[string]bool{}
+	var (
+		few  []string
+		many map[string]bool
+	)
+	if w.peek() == '}' {
+		w.pos++
+		return nil
 	}
-	for w.dec.More() {
-		t, raw, err := w.next()
+	for {
+		if w.peek() != '"' {
+			return errMalformed
+		}
+		raw, err := w.str()
 		if err != nil {
 			return err
 		}
-		key, ok := t.(string)
-		if !ok {
-			return errors.New("object key is not a string")
-		}
-		field := join(path, key)
-		if CheckLine(key) != "" {
-			field = join(path, strconv.Quote(key)) // a key that is no clean text is named quoted
-		}
+		key := unquote(raw)
+		mark := w.push(key, -1) // a key's own problems name it as is, even empty
 		sub := skipShape
 		if check {
 			if msg := checkRawString(raw); msg != "" {
 				// Named by its raw bytes, Go quoted: the decoded key lost them.
-				rawKey := raw[bytes.IndexByte(raw, '"')+1:]
-				rawKey = rawKey[:max(len(rawKey)-1, 0)]
-				return &FieldError{Field: join(path, strconv.Quote(string(rawKey))), Message: "the key " + msg}
+				if w.path = w.path[:mark]; mark > 0 {
+					w.path = append(w.path, '.')
+				}
+				w.path = strconv.AppendQuote(w.path, string(raw[1:len(raw)-1]))
+				return &FieldError{Field: string(w.path), Message: "the key " + msg}
 			}
-			if seen[key] {
-				return &FieldError{Field: field, Message: "appears twice in one object"}
+			if slices.Contains(few, key) || many[key] {
+				return &FieldError{Field: string(w.path), Message: "appears twice in one object"}
 			}
-			seen[key] = true
+			switch {
+			case many != nil:
+				many[key] = true
+			case len(few) < smallObject:
+				few = append(few, key)
+			default:
+				many = make(map[string]bool, 2*smallObject)
+				for _, k := range few {
+					many[k] = true
+				}
+				many[key] = true
+				few = nil
+			}
 			sub = anyShape
 			switch sh.kind {
 			case shapeObject:
 				if s, ok := sh.fields[key]; ok {
 					sub = s
 				} else if exact, ok := sh.folded[foldKey(key)]; ok {
-					return &FieldError{Field: field, Message: fmt.Sprintf("is not %q: keys are matched exactly", exact)}
+					return &FieldError{Field: string(w.path), Message: fmt.Sprintf("is not %q: keys are matched exactly", exact)}
 				} else if sh.closed {
 					what := sh.what
 					if what == "" {
 						what = "the document"
 					}
-					return &FieldError{Field: field, Message: "is not a field of " + what}
+					return &FieldError{Field: string(w.path), Message: "is not a field of " + what}
 				}
 			case shapeMap:
 				sub = sh.elem
 			}
 		}
-		if err := w.value(field, sub, depth+1); err != nil {
+		if w.peek() != ':' {
+			return errMalformed
+		}
+		w.pos++
+		if err := w.value(sub, depth+1); err != nil {
 			return err
 		}
+		w.path = w.path[:mark]
+		switch w.peek() {
+		case ',':
+			w.pos++
+		case '}':
+			w.pos++
+			return nil
+		default:
+			return errMalformed
+		}
 	}
-	_, _, err := w.next() // '}'
-	return err
 }
 
-func (w *walker) array(path string, sh *shape, depth int) error {
+func (w *walker) array(sh *shape, depth int) error {
 	elem := anyShape
 	switch sh.kind {
 	case shapeSkip:
@@ -351,13 +418,145 @@ func (w *walker) array(path string, sh *shape, depth int) error {
 	case shapeArray:
 		elem = sh.elem
 	}
-	for i := 0; w.dec.More(); i++ {
-		if err := w.value(fmt.Sprintf("%s[%d]", path, i), elem, depth+1); err != nil {
+	if w.peek() == ']' {
+		w.pos++
+		return nil
+	}
+	for i := 0; ; i++ {
+		mark := w.push("", i)
+		if err := w.value(elem, depth+1); err != nil {
 			return err
 		}
+		w.path = w.path[:mark]
+		switch w.peek() {
+		case ',':
+			w.pos++
+		case ']':
+			w.pos++
+			return nil
+		default:
+			return errMalformed
+		}
 	}
-	_, _, err := w.next() // ']'
-	return err
+}
+
+// str reads a string at w.pos and returns its raw bytes, quotes included: its
+// escapes well formed, no control character unescaped. UTF-8 is checkRawString's.
+func (w *walker) str() ([]byte, error) {
+	start := w.pos
+	for i := start + 1; i < len(w.data); i++ {
+		switch c := w.data[i]; {
+		case c == '"':
+			w.pos = i + 1
+			return w.data[start:w.pos], nil
+		case c < 0x20:
+			return nil, errMalformed
+		case c == '\\':
+			i++
+			if i >= len(w.data) {
+				return nil, errMalformed
+			}
+			switch w.data[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if _, ok := hex4(w.data, i+1); !ok {
+					return nil, errMalformed
+				}
+				i += 4
+			default:
+				return nil, errMalformed
+			}
+		}
+	}
+	return nil, errMalformed
+}
+
+// number reads a number at w.pos (JSON's grammar) and returns its length.
+func (w *walker) number() (int, error) {
+	d, i := w.data, w.pos
+	digits := func() int {
+		n := 0
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	if d[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case digits() == 0:
+		return 0, errMalformed
+	}
+	if i < len(d) && d[i] == '.' {
+		i++
+		if digits() == 0 {
+			return 0, errMalformed
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return 0, errMalformed
+		}
+	}
+	n := i - w.pos
+	w.pos = i
+	return n, nil
+}
+
+func (w *walker) literal(lit string) error {
+	if !bytes.HasPrefix(w.data[w.pos:], []byte(lit)) {
+		return errMalformed
+	}
+	w.pos += len(lit)
+	return nil
+}
+
+// unquote is a string's text from its raw bytes: the bytes between the quotes when
+// they hold no escape, encoding/json's reading otherwise.
+func unquote(raw []byte) string {
+	in := raw[1 : len(raw)-1]
+	if bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
+		return string(in)
+	}
+	var s string
+	_ = json.Unmarshal(raw, &s) // well formed: str checked it
+	return s
+}
+
+// malformed is encoding/json's word on a document the walk found malformed: its
+// tokenizer's first error, or the walk's own for data after the value.
+func malformed(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	depth := 0
+	for {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		if d, ok := t.(json.Delim); ok {
+			if d == '{' || d == '[' {
+				depth++
+			} else {
+				depth--
+			}
+		}
+		if depth == 0 {
+			break
+		}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("unexpected data after the JSON value")
+	}
+	return errors.New("malformed JSON") // the tokenizer read it whole: not expected
 }
 
 // checkRawString checks the raw bytes of one string token (possibly preceded by
