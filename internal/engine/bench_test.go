@@ -109,7 +109,10 @@ func benchOrders(b *testing.B, store journal.Store, n int) []string {
 // BenchmarkJournalPath is one order through the whole journal path, one at a time,
 // against a 1C that answers at once: register, claim under the row (or key) lock,
 // attempt row, find and create in 1C, finish. It reports orders/s, and on
-// PostgreSQL the database round trips each created order cost. On both backends.
+// PostgreSQL the database round trips each created order cost, and where an order's
+// time goes: each step's mean (register, claim, find, the wait for the attempt row
+// before the create, create, verdict; the rest is the engine's own). On both
+// backends.
 //
 // The journal holds a history of done orders first, with its statistics gathered,
 // as a shop's has after its first day: the planner then sees the tables it will
@@ -123,15 +126,18 @@ func BenchmarkJournalPath(b *testing.B) {
 		b.Run("backend="+backend, func(b *testing.B) {
 			st := newBenchStore(b, backend, 4)
 			s, c := benchOneC(b, nil, 4)
-			e := engine.New(st.journal, c, engine.Config{Workers: 1})
 			ctx := context.Background()
 			benchOrders(b, st.journal, history)
+			warm := engine.New(st.journal, c, engine.Config{Workers: 1})
 			for range history {
-				if ran, err := e.RunDue(ctx); !ran || err != nil {
+				if ran, err := warm.RunDue(ctx); !ran || err != nil {
 					b.Fatal(ran, err)
 				}
 			}
 			st.analyze(b)
+			var t steps
+			js := timedStore{st.journal, &t}
+			e := engine.New(js, timedOneC{c, &t}, engine.Config{Workers: 1})
 			run := benchSeq.Add(1)
 			n := max(b.N, journalPathOrders)
 			if st.rt != nil {
@@ -141,7 +147,7 @@ func BenchmarkJournalPath(b *testing.B) {
 			start := time.Now()
 			for i := range n {
 				o := testOrder(fmt.Sprintf("J%d-%06d", run, i))
-				if _, err := st.journal.Register(ctx, journal.CreateOrder(o)); err != nil {
+				if _, err := js.Register(ctx, journal.CreateOrder(o)); err != nil {
 					b.Fatal(err)
 				}
 				if ran, err := e.RunDue(ctx); !ran || err != nil {
@@ -156,6 +162,7 @@ func BenchmarkJournalPath(b *testing.B) {
 			if st.rt != nil {
 				b.ReportMetric(float64(st.rt.Count())/float64(n), "db-roundtrips/order")
 			}
+			t.report(b, n)
 			b.ReportMetric(float64(n)/elapsed.Seconds(), "orders/s")
 		})
 	}
@@ -218,4 +225,78 @@ func drainTimed(b *testing.B, store journal.Store, client onec.Client, workers, 
 	b.StopTimer()
 	e.Stop()
 	return elapsed
+}
+
+// steps times each step of the journal path: the store calls the engine makes and
+// the requests it sends 1C, summed over the orders measured.
+type steps struct {
+	register, claim, find, opened, create, verdict atomic.Int64
+}
+
+// since adds the time since start to d.
+func since(d *atomic.Int64, start time.Time) { d.Add(int64(time.Since(start))) }
+
+func (s *steps) report(b *testing.B, n int) {
+	for _, m := range []struct {
+		name string
+		d    *atomic.Int64
+	}{
+		{"register", &s.register}, {"claim", &s.claim}, {"find", &s.find},
+		{"attempt-wait", &s.opened}, {"create", &s.create}, {"verdict", &s.verdict},
+	} {
+		b.ReportMetric(float64(m.d.Load())/float64(n)/1e6, m.name+"-ms/order")
+	}
+}
+
+// timedStore is a journal whose registrations, claims and verdicts are timed.
+type timedStore struct {
+	journal.Store
+	t *steps
+}
+
+func (s timedStore) Register(ctx context.Context, op journal.NewOperation) (journal.Registration, error) {
+	defer since(&s.t.register, time.Now())
+	return s.Store.Register(ctx, op)
+}
+
+func (s timedStore) ClaimDue(ctx context.Context, worker string) (journal.Claim, error) {
+	start := time.Now()
+	c, err := s.Store.ClaimDue(ctx, worker)
+	since(&s.t.claim, start)
+	if err != nil {
+		return c, err
+	}
+	return timedClaim{c, s.t}, nil
+}
+
+// timedClaim times the wait for the attempt row before the create, and the verdict.
+type timedClaim struct {
+	journal.Claim
+	t *steps
+}
+
+func (c timedClaim) Opened(ctx context.Context) error {
+	defer since(&c.t.opened, time.Now())
+	return c.Claim.Opened(ctx)
+}
+
+func (c timedClaim) Finish(ctx context.Context, f journal.Finish) error {
+	defer since(&c.t.verdict, time.Now())
+	return c.Claim.Finish(ctx, f)
+}
+
+// timedOneC is a 1C client whose finds and creates are timed.
+type timedOneC struct {
+	onec.Client
+	t *steps
+}
+
+func (c timedOneC) FindOrders(ctx context.Context, externalID string) ([]onec.Order, error) {
+	defer since(&c.t.find, time.Now())
+	return c.Client.FindOrders(ctx, externalID)
+}
+
+func (c timedOneC) CreateOrder(ctx context.Context, req onec.CreateOrder) (onec.Created, error) {
+	defer since(&c.t.create, time.Now())
+	return c.Client.CreateOrder(ctx, req)
 }
